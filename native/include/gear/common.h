@@ -1,0 +1,76 @@
+// Plain C++ types shared by every kernel: no N-API here, so kernels can be unit-tested, fuzzed and
+// reused by a CUDA build.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace gear {
+
+// Element type of a logits buffer. bf16/fp16 travel as raw 16-bit words.
+enum class DType : int { F32 = 0, BF16 = 1, F16 = 2 };
+
+inline int dtype_size(DType d) { return d == DType::F32 ? 4 : 2; }
+inline const char* dtype_name(DType d) {
+  return d == DType::F32 ? "float32" : d == DType::BF16 ? "bfloat16" : "float16";
+}
+
+// Stable error codes; the binding maps each to the `code` string of a GearError.
+enum class Code : int {
+  Ok = 0,
+  Shape,        // ERR_SHAPE
+  DType,        // ERR_DTYPE
+  TargetRange,  // ERR_TARGET_RANGE
+  NonFinite,    // ERR_NON_FINITE
+  Option,       // ERR_OPTION
+  Offsets,      // ERR_OFFSETS
+  Aborted,      // ERR_ABORTED
+  State,        // ERR_STATE
+  Internal,     // ERR_NATIVE
+};
+
+inline const char* code_name(Code c) {
+  switch (c) {
+    case Code::Ok: return "OK";
+    case Code::Shape: return "ERR_SHAPE";
+    case Code::DType: return "ERR_DTYPE";
+    case Code::TargetRange: return "ERR_TARGET_RANGE";
+    case Code::NonFinite: return "ERR_NON_FINITE";
+    case Code::Option: return "ERR_OPTION";
+    case Code::Offsets: return "ERR_OFFSETS";
+    case Code::Aborted: return "ERR_ABORTED";
+    case Code::State: return "ERR_STATE";
+    default: return "ERR_NATIVE";
+  }
+}
+
+// Result of a kernel call. Messages read "what: expected X, got Y".
+struct Status {
+  Code code = Code::Ok;
+  std::string message;
+  static Status ok() { return {}; }
+  bool is_ok() const { return code == Code::Ok; }
+};
+
+inline Status error(Code c, std::string msg) { return Status{c, std::move(msg)}; }
+
+// Row-major rows x vocab logits. 64-bit sizes: rows * vocab may exceed 2^31.
+struct LogitsView {
+  const void* data = nullptr;
+  int64_t rows = 0;
+  int64_t vocab = 0;
+  DType dtype = DType::F32;
+};
+
+class ThreadPool;
+
+// Where and how a kernel runs: the pool to split rows over (nullptr = calling thread only) and an abort
+// flag polled between blocks of rows (nullptr = not abortable).
+struct ExecContext {
+  ThreadPool* pool = nullptr;
+  const std::atomic<int32_t>* abort = nullptr;
+  bool aborted() const { return abort != nullptr && abort->load(std::memory_order_relaxed) != 0; }
+};
+
+}  // namespace gear

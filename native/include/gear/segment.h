@@ -1,0 +1,26 @@
+// Segmented reductions and broadcasts over packed rows (offsets of length rows + 1, like
+// flash-attention's cu_seqlens).
+#pragma once
+#include <cstdint>
+
+#include "gear/common.h"
+
+namespace gear {
+
+enum class SegOp : int { Sum = 0, Mean = 1, Max = 2, Min = 3, Count = 4 };
+
+// Checks offsets[0] = 0, non-decreasing, offsets[rows] = n. Used by every packed-row kernel.
+Status check_offsets(const int32_t* offsets, int64_t rows, int64_t n);
+
+// out[r] = op over tokens [offsets[r], offsets[r+1]) with mask != 0 (mask may be null). Values are
+// float32 or float64 (exactly one of v32 / v64 non-null); accumulation is float64, sequential within a
+// row, so results do not depend on the thread count. Empty rows: sum 0, count 0, mean 0, max -inf,
+// min +inf.
+Status segment_reduce(const float* v32, const double* v64, int64_t n, const int32_t* offsets, int64_t rows,
+                      const uint8_t* mask, SegOp op, double* out, const ExecContext& ctx);
+
+// out[t] = row_values[row(t)] for every token t, 0 where mask is 0.
+Status segment_broadcast(const double* row_values, const int32_t* offsets, int64_t rows, int64_t n,
+                         const uint8_t* mask, float* out, const ExecContext& ctx);
+
+}  // namespace gear

@@ -1,0 +1,9 @@
+// One Register function per binding file (one file per op family, named like the op). addon.cc calls
+// each at load; add a line here and in addon.cc when adding an op family.
+#pragma once
+#include <napi.h>
+
+namespace gear::addon {
+void RegisterBackend(Napi::Env env, Napi::Object exports);   // backend_binding.cc
+void RegisterSegment(Napi::Env env, Napi::Object exports);   // segment_binding.cc
+}  // namespace gear::addon

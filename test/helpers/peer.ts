@@ -1,0 +1,79 @@
+// Reads the golden vectors in ../shared/peer-vectors/ (never copied into the project) and compares
+// arrays with the tolerances of the vectors' README.
+import { readFileSync, existsSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'vitest';
+
+const here = dirname(fileURLToPath(import.meta.url));
+/** ../shared/peer-vectors relative to the project root. */
+export const PEER_DIR = resolve(here, '../../../shared/peer-vectors');
+
+export type Tensor = { dtype: string; shape: number[]; data: (number | string)[] };
+export type PeerCase = {
+  name: string;
+  function: string;
+  params: Record<string, any>;
+  inputs: Record<string, any>;
+  outputs?: Record<string, any>;
+  error?: string;
+};
+export type PeerFile = { description: string; functions: string[]; cases: PeerCase[] };
+
+function decodeNum(x: unknown): unknown {
+  if (x === 'NaN') return NaN;
+  if (x === 'Infinity') return Infinity;
+  if (x === '-Infinity') return -Infinity;
+  return x;
+}
+
+/** True for `{dtype, shape, data}` tensor objects. */
+export function isTensor(v: unknown): v is Tensor {
+  return typeof v === 'object' && v !== null && 'dtype' in v && 'shape' in v && 'data' in v;
+}
+
+/** Decodes a tensor's data to numbers (non-finite strings mapped), or returns strings for object dtype. */
+export function data(t: Tensor | unknown): any[] {
+  if (!isTensor(t)) throw new Error(`not a tensor: ${JSON.stringify(t)?.slice(0, 80)}`);
+  if (t.dtype === 'object') return t.data;
+  return t.data.map(decodeNum) as number[];
+}
+
+/** Loads one peer-vector file; fails loudly when ../shared is missing (it is required, never optional). */
+export function loadPeer(file: string): PeerFile {
+  const p = resolve(PEER_DIR, file);
+  if (!existsSync(p)) throw new Error(`peer vectors not found at ${p}: ../shared must sit beside the project`);
+  return JSON.parse(readFileSync(p, 'utf8')) as PeerFile;
+}
+
+/**
+ * Element-wise comparison with |a - e| <= atol + rtol * |e|; NaN matches NaN, infinities must match
+ * exactly. Reports the first mismatching index.
+ */
+export function expectClose(
+  actual: ArrayLike<number>, expected: ArrayLike<number>,
+  { rtol = 1e-12, atol = 0, what = '' }: { rtol?: number; atol?: number; what?: string } = {},
+): void {
+  expect(actual.length, `${what} length`).toBe(expected.length);
+  for (let i = 0; i < expected.length; i++) {
+    const a = actual[i]!;
+    const e = expected[i]!;
+    if (Number.isNaN(e)) {
+      if (!Number.isNaN(a)) expect.fail(`${what}[${i}]: expected NaN, got ${a}`);
+      continue;
+    }
+    if (!Number.isFinite(e)) {
+      if (a !== e) expect.fail(`${what}[${i}]: expected ${e}, got ${a}`);
+      continue;
+    }
+    const tol = atol + rtol * Math.abs(e);
+    if (!(Math.abs(a - e) <= tol)) {
+      expect.fail(`${what}[${i}]: expected ${e}, got ${a} (|diff| ${Math.abs(a - e)} > tol ${tol})`);
+    }
+  }
+}
+
+/** Scalar form of {@link expectClose}. */
+export function expectCloseScalar(a: number, e: number, opts: { rtol?: number; atol?: number; what?: string } = {}): void {
+  expectClose([a], [e], opts);
+}

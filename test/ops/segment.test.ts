@@ -1,0 +1,107 @@
+import { describe, expect, it } from 'vitest';
+import * as rl from '../../ts/index.js';
+
+// float64 reference
+function refReduce(v: ArrayLike<number>, off: Int32Array, op: string, mask?: Uint8Array): number[] {
+  const out: number[] = [];
+  for (let r = 0; r + 1 < off.length; r++) {
+    const xs: number[] = [];
+    for (let t = off[r]!; t < off[r + 1]!; t++) if (!mask || mask[t]) xs.push(v[t]!);
+    if (op === 'sum') out.push(xs.reduce((a, b) => a + b, 0));
+    if (op === 'mean') out.push(xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
+    if (op === 'max') out.push(xs.length ? Math.max(...xs) : -Infinity);
+    if (op === 'min') out.push(xs.length ? Math.min(...xs) : Infinity);
+    if (op === 'count') out.push(xs.length);
+  }
+  return out;
+}
+
+function rng(seed: number) {
+  let s = seed >>> 0;
+  return () => ((s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+}
+
+function randomBatch(seed: number, rows: number) {
+  const r = rng(seed);
+  const lens = Array.from({ length: rows }, () => Math.floor(r() * 9));
+  const off = new Int32Array(rows + 1);
+  lens.forEach((l, i) => (off[i + 1] = off[i]! + l));
+  const n = off[rows]!;
+  const v = Float64Array.from({ length: n }, () => r() * 10 - 5);
+  const mask = Uint8Array.from({ length: n }, () => (r() < 0.7 ? 1 : 0));
+  return { off, v, mask, n };
+}
+
+describe('segmentReduce', () => {
+  for (const op of ['sum', 'mean', 'max', 'min', 'count'] as const) {
+    it(`${op} matches the float64 reference, with and without mask`, () => {
+      for (const rows of [0, 1, 5, 64]) {
+        const { off, v, mask } = randomBatch(rows + 7, rows);
+        for (const m of [undefined, mask]) {
+          const want = refReduce(v, off, op, m);
+          expect(Array.from(rl.segmentReduce(v, off, op, m))).toEqual(want);
+          const got32 = rl.segmentReduce(Float32Array.from(v), off, op, m);
+          const want32 = refReduce(Float32Array.from(v), off, op, m);
+          want32.forEach((w, i) => expect(got32[i]).toBeCloseTo(w, 9));
+        }
+      }
+    });
+  }
+
+  it('gives sum 0, count 0, mean 0, max -Infinity, min +Infinity on empty and fully masked rows', () => {
+    const off = new Int32Array([0, 0, 2]);
+    const v = new Float32Array([1, 2]);
+    const m = new Uint8Array([0, 0]);
+    for (const [op, want] of [['sum', 0], ['count', 0], ['mean', 0], ['max', -Infinity], ['min', Infinity]] as const) {
+      expect(Array.from(rl.segmentReduce(v, off, op, m))).toEqual([want, want]);
+    }
+  });
+
+  it('async form equals sync form', async () => {
+    const { off, v, mask } = randomBatch(3, 64);
+    expect(await rl.segmentReduceAsync(v, off, 'mean', mask)).toEqual(rl.segmentReduce(v, off, 'mean', mask));
+  });
+
+  it('rejects bad offsets, lengths and dtypes with GearError codes', () => {
+    const v = new Float32Array(4);
+    const bad = (f: () => unknown, code: string) => {
+      try { f(); expect.fail('did not throw'); } catch (e) {
+        expect(e).toBeInstanceOf(rl.GearError);
+        expect((e as rl.GearError).code).toBe(code);
+      }
+    };
+    bad(() => rl.segmentReduce(v, new Int32Array([0, 3, 2, 4]), 'sum'), 'ERR_OFFSETS');
+    bad(() => rl.segmentReduce(v, new Int32Array([1, 4]), 'sum'), 'ERR_OFFSETS');
+    bad(() => rl.segmentReduce(v, new Int32Array([0, 5]), 'sum'), 'ERR_OFFSETS');
+    bad(() => rl.segmentReduce(v, new Int32Array([0, 4]), 'sum', new Uint8Array(3)), 'ERR_SHAPE');
+    bad(() => rl.segmentReduce(new Int32Array(4) as any, new Int32Array([0, 4]), 'sum'), 'ERR_DTYPE');
+    bad(() => rl.segmentReduce(v, new Int32Array([0, 4]), 'median' as any), 'ERR_OPTION');
+    bad(() => rl.segmentBroadcast([1, 2], new Int32Array([0, 4])), 'ERR_SHAPE');
+  });
+
+  it('the native layer checks offsets on its own', async () => {
+    const { native } = await import('../../ts/native.js');
+    const call = () => native.segmentReduce(new Float32Array(4), new Int32Array([0, 9]), null, 0, null, false, null);
+    expect(call).toThrow(rl.GearError);
+    const call2 = () => native.segmentBroadcast(new Float64Array(1), new Int32Array([0, -3]), null, null, false, null);
+    expect(call2).toThrow(rl.GearError);
+  });
+});
+
+describe('segmentBroadcast', () => {
+  it('writes each row value to its tokens and 0 where masked', () => {
+    const off = new Int32Array([0, 2, 2, 5]);
+    const m = new Uint8Array([1, 0, 1, 1, 0]);
+    expect(Array.from(rl.segmentBroadcast([1.5, 7, -2], off, m))).toEqual([1.5, 0, -2, -2, 0]);
+    expect(Array.from(rl.segmentBroadcast(new Float64Array([1.5, 7, -2]), off))).toEqual([1.5, 1.5, -2, -2, -2]);
+  });
+
+  it('async equals sync and aborts with ERR_ABORTED', async () => {
+    const { off, mask } = randomBatch(11, 64);
+    const vals = Array.from({ length: 64 }, (_, i) => i - 30);
+    expect(await rl.segmentBroadcastAsync(vals, off, mask)).toEqual(rl.segmentBroadcast(vals, off, mask));
+    const ac = new AbortController();
+    ac.abort();
+    await expect(rl.segmentBroadcastAsync(vals, off, mask, { signal: ac.signal })).rejects.toMatchObject({ code: 'ERR_ABORTED' });
+  });
+});

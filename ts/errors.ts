@@ -1,0 +1,58 @@
+/**
+ * Error type thrown by every gear-rl function on bad input or a failed native call.
+ *
+ * @module
+ */
+
+/** Stable error codes carried by {@link GearError.code}. */
+export type GearErrorCode =
+  | 'ERR_SHAPE'          // lengths / shapes that do not agree
+  | 'ERR_DTYPE'          // wrong typed-array kind or dtype tag
+  | 'ERR_TARGET_RANGE'   // token id outside [0, vocab)
+  | 'ERR_NON_FINITE'     // NaN / +Infinity where a finite value is required
+  | 'ERR_OPTION'         // unknown or out-of-range option
+  | 'ERR_OFFSETS'        // offsets not starting at 0, decreasing, or exceeding N
+  | 'ERR_GROUP'          // inconsistent group / trajectory references
+  | 'ERR_ABORTED'        // an async call was aborted through its AbortSignal
+  | 'ERR_BUSY'           // an output buffer is already in use by a pending async call
+  | 'ERR_NATIVE'         // the native addon failed to load or reported an internal error
+  | 'ERR_STATE';         // optimizer state that does not match its parameters
+
+/**
+ * The error thrown by gear-rl. `code` is stable and machine-readable; `kind` tells whether the input had
+ * the wrong type (`'type'`) or a value out of its allowed range (`'range'`). Messages read
+ * "what: expected X, got Y".
+ */
+export class GearError extends Error {
+  /** Stable machine-readable code, e.g. `ERR_SHAPE`. */
+  readonly code: GearErrorCode;
+  /** `'type'` for a wrong kind of value, `'range'` for a value outside what is allowed. */
+  readonly kind: 'type' | 'range';
+
+  constructor(code: GearErrorCode, message: string, kind?: 'type' | 'range') {
+    super(message);
+    this.name = 'GearError';
+    this.code = code;
+    this.kind = kind ?? (code === 'ERR_DTYPE' ? 'type' : 'range');
+  }
+}
+
+/** Throws a {@link GearError} with a message of the form "what: expected X, got Y". */
+export function fail(code: GearErrorCode, what: string, expected: string, got: unknown): never {
+  throw new GearError(code, `${what}: expected ${expected}, got ${describe(got)}`);
+}
+
+/** Short human description of a value for error messages. */
+export function describe(v: unknown): string {
+  if (v === null) return 'null';
+  if (v === undefined) return 'undefined';
+  if (typeof v === 'number') return Number.isNaN(v) ? 'NaN' : String(v);
+  if (typeof v === 'string') return JSON.stringify(v.length > 40 ? v.slice(0, 40) + '…' : v);
+  if (ArrayBuffer.isView(v)) {
+    const len = (v as unknown as { length?: number }).length;
+    return `${v.constructor.name}(${len ?? v.byteLength})`;
+  }
+  if (Array.isArray(v)) return `Array(${v.length})`;
+  if (typeof v === 'object') return (v as object).constructor?.name ?? 'object';
+  return typeof v;
+}

@@ -1,0 +1,85 @@
+/**
+ * Segmented reductions and broadcasts over packed rows (`offsets`, `mask`).
+ *
+ * @module
+ */
+import { fail } from '../errors.js';
+import { abortable, native } from '../native.js';
+import * as v from '../validate.js';
+
+/** Reduction applied by {@link segmentReduce}. */
+export type SegmentOp = 'sum' | 'mean' | 'max' | 'min' | 'count';
+const OPS: readonly SegmentOp[] = ['sum', 'mean', 'max', 'min', 'count'];
+
+/** Options shared by the async forms. */
+export interface AsyncOptions {
+  /** Aborting rejects the Promise with `ERR_ABORTED`. */
+  signal?: AbortSignal;
+}
+
+function reduceArgs(values: unknown, offsets: Int32Array, op: unknown, mask: unknown) {
+  if (!(values instanceof Float32Array || values instanceof Float64Array)) {
+    fail('ERR_DTYPE', 'values', 'Float32Array or Float64Array', values);
+  }
+  v.offsets(offsets, 'offsets', values.length);
+  const opIndex = OPS.indexOf(v.enumOpt(op, 'op', OPS, 'sum'));
+  return { values, opIndex, mask: v.optMask(mask, 'mask', values.length) ?? null };
+}
+
+/**
+ * Reduces each packed row to one float64 value. Masked-out tokens (mask 0) are skipped. An empty or
+ * fully masked row gives sum 0, count 0, mean 0, max `-Infinity`, min `+Infinity`.
+ *
+ * @param values per-token values, length N = `offsets[R]`
+ * @param offsets Int32Array of length R+1, `offsets[0] = 0`, non-decreasing
+ * @param op `'sum' | 'mean' | 'max' | 'min' | 'count'`
+ * @param mask optional Uint8Array of 0/1, length N
+ * @returns Float64Array of length R
+ */
+export function segmentReduce(
+  values: Float32Array | Float64Array, offsets: Int32Array, op: SegmentOp, mask?: Uint8Array,
+): Float64Array {
+  const a = reduceArgs(values, offsets, op, mask);
+  return native.segmentReduce(a.values, offsets, a.mask, a.opIndex, null, false, null) as Float64Array;
+}
+
+/** Async form of {@link segmentReduce}: runs off the main thread; abortable. */
+export function segmentReduceAsync(
+  values: Float32Array | Float64Array, offsets: Int32Array, op: SegmentOp, mask?: Uint8Array,
+  opts: AsyncOptions = {},
+): Promise<Float64Array> {
+  const a = reduceArgs(values, offsets, op, mask);
+  return abortable(opts.signal, (flag) =>
+    native.segmentReduce(a.values, offsets, a.mask, a.opIndex, null, true, flag) as Promise<Float64Array>);
+}
+
+function broadcastArgs(rowValues: unknown, offsets: Int32Array, mask: unknown) {
+  const rows = v.offsets(offsets, 'offsets');
+  const vals = rowValues instanceof Float64Array ? rowValues : Float64Array.from(v.numArray(rowValues, 'rowValues'));
+  if (vals.length !== rows) fail('ERR_SHAPE', 'rowValues.length', `the row count ${rows}`, vals.length);
+  const n = offsets[rows]!;
+  return { vals, mask: v.optMask(mask, 'mask', n) ?? null };
+}
+
+/**
+ * Broadcasts one value per row to every token of the row (float32), writing 0 where `mask` is 0 —
+ * how row-level advantages become per-token advantages.
+ *
+ * @param rowValues one value per row (length R)
+ * @param offsets Int32Array of length R+1
+ * @param mask optional Uint8Array of 0/1, length N
+ * @returns Float32Array of length N
+ */
+export function segmentBroadcast(rowValues: ArrayLike<number>, offsets: Int32Array, mask?: Uint8Array): Float32Array {
+  const a = broadcastArgs(rowValues, offsets, mask);
+  return native.segmentBroadcast(a.vals, offsets, a.mask, null, false, null) as Float32Array;
+}
+
+/** Async form of {@link segmentBroadcast}. */
+export function segmentBroadcastAsync(
+  rowValues: ArrayLike<number>, offsets: Int32Array, mask?: Uint8Array, opts: AsyncOptions = {},
+): Promise<Float32Array> {
+  const a = broadcastArgs(rowValues, offsets, mask);
+  return abortable(opts.signal, (flag) =>
+    native.segmentBroadcast(a.vals, offsets, a.mask, null, true, flag) as Promise<Float32Array>);
+}

@@ -1,0 +1,128 @@
+/**
+ * Argument checks shared by every module. Each throws a {@link GearError} with a stable code and a
+ * message "what: expected X, got Y". Internal: not part of the public API.
+ *
+ * @internal
+ * @module
+ */
+import { GearError, fail } from './errors.js';
+
+/** Numeric array-like input accepted where the API says `ArrayLike<number>`. */
+export type NumArray = ArrayLike<number>;
+
+export function isTypedArray(v: unknown): v is ArrayBufferView & ArrayLike<number> {
+  return ArrayBuffer.isView(v) && !(v instanceof DataView);
+}
+
+/** Requires a `Float32Array`. */
+export function f32(v: unknown, what: string, len?: number): Float32Array {
+  if (!(v instanceof Float32Array)) fail('ERR_DTYPE', what, 'Float32Array', v);
+  if (len !== undefined && v.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), v.length);
+  return v;
+}
+
+/** Requires a `Float64Array`. */
+export function f64(v: unknown, what: string, len?: number): Float64Array {
+  if (!(v instanceof Float64Array)) fail('ERR_DTYPE', what, 'Float64Array', v);
+  if (len !== undefined && v.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), v.length);
+  return v;
+}
+
+/** Requires an `Int32Array`. */
+export function i32(v: unknown, what: string, len?: number): Int32Array {
+  if (!(v instanceof Int32Array)) fail('ERR_DTYPE', what, 'Int32Array', v);
+  if (len !== undefined && v.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), v.length);
+  return v;
+}
+
+/** Requires a `Uint8Array` of 0/1 values. */
+export function mask01(v: unknown, what: string, len: number): Uint8Array {
+  if (!(v instanceof Uint8Array)) fail('ERR_DTYPE', what, 'Uint8Array', v);
+  if (v.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), v.length);
+  for (let i = 0; i < v.length; i++) {
+    if (v[i]! > 1) fail('ERR_OPTION', `${what}[${i}]`, '0 or 1', v[i]);
+  }
+  return v;
+}
+
+/** Optional mask: `undefined` passes through. */
+export function optMask(v: unknown, what: string, len: number): Uint8Array | undefined {
+  return v === undefined ? undefined : mask01(v, what, len);
+}
+
+/** Requires a numeric array (plain array or typed array) of the given length; returns it as is. */
+export function numArray(v: unknown, what: string, len?: number): NumArray {
+  if (!(Array.isArray(v) || isTypedArray(v))) fail('ERR_DTYPE', what, 'an array of numbers', v);
+  const a = v as ArrayLike<unknown>;
+  if (len !== undefined && a.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), a.length);
+  if (Array.isArray(v)) {
+    for (let i = 0; i < a.length; i++) {
+      if (typeof a[i] !== 'number') fail('ERR_DTYPE', `${what}[${i}]`, 'a number', a[i]);
+    }
+  }
+  return a as NumArray;
+}
+
+/** Requires every element to be finite (no NaN, no ±Infinity). */
+export function allFinite(v: NumArray, what: string): void {
+  for (let i = 0; i < v.length; i++) {
+    if (!Number.isFinite(v[i])) fail('ERR_NON_FINITE', `${what}[${i}]`, 'a finite number', v[i]);
+  }
+}
+
+/**
+ * Validates packed-row offsets: Int32Array of length R+1, offsets[0] = 0, non-decreasing. When `n` is
+ * given, offsets[R] must equal it. Returns R.
+ */
+export function offsets(v: unknown, what = 'offsets', n?: number): number {
+  const o = i32(v, what);
+  if (o.length < 1) fail('ERR_SHAPE', `${what}.length`, 'at least 1 (R+1 entries)', o.length);
+  if (o[0] !== 0) fail('ERR_OFFSETS', `${what}[0]`, '0', o[0]);
+  for (let r = 1; r < o.length; r++) {
+    if (o[r]! < o[r - 1]!) fail('ERR_OFFSETS', `${what}[${r}]`, `>= ${what}[${r - 1}] = ${o[r - 1]}`, o[r]);
+  }
+  if (n !== undefined && o[o.length - 1] !== n) {
+    fail('ERR_OFFSETS', `${what}[R]`, `the token count ${n}`, o[o.length - 1]);
+  }
+  return o.length - 1;
+}
+
+/** A finite number option within [lo, hi] (inclusive unless `open` says otherwise). */
+export function numOpt(
+  v: unknown, what: string, dflt: number,
+  range: { min?: number; max?: number; minOpen?: boolean; maxOpen?: boolean; int?: boolean } = {},
+): number {
+  if (v === undefined) return dflt;
+  if (typeof v !== 'number' || Number.isNaN(v)) fail('ERR_OPTION', what, 'a number', v);
+  const { min, max, minOpen, maxOpen, int } = range;
+  const bad =
+    (min !== undefined && (minOpen ? !(v > min) : !(v >= min))) ||
+    (max !== undefined && (maxOpen ? !(v < max) : !(v <= max))) ||
+    (int === true && !Number.isInteger(v));
+  if (bad) {
+    const lo = min === undefined ? '' : `${minOpen ? '>' : '>='} ${min}`;
+    const hi = max === undefined ? '' : `${maxOpen ? '<' : '<='} ${max}`;
+    fail('ERR_OPTION', what, [int ? 'an integer' : 'a number', lo, hi].filter(Boolean).join(' '), v);
+  }
+  return v;
+}
+
+/** One of a fixed set of string options. */
+export function enumOpt<T extends string>(v: unknown, what: string, allowed: readonly T[], dflt: T): T {
+  if (v === undefined) return dflt;
+  if (typeof v !== 'string' || !(allowed as readonly string[]).includes(v)) {
+    fail('ERR_OPTION', what, `one of ${allowed.map((a) => `'${a}'`).join(', ')}`, v);
+  }
+  return v as T;
+}
+
+/** Rejects keys that are not in `known` (catches typos such as `clip_low` for `clipLow`). */
+export function knownKeys(obj: object | undefined, what: string, known: readonly string[]): void {
+  if (obj === undefined) return;
+  if (typeof obj !== 'object' || obj === null) fail('ERR_OPTION', what, 'an object', obj);
+  for (const k of Object.keys(obj)) {
+    if (!known.includes(k)) {
+      throw new GearError('ERR_OPTION', `${what}: unknown option '${k}' (known: ${known.join(', ')})`);
+    }
+  }
+}
