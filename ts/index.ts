@@ -13,3 +13,7 @@ export { backend, setNumThreads, setIsa } from './ops/backend.js';
 export type { BackendInfo } from './ops/backend.js';
 export { segmentReduce, segmentReduceAsync, segmentBroadcast, segmentBroadcastAsync } from './ops/segment.js';
 export type { SegmentOp, AsyncOptions } from './ops/segment.js';
+
+// Benchmark utilities (bandwidth)
+export { memoryBandwidth } from './ops/bandwidth.js';
+export type { BandwidthMode, MemoryBandwidthOptions, MemoryBandwidthResult } from './ops/bandwidth.js';

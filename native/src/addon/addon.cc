@@ -11,6 +11,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setErrorClass", Napi::Function::New(env, SetErrorClass, "setErrorClass"));
   RegisterBackend(env, exports);
   RegisterSegment(env, exports);
+  RegisterBandwidth(env, exports);
   return exports;
 }
 
