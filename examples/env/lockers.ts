@@ -1,0 +1,204 @@
+/**
+ * The built-in multi-turn tool-use environment of the demo: **locker search**.
+ *
+ * Four lockers each hold a distinct item (drawn from six). The prompt names the item to find. Each agent
+ * turn is three tokens — a verb, a locker, `;` — and calls a tool: `open Lk ;` returns the observation
+ * `obs <item>` (two tokens the policy did not generate, masked out of the loss); `answer Lk ;` ends the
+ * episode with reward 1 if locker k holds the item, else 0. Malformed turns get `obs err`. After
+ * {@link MAX_TURNS} turns without an answer the episode ends with reward 0. With four turns an agent can
+ * open at most three lockers and still answer, so when the first three miss it has to deduce the fourth.
+ *
+ * The ground truth of a task is the locker holding the item. The teacher's context carries it in the
+ * prompt's hint slot (`hint Lk`); the student sees `hint ?` there. Token positions are identical in both
+ * contexts, so student and teacher logits align 1:1.
+ *
+ * @module
+ */
+import { Rng, deriveSeed } from './rng.js';
+
+/** The token vocabulary, in id order. */
+export const VOCAB = [
+  '<pad>', '<bos>', 'find', 'hint', '?', 'open', 'answer', ';', 'obs', 'err',
+  'L1', 'L2', 'L3', 'L4',
+  'A', 'B', 'C', 'D', 'E', 'F',
+] as const;
+/** A token string of {@link VOCAB}. */
+export type TokenName = (typeof VOCAB)[number];
+
+/** Token id of a vocabulary entry. */
+export function tok(name: TokenName): number {
+  return VOCAB.indexOf(name);
+}
+
+/** Number of lockers. */
+export const LOCKERS = 4;
+/** Number of distinct items lockers can hold. */
+export const ITEMS = 6;
+/** Turns per episode (tool calls plus the answer). */
+export const MAX_TURNS = 4;
+/** Tokens per agent turn: verb, locker, `;`. */
+export const TURN_TOKENS = 3;
+/** Tokens per tool observation: `obs`, item or `err`. */
+export const OBS_TOKENS = 2;
+/** Prompt tokens: `<bos> find <item> hint <?|Lk>`. */
+export const PROMPT_TOKENS = 5;
+/** Index of the hint slot inside the prompt. */
+export const HINT_POS = 4;
+/** Longest possible episode in tokens (prompt, four turns, three observations). */
+export const MAX_LEN = PROMPT_TOKENS + MAX_TURNS * TURN_TOKENS + (MAX_TURNS - 1) * OBS_TOKENS;
+
+/** Token id of the first locker (`L1`); lockers are consecutive. */
+export const L0 = tok('L1');
+/** Token id of the first item (`A`); items are consecutive. */
+export const I0 = tok('A');
+
+/** One task: the lockers' contents, the item to find and the ground truth. */
+export interface Task {
+  /** The environment seed the task was drawn from. */
+  seed: number;
+  /** Item index (0..ITEMS-1) in each locker. */
+  contents: number[];
+  /** Item index to find. */
+  target: number;
+  /** Ground truth: index (0..LOCKERS-1) of the locker holding the target. */
+  answer: number;
+}
+
+/** Draws the task of an environment seed (deterministic). */
+export function makeTask(seed: number): Task {
+  const rng = new Rng(deriveSeed(seed, 0x10c4e5));
+  const items = rng.shuffle([...Array(ITEMS).keys()]);
+  const contents = items.slice(0, LOCKERS);
+  const answer = rng.int(LOCKERS);
+  return { seed, contents, target: contents[answer]!, answer };
+}
+
+/** The prompt tokens; with `groundTruth` the hint slot holds the answer locker (the teacher's context). */
+export function prompt(task: Task, groundTruth = false): number[] {
+  return [tok('<bos>'), tok('find'), I0 + task.target, tok('hint'), groundTruth ? L0 + task.answer : tok('?')];
+}
+
+/** What one agent turn did. */
+export interface TurnResult {
+  /** Observation tokens returned by the tool (empty when the episode ended). */
+  observation: number[];
+  /** Step reward (the outcome on the final turn, else 0). */
+  reward: number;
+  /** True when the episode is over. */
+  done: boolean;
+  /** False when the turn was malformed (`obs err`). */
+  valid: boolean;
+}
+
+/**
+ * One episode's state machine. The state an agent acts from is what it has learned (which lockers it
+ * opened and what they held) and how many turns it has used; {@link Episode.anchor} renders it as the
+ * GiGPO anchor string. Different action orders reach the same state, so states recur across a group.
+ */
+export class Episode {
+  /** Turns taken so far. */
+  turn = 0;
+  /** Item index seen in each locker, or -1 if not opened. */
+  readonly known: number[] = Array(LOCKERS).fill(-1);
+  /** True once answered or out of turns. */
+  done = false;
+  /** Outcome reward (1 correct answer, else 0); valid once done. */
+  reward = 0;
+
+  /** @param task the task being solved */
+  constructor(readonly task: Task) {}
+
+  /** The current state as a canonical string (turn count and opened lockers with their items). */
+  anchor(): string {
+    const seen = this.known.map((it, l) => (it < 0 ? '' : `L${l + 1}=${VOCAB[I0 + it]}`)).filter((s) => s);
+    return `t${this.turn}|${seen.join(',')}`;
+  }
+
+  /** Applies one agent turn (three token ids) and returns the tool's observation and the reward. */
+  step(turn: ArrayLike<number>): TurnResult {
+    if (this.done) throw new Error('Episode.step: the episode is over');
+    if (turn.length !== TURN_TOKENS) throw new Error(`Episode.step: expected ${TURN_TOKENS} tokens, got ${turn.length}`);
+    this.turn++;
+    const [verb, arg, end] = [turn[0]!, turn[1]!, turn[2]!];
+    const locker = arg - L0;
+    const valid = (verb === tok('open') || verb === tok('answer')) && locker >= 0 && locker < LOCKERS && end === tok(';');
+    if (valid && verb === tok('answer')) {
+      this.done = true;
+      this.reward = locker === this.task.answer ? 1 : 0;
+      return { observation: [], reward: this.reward, done: true, valid };
+    }
+    let observation: number[];
+    if (valid) {
+      this.known[locker] = this.task.contents[locker]!;
+      observation = [tok('obs'), I0 + this.task.contents[locker]!];
+    } else {
+      observation = [tok('obs'), tok('err')];
+    }
+    if (this.turn >= MAX_TURNS) {
+      this.done = true;
+      this.reward = 0;
+      return { observation: [], reward: 0, done: true, valid };
+    }
+    return { observation, reward: 0, done: false, valid };
+  }
+}
+
+/**
+ * The demonstrator used for the supervised warm-start: a correct search (open the lowest unopened locker;
+ * answer as soon as the item is seen, or deduce the last locker) corrupted by noise — with probability
+ * `eps` the verb, and independently the locker, is replaced by a uniformly random one. With
+ * `groundTruth` (the teacher's demonstrations) an answer always names the ground truth: the search is as
+ * noisy as the student's, but the reference answer is used when answering.
+ */
+export function demoTurn(ep: Episode, rng: Rng, eps: number, groundTruth: boolean): number[] {
+  const found = ep.known.indexOf(ep.task.target);
+  const unopened = [...Array(LOCKERS).keys()].filter((l) => ep.known[l]! < 0);
+  let verb: number;
+  let locker: number;
+  if (found >= 0) [verb, locker] = [tok('answer'), found];
+  else if (unopened.length === 1) [verb, locker] = [tok('answer'), unopened[0]!];
+  else [verb, locker] = [tok('open'), unopened[0]!];
+  if (rng.next() < eps) verb = rng.next() < 0.5 ? tok('open') : tok('answer');
+  if (rng.next() < eps) locker = rng.int(LOCKERS);
+  if (groundTruth && verb === tok('answer')) locker = ep.task.answer;
+  return [verb, L0 + locker, tok(';')];
+}
+
+/** A finished episode as token ids with its per-token bookkeeping. */
+export interface Transcript {
+  /** The task. */
+  task: Task;
+  /** All tokens: prompt, then turns and observations in order. */
+  tokens: number[];
+  /** Per token: 1 if the agent generated it, 0 for prompt and observation tokens. */
+  agentMask: number[];
+  /** Per token: index of the agent turn it belongs to (observations belong to the turn that called the tool), -1 in the prompt. */
+  turnOf: number[];
+  /** Anchor state each turn acted from. */
+  anchors: string[];
+  /** Outcome reward. */
+  reward: number;
+}
+
+/** Plays one demonstration episode with {@link demoTurn}. */
+export function demoEpisode(task: Task, rng: Rng, eps: number, groundTruth: boolean): Transcript {
+  const ep = new Episode(task);
+  const t: Transcript = { task, tokens: prompt(task, groundTruth), agentMask: [], turnOf: [], anchors: [], reward: 0 };
+  t.agentMask = t.tokens.map(() => 0);
+  t.turnOf = t.tokens.map(() => -1);
+  while (!ep.done) {
+    const k = ep.turn;
+    t.anchors.push(ep.anchor());
+    const turn = demoTurn(ep, rng, eps, groundTruth);
+    const r = ep.step(turn);
+    for (const x of turn) { t.tokens.push(x); t.agentMask.push(1); t.turnOf.push(k); }
+    for (const x of r.observation) { t.tokens.push(x); t.agentMask.push(0); t.turnOf.push(k); }
+  }
+  t.reward = ep.reward;
+  return t;
+}
+
+/** Renders token ids as text (for reports and debugging). */
+export function detokenize(ids: ArrayLike<number>): string {
+  return Array.from(ids, (i) => VOCAB[i] ?? `<${i}>`).join(' ');
+}
