@@ -12,6 +12,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   RegisterBackend(env, exports);
   RegisterSegment(env, exports);
   RegisterBandwidth(env, exports);
+  RegisterGear(env, exports);
   return exports;
 }
 

@@ -7,4 +7,5 @@ namespace gear::addon {
 void RegisterBackend(Napi::Env env, Napi::Object exports);   // backend_binding.cc
 void RegisterSegment(Napi::Env env, Napi::Object exports);   // segment_binding.cc
 void RegisterBandwidth(Napi::Env env, Napi::Object exports);  // bandwidth_binding.cc
+void RegisterGear(Napi::Env env, Napi::Object exports);       // gear_binding.cc
 }  // namespace gear::addon

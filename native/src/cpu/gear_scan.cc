@@ -1,0 +1,576 @@
+// GEAR-proposed reweighting (algorithms.md section 10.3). See gear/gear_scan.h for the contract.
+//
+// Passes over the batch (each parallel over blocks of rows, each row sequential in float64):
+//   A. check values, per-row mean / population std of the capped divergence, per-worker 16-bit
+//      histograms of the divergence and entropy keys (integer counts: merging is order-independent);
+//   Q. exact batch quantiles: the histograms locate the bucket of each needed order statistic, one more
+//      pass collects only those buckets' values, nth_element finishes inside the (small) buckets;
+//   B. per row: peaks, the segment scan, unit weights, the normaliser and the scatter (local segment ids);
+//   C. global segment ids (row bases from a serial prefix sum) and the anchor list.
+#include "gear/gear_scan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "gear/segment.h"
+#include "gear/thread_pool.h"
+
+namespace gear {
+
+namespace {
+
+constexpr int kBuckets = 1 << 16;
+
+// Order-preserving map of a non-NaN float to uint32 (negative values flip all bits).
+inline uint32_t fkey(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, 4);
+  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+inline float cap_d(float d, float cap) { return d <= 0.0f ? 0.0f : (d > cap ? cap : d); }
+inline float clamp_h(float h) { return h <= 0.0f ? 0.0f : h; }
+
+std::string num(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+// Exact quantiles of one value stream: plan() turns levels into the order statistics needed and the
+// 16-bit buckets that hold them; the caller feeds values whose bucket is selected (collect); value()
+// finishes with nth_element inside each bucket.
+class Selector {
+ public:
+  Selector() : hist_(kBuckets, 0) {}
+  std::vector<uint32_t>& hist() { return hist_; }
+
+  void plan(const std::vector<double>& qs, int64_t n) {
+    n_ = n;
+    qs_ = qs;
+    lut_.assign(kBuckets, -1);
+    buckets_.clear();
+    needs_.clear();
+    if (n == 0) return;
+    std::vector<int64_t> cum(kBuckets + 1, 0);
+    for (int b = 0; b < kBuckets; ++b) cum[b + 1] = cum[b] + hist_[b];
+    for (double q : qs) {
+      const double pos = q * static_cast<double>(n - 1);
+      const int64_t lo = static_cast<int64_t>(std::floor(pos));
+      const double frac = pos - static_cast<double>(lo);
+      Need nd;
+      nd.frac = frac;
+      nd.lo = locate(cum, lo);
+      nd.hi = (frac > 0 && lo + 1 < n) ? locate(cum, lo + 1) : nd.lo;
+      needs_.push_back(nd);
+    }
+  }
+  bool wants(uint32_t key) const { return lut_[key >> 16] >= 0; }
+  int slot(uint32_t key) const { return lut_[key >> 16]; }
+  int slots() const { return static_cast<int>(buckets_.size()); }
+  // Candidates gathered by the caller, one vector per slot.
+  std::vector<std::vector<float>>& cands() { return cands_; }
+
+  void finish(double* out) {
+    for (size_t i = 0; i < needs_.size(); ++i) {
+      if (n_ == 0) { out[i] = 0; continue; }
+      const double lo = pick(needs_[i].lo);
+      const double hi = pick(needs_[i].hi);
+      out[i] = lo + (hi - lo) * needs_[i].frac;
+    }
+  }
+
+ private:
+  struct Rank { int slot; int64_t within; };
+  struct Need { Rank lo, hi; double frac; };
+
+  Rank locate(const std::vector<int64_t>& cum, int64_t k) {
+    // First bucket whose cumulative count exceeds k.
+    const auto it = std::upper_bound(cum.begin() + 1, cum.end(), k);
+    const int b = static_cast<int>(it - cum.begin()) - 1;
+    if (lut_[b] < 0) {
+      lut_[b] = static_cast<int16_t>(buckets_.size());
+      buckets_.push_back(b);
+    }
+    return Rank{lut_[b], k - cum[b]};
+  }
+  double pick(const Rank& r) {
+    auto& c = cands_[r.slot];
+    std::nth_element(c.begin(), c.begin() + r.within, c.end());
+    return static_cast<double>(c[r.within]);
+  }
+
+  std::vector<uint32_t> hist_;
+  std::vector<int16_t> lut_;
+  std::vector<int> buckets_;
+  std::vector<Need> needs_;
+  std::vector<std::vector<float>> cands_;
+  std::vector<double> qs_;
+  int64_t n_ = 0;
+};
+
+// Per-worker candidate buffers merged into the selector (concatenation order does not change the
+// k-th smallest value).
+void merge_cands(Selector& s, std::vector<std::vector<std::vector<float>>>& per_worker) {
+  auto& c = s.cands();
+  c.assign(s.slots(), {});
+  for (auto& w : per_worker)
+    for (int k = 0; k < s.slots() && k < static_cast<int>(w.size()); ++k)
+      c[k].insert(c[k].end(), w[k].begin(), w[k].end());
+}
+
+int worker_count(const ExecContext& ctx) { return ctx.pool ? ctx.pool->threads() : 1; }
+
+// Rows per parallel block: about 32K tokens per block.
+int64_t row_block(int64_t rows, int64_t n) {
+  if (rows <= 0) return 1;
+  const int64_t avg = std::max<int64_t>(1, n / rows);
+  return std::max<int64_t>(1, 32768 / avg);
+}
+
+struct Mulberry32 {
+  uint32_t a;
+  uint32_t next() {
+    a += 0x6D2B79F5u;
+    uint32_t t = (a ^ (a >> 15)) * (1u | a);
+    t = (t + ((t ^ (t >> 7)) * (61u | t))) ^ t;
+    return t ^ (t >> 14);
+  }
+  // Uniform integer in [0, m).
+  uint32_t below(uint32_t m) { return static_cast<uint32_t>((static_cast<uint64_t>(next()) * m) >> 32); }
+};
+
+struct RowStats {
+  int64_t valid = 0, peaks = 0, segments = 0, in_seg = 0;
+  double wmin = 0, wmax = 0;
+};
+
+struct Scratch {
+  std::vector<uint8_t> flag;
+  std::vector<double> omega;
+  std::vector<int32_t> idx;
+};
+
+enum ValueErr : int { kNone = 0, kMask, kDivNaN, kDivNeg, kEntNonFinite, kEntNeg, kLogratioNaN };
+
+}  // namespace
+
+Status gear_params_from_array(const double* p, int64_t count, GearParams* out) {
+  if (p == nullptr || count != kGearParamCount)
+    return error(Code::Shape, "params.length: expected " + std::to_string(kGearParamCount) + ", got " +
+                                  std::to_string(p ? count : 0));
+  auto bad = [](const char* what, const char* expected, double got) {
+    return error(Code::Option, std::string(what) + ": expected " + expected + ", got " + num(got));
+  };
+  auto is_int = [](double v) { return std::isfinite(v) && v == std::floor(v); };
+  auto unit = [](double v) { return v >= 0.0 && v <= 1.0; };
+  GearParams g;
+  const double cap = p[kKlCap];
+  if (!(cap > 0) || !(cap <= std::numeric_limits<float>::max())) return bad("klCap", "a finite number > 0", cap);
+  g.kl_cap = static_cast<float>(cap);
+  if (!(g.kl_cap > 0.0f)) return bad("klCap", "a number > 0 in float32", cap);
+  if (p[kPeakRule] != 0 && p[kPeakRule] != 1) return bad("peakRule", "0 (zscore) or 1 (quantile)", p[kPeakRule]);
+  g.peak_rule = static_cast<PeakRule>(static_cast<int>(p[kPeakRule]));
+  if (!(std::isfinite(p[kPeakZ]) && p[kPeakZ] >= 0)) return bad("peakZ", "a finite number >= 0", p[kPeakZ]);
+  g.peak_z = p[kPeakZ];
+  if (!(std::isfinite(p[kPeakMinKl]) && p[kPeakMinKl] >= 0))
+    return bad("peakMinKl", "a finite number >= 0", p[kPeakMinKl]);
+  g.peak_min_kl = p[kPeakMinKl];
+  if (!unit(p[kPeakQuantile])) return bad("peakQuantile", "a number >= 0 <= 1", p[kPeakQuantile]);
+  g.peak_quantile = p[kPeakQuantile];
+  if (!unit(p[kEntropyQuantile])) return bad("entropyQuantile", "a number >= 0 <= 1", p[kEntropyQuantile]);
+  g.entropy_quantile = p[kEntropyQuantile];
+  if (std::isnan(p[kEntropyThreshold])) g.entropy_threshold = -1;
+  else if (p[kEntropyThreshold] >= 0) g.entropy_threshold = p[kEntropyThreshold];
+  else return bad("entropyThreshold", "a number >= 0 (NaN: use entropyQuantile)", p[kEntropyThreshold]);
+  if (p[kSegmentEnd] != 0 && p[kSegmentEnd] != 1)
+    return bad("segmentEnd", "0 (next_fork) or 1 (entropy_settles)", p[kSegmentEnd]);
+  g.segment_end = static_cast<SegmentEnd>(static_cast<int>(p[kSegmentEnd]));
+  if (!(is_int(p[kMaxSegmentLength]) && p[kMaxSegmentLength] >= 1 && p[kMaxSegmentLength] <= 2147483647.0))
+    return bad("maxSegmentLength", "an integer >= 1", p[kMaxSegmentLength]);
+  g.max_segment_length = static_cast<int64_t>(p[kMaxSegmentLength]);
+  if (!(std::isfinite(p[kAlpha]) && p[kAlpha] >= 0)) return bad("alpha", "a finite number >= 0", p[kAlpha]);
+  g.alpha = p[kAlpha];
+  if (!unit(p[kDRefQuantile])) return bad("dRefQuantile", "a number >= 0 <= 1", p[kDRefQuantile]);
+  g.d_ref_quantile = p[kDRefQuantile];
+  if (p[kSignMode] != 0 && p[kSignMode] != 1 && p[kSignMode] != 2)
+    return bad("signMode", "0 (symmetric), 1 (negative_only) or 2 (rlsd)", p[kSignMode]);
+  g.sign_mode = static_cast<SignMode>(static_cast<int>(p[kSignMode]));
+  if (!(p[kEpsW] >= 0 && p[kEpsW] < 1)) return bad("epsW", "a number >= 0 < 1", p[kEpsW]);
+  g.eps_w = p[kEpsW];
+  if (p[kNormalize] != 0 && p[kNormalize] != 1) return bad("normalize", "0 (mean_one) or 1 (none)", p[kNormalize]);
+  g.normalize = static_cast<Normalize>(static_cast<int>(p[kNormalize]));
+  const double ab = p[kAblation];
+  if (ab != 0 && ab != 1 && ab != 2 && ab != 3) return bad("ablation", "an integer in [0, 3]", ab);
+  g.ablation = static_cast<Ablation>(static_cast<int>(ab));
+  if (!(is_int(p[kSeed]) && p[kSeed] >= 0 && p[kSeed] <= 4294967295.0))
+    return bad("seed", "an integer >= 0 <= 4294967295", p[kSeed]);
+  g.seed = static_cast<uint32_t>(p[kSeed]);
+  if (!(is_int(p[kFixedSegmentLength]) && p[kFixedSegmentLength] >= 0 && p[kFixedSegmentLength] <= 2147483647.0))
+    return bad("fixedSegmentLength", "an integer >= 0 (0: auto)", p[kFixedSegmentLength]);
+  g.fixed_segment_length = static_cast<int64_t>(p[kFixedSegmentLength]);
+  if (!unit(p[kEntropyLowQuantile])) return bad("entropyLowQuantile", "a number >= 0 <= 1", p[kEntropyLowQuantile]);
+  g.entropy_low_quantile = p[kEntropyLowQuantile];
+  if (std::isnan(p[kEntropyLowThreshold])) g.entropy_low_threshold = -1;
+  else if (p[kEntropyLowThreshold] >= 0) g.entropy_low_threshold = p[kEntropyLowThreshold];
+  else return bad("entropyLowThreshold", "a number >= 0 (NaN: use entropyLowQuantile)", p[kEntropyLowThreshold]);
+  *out = g;
+  return Status::ok();
+}
+
+Status masked_quantiles(const float* values, int64_t n, const uint8_t* mask, const double* qs, int64_t nq,
+                        double* out, const ExecContext& ctx) {
+  for (int64_t i = 0; i < nq; ++i)
+    if (!(qs[i] >= 0 && qs[i] <= 1))
+      return error(Code::Option, "q[" + std::to_string(i) + "]: expected a number >= 0 <= 1, got " + num(qs[i]));
+  Selector s;
+  int64_t count = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    if (mask && !mask[t]) continue;
+    if (std::isnan(values[t]))
+      return error(Code::NonFinite, "values[" + std::to_string(t) + "]: expected a number, got NaN");
+    ++s.hist()[fkey(values[t]) >> 16];
+    ++count;
+  }
+  s.plan(std::vector<double>(qs, qs + nq), count);
+  const int W = worker_count(ctx);
+  std::vector<std::vector<std::vector<float>>> per(W, std::vector<std::vector<float>>(s.slots()));
+  const bool done = parallel_blocks(ctx, n, 1 << 16, [&](int64_t b, int64_t e, int w) {
+    for (int64_t t = b; t < e; ++t) {
+      if (mask && !mask[t]) continue;
+      const uint32_t k = fkey(values[t]);
+      if (s.wants(k)) per[w][s.slot(k)].push_back(values[t]);
+    }
+  });
+  if (!done) return error(Code::Aborted, "quantiles: aborted");
+  merge_cands(s, per);
+  s.finish(out);
+  return Status::ok();
+}
+
+Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, const ExecContext& ctx) {
+  Status st = check_offsets(in.offsets, in.rows, in.n);
+  if (!st.is_ok()) return st;
+  if (in.n > 0 && (in.divergence == nullptr || in.entropy == nullptr))
+    return error(Code::Shape, "divergence/entropy: expected arrays of length N, got null");
+  if (p.sign_mode == SignMode::Rlsd && in.logratio == nullptr && in.n > 0)
+    return error(Code::Option, "logratio: expected a Float32Array (signMode 'rlsd' needs it), got null");
+  for (int64_t r = 0; r < in.rows; ++r)
+    if (!std::isfinite(in.advantages[r]))
+      return error(Code::NonFinite,
+                   "advantages[" + std::to_string(r) + "]: expected a finite number, got " + num(in.advantages[r]));
+
+  const int64_t rows = in.rows, n = in.n;
+  const int32_t* off = in.offsets;
+  const uint8_t* mask = in.mask;
+  const float* D = in.divergence;
+  const float* H = in.entropy;
+  const float* LR = in.logratio;
+  const float cap = p.kl_cap;
+  const int W = worker_count(ctx);
+  const int64_t block = row_block(rows, n);
+
+  // ---- pass A: checks, row moments, histograms ----
+  std::vector<double> mu(rows, 0.0), sd(rows, 0.0);
+  std::vector<int64_t> nvalid(rows, 0);
+  std::vector<int64_t> bad_tok(rows, -1);
+  std::vector<int> bad_kind(rows, kNone);
+  std::vector<std::vector<uint32_t>> hd(W, std::vector<uint32_t>(kBuckets, 0)), hh(W, std::vector<uint32_t>(kBuckets, 0));
+  const bool zscore = p.peak_rule == PeakRule::ZScore;
+  bool done = parallel_blocks(ctx, rows, block, [&](int64_t rb, int64_t re, int w) {
+    uint32_t* hdw = hd[w].data();
+    uint32_t* hhw = hh[w].data();
+    for (int64_t r = rb; r < re; ++r) {
+      const int64_t b = off[r], e = off[r + 1];
+      int64_t cnt = 0;
+      double sum = 0;
+      for (int64_t t = b; t < e; ++t) {
+        if (mask) {
+          if (mask[t] > 1) { bad_tok[r] = t; bad_kind[r] = kMask; break; }
+          if (!mask[t]) continue;
+        }
+        const float d = D[t], h = H[t];
+        if (d != d) { bad_tok[r] = t; bad_kind[r] = kDivNaN; break; }
+        if (d < -1e-6f) { bad_tok[r] = t; bad_kind[r] = kDivNeg; break; }
+        if (!(std::fabs(h) <= std::numeric_limits<float>::max())) { bad_tok[r] = t; bad_kind[r] = kEntNonFinite; break; }
+        if (h < -1e-6f) { bad_tok[r] = t; bad_kind[r] = kEntNeg; break; }
+        if (LR && LR[t] != LR[t]) { bad_tok[r] = t; bad_kind[r] = kLogratioNaN; break; }
+        const float dc = cap_d(d, cap);
+        ++hdw[fkey(dc) >> 16];
+        ++hhw[fkey(clamp_h(h)) >> 16];
+        sum += static_cast<double>(dc);
+        ++cnt;
+      }
+      if (bad_tok[r] >= 0) continue;
+      nvalid[r] = cnt;
+      if (zscore && cnt > 0) {
+        const double m = sum / static_cast<double>(cnt);
+        double var = 0;
+        for (int64_t t = b; t < e; ++t) {
+          if (mask && !mask[t]) continue;
+          const double x = static_cast<double>(cap_d(D[t], cap)) - m;
+          var += x * x;
+        }
+        mu[r] = m;
+        sd[r] = std::sqrt(var / static_cast<double>(cnt));
+      }
+    }
+  });
+  if (!done) return error(Code::Aborted, "gear: aborted");
+  for (int64_t r = 0; r < rows; ++r) {
+    if (bad_tok[r] < 0) continue;
+    const int64_t t = bad_tok[r];
+    const std::string i = "[" + std::to_string(t) + "]";
+    switch (bad_kind[r]) {
+      case kMask: return error(Code::Option, "mask" + i + ": expected 0 or 1, got " + std::to_string(mask[t]));
+      case kDivNaN: return error(Code::NonFinite, "divergence" + i + ": expected a number, got NaN");
+      case kDivNeg:
+        return error(Code::TargetRange, "divergence" + i + ": expected >= 0 (tolerance 1e-6), got " + num(D[t]));
+      case kEntNonFinite: return error(Code::NonFinite, "entropy" + i + ": expected a finite number, got " + num(H[t]));
+      case kEntNeg: return error(Code::TargetRange, "entropy" + i + ": expected >= 0 (tolerance 1e-6), got " + num(H[t]));
+      default: return error(Code::NonFinite, "logratio" + i + ": expected a number, got NaN");
+    }
+  }
+  int64_t valid = 0;
+  for (int64_t r = 0; r < rows; ++r) valid += nvalid[r];
+
+  // ---- pass Q: exact batch quantiles ----
+  Selector sD, sH;
+  for (int w = 0; w < W; ++w)
+    for (int k = 0; k < kBuckets; ++k) {
+      sD.hist()[k] += hd[w][k];
+      sH.hist()[k] += hh[w][k];
+    }
+  hd.clear();
+  hh.clear();
+  // D levels: dRef, peak, diagnostics. H levels: eta, eta_low, diagnostics.
+  std::vector<double> qd = {p.d_ref_quantile, p.peak_quantile}, qh = {p.entropy_quantile, p.entropy_low_quantile};
+  for (double q : kGearDiagLevels) { qd.push_back(q); qh.push_back(q); }
+  sD.plan(qd, valid);
+  sH.plan(qh, valid);
+  {
+    std::vector<std::vector<std::vector<float>>> pd(W, std::vector<std::vector<float>>(sD.slots()));
+    std::vector<std::vector<std::vector<float>>> ph(W, std::vector<std::vector<float>>(sH.slots()));
+    done = parallel_blocks(ctx, rows, block, [&](int64_t rb, int64_t re, int w) {
+      for (int64_t t = off[rb]; t < off[re]; ++t) {
+        if (mask && !mask[t]) continue;
+        const float dc = cap_d(D[t], cap), hc = clamp_h(H[t]);
+        const uint32_t kd = fkey(dc), kh = fkey(hc);
+        if (sD.wants(kd)) pd[w][sD.slot(kd)].push_back(dc);
+        if (sH.wants(kh)) ph[w][sH.slot(kh)].push_back(hc);
+      }
+    });
+    if (!done) return error(Code::Aborted, "gear: aborted");
+    merge_cands(sD, pd);
+    merge_cands(sH, ph);
+  }
+  std::vector<double> vd(qd.size()), vh(qh.size());
+  sD.finish(vd.data());
+  sH.finish(vh.data());
+  GearDiagnostics& dg = out->diag;
+  dg = GearDiagnostics{};
+  dg.valid_tokens = valid;
+  dg.d_ref = std::max(vd[0], 1e-6);
+  dg.peak_kl_threshold = vd[1];
+  dg.entropy_threshold = p.entropy_threshold >= 0 ? p.entropy_threshold : vh[0];
+  dg.entropy_low_threshold = p.entropy_low_threshold >= 0 ? p.entropy_low_threshold : vh[1];
+  for (int i = 0; i < kGearDiagQuantiles; ++i) {
+    dg.kl_quantiles[i] = vd[2 + i];
+    dg.entropy_quantiles[i] = vh[2 + i];
+  }
+
+  // ---- pass B: peaks, segment scan, weights, scatter ----
+  const double dref = dg.d_ref, qpeak = dg.peak_kl_threshold, eta = dg.entropy_threshold,
+               eta_low = dg.entropy_low_threshold;
+  int64_t max_len = 0;
+  for (int64_t r = 0; r < rows; ++r) max_len = std::max<int64_t>(max_len, off[r + 1] - off[r]);
+  std::vector<Scratch> scratch(W);
+
+  auto is_valid = [&](int64_t t) { return mask == nullptr || mask[t] != 0; };
+  // Marks peaks (or random anchors) of row r into s.flag; returns the number of peaks the rule found.
+  auto mark_anchors = [&](int64_t r, Scratch& s, bool random) -> int64_t {
+    const int64_t b = off[r], e = off[r + 1];
+    int64_t peaks = 0;
+    for (int64_t t = b; t < e; ++t) {
+      uint8_t f = 0;
+      if (is_valid(t)) {
+        const double dc = static_cast<double>(cap_d(D[t], cap));
+        const bool over = zscore ? (dc - mu[r]) / (sd[r] + 1e-6) >= p.peak_z : dc >= qpeak;
+        f = (over && dc >= p.peak_min_kl) ? 1 : 0;
+      }
+      s.flag[t - b] = f;
+      peaks += f;
+    }
+    if (random && peaks > 0) {
+      s.idx.clear();
+      for (int64_t t = b; t < e; ++t) {
+        s.flag[t - b] = 0;
+        if (is_valid(t)) s.idx.push_back(static_cast<int32_t>(t));
+      }
+      Mulberry32 rng{p.seed ^ static_cast<uint32_t>(static_cast<uint64_t>(r + 1) * 0x9E3779B9u)};
+      const int64_t m = static_cast<int64_t>(s.idx.size());
+      for (int64_t i = 0; i < peaks; ++i) {
+        const int64_t j = i + rng.below(static_cast<uint32_t>(m - i));
+        std::swap(s.idx[i], s.idx[j]);
+        s.flag[s.idx[i] - b] = 1;
+      }
+    }
+    return peaks;
+  };
+  // Scans row r (anchors already in s.flag). With write = false it only counts segments.
+  auto scan_row = [&](int64_t r, Scratch& s, Ablation mode, int64_t seg_len, bool write, RowStats& rs) {
+    const int64_t b = off[r], e = off[r + 1];
+    const double A = in.advantages[r];
+    const bool segs = mode != Ablation::TokenOnly;
+    const bool entropy_rule = mode != Ablation::FixedLength;
+    const bool settles = p.segment_end == SegmentEnd::EntropySettles;
+    const double sgn = A > 0 ? 1.0 : (A < 0 ? -1.0 : 0.0);
+    auto unit_weight = [&](int64_t a) -> double {
+      switch (p.sign_mode) {
+        case SignMode::Rlsd: {
+          if (sgn == 0) return 1.0;
+          const double w = std::exp(sgn * static_cast<double>(LR[a]));
+          return std::min(std::max(w, 1.0 - p.eps_w), 1.0 + p.eps_w);
+        }
+        case SignMode::NegativeOnly:
+          if (!(A < 0)) return 1.0;
+          [[fallthrough]];
+        default:
+          return 1.0 + p.alpha * std::min(static_cast<double>(cap_d(D[a], cap)) / dref, 1.0);
+      }
+    };
+    int64_t local = 0, in_seg = 0, nv = 0;
+    double sum = 0, rmin = std::numeric_limits<double>::infinity(), rmax = -rmin;
+    int64_t t = b;
+    while (t < e) {
+      if (!is_valid(t)) {
+        if (write) { s.omega[t - b] = 0; out->segment_id[t] = -1; }
+        ++t;
+        continue;
+      }
+      if (segs && s.flag[t - b]) {
+        const int64_t a = t;
+        const double w = write ? unit_weight(a) : 1.0;
+        do {
+          if (write) { s.omega[t - b] = w; out->segment_id[t] = static_cast<int32_t>(local); }
+          sum += w;
+          ++nv;
+          ++in_seg;
+          ++t;
+        } while (t < e && is_valid(t) && !s.flag[t - b] && t - a < seg_len &&
+                 !(entropy_rule && (settles ? static_cast<double>(clamp_h(H[t])) < eta_low
+                                            : static_cast<double>(clamp_h(H[t])) >= eta)));
+        ++local;
+        rmin = std::min(rmin, w);
+        rmax = std::max(rmax, w);
+      } else {
+        const double w = write ? unit_weight(t) : 1.0;
+        if (write) { s.omega[t - b] = w; out->segment_id[t] = -1; }
+        sum += w;
+        ++nv;
+        rmin = std::min(rmin, w);
+        rmax = std::max(rmax, w);
+        ++t;
+      }
+    }
+    rs.segments = local;
+    rs.in_seg = in_seg;
+    rs.valid = nv;
+    if (!write) return;
+    // Normalise: mean weight 1 over the row's valid tokens. Equal unit weights give exactly 1 (GRPO).
+    const bool mean_one = p.normalize == Normalize::MeanOne;
+    const bool uniform = rmin == rmax;
+    const double scale = nv > 0 ? static_cast<double>(nv) / sum : 0.0;
+    double wmin = std::numeric_limits<double>::infinity(), wmax = -wmin;
+    for (int64_t k = b; k < e; ++k) {
+      if (!is_valid(k)) { out->weights[k] = 0.0f; out->advantages[k] = 0.0f; continue; }
+      const double wt = mean_one ? (uniform ? 1.0 : s.omega[k - b] * scale) : s.omega[k - b];
+      const float wf = static_cast<float>(wt);
+      out->weights[k] = wf;
+      out->advantages[k] = A == 0 ? 0.0f : static_cast<float>(A * wt);
+      wmin = std::min(wmin, static_cast<double>(wf));
+      wmax = std::max(wmax, static_cast<double>(wf));
+    }
+    rs.wmin = nv > 0 ? wmin : 0;
+    rs.wmax = nv > 0 ? wmax : 0;
+  };
+
+  const bool random = p.ablation == Ablation::RandomAnchors;
+  int64_t seg_len = p.max_segment_length;
+  if (p.ablation == Ablation::FixedLength) {
+    seg_len = p.fixed_segment_length;
+    if (seg_len == 0) {
+      // Auto: the adaptive rule's batch mean segment length, so the ablation spends the same tokens.
+      std::vector<RowStats> cs(rows);
+      done = parallel_blocks(ctx, rows, block, [&](int64_t rb, int64_t re, int w) {
+        Scratch& s = scratch[w];
+        s.flag.resize(max_len);
+        for (int64_t r = rb; r < re; ++r) {
+          mark_anchors(r, s, false);
+          scan_row(r, s, Ablation::None, p.max_segment_length, false, cs[r]);
+        }
+      });
+      if (!done) return error(Code::Aborted, "gear: aborted");
+      int64_t segs = 0, toks = 0;
+      for (const auto& c : cs) { segs += c.segments; toks += c.in_seg; }
+      seg_len = segs > 0 ? std::max<int64_t>(1, std::llround(static_cast<double>(toks) / static_cast<double>(segs))) : 1;
+    }
+  }
+  dg.fixed_segment_length = p.ablation == Ablation::FixedLength ? seg_len : 0;
+
+  std::vector<RowStats> rstats(rows);
+  done = parallel_blocks(ctx, rows, block, [&](int64_t rb, int64_t re, int w) {
+    Scratch& s = scratch[w];
+    s.flag.resize(max_len);
+    s.omega.resize(max_len);
+    for (int64_t r = rb; r < re; ++r) {
+      const int64_t peaks = mark_anchors(r, s, random);
+      scan_row(r, s, p.ablation, seg_len, true, rstats[r]);
+      rstats[r].peaks = peaks;
+    }
+  });
+  if (!done) return error(Code::Aborted, "gear: aborted");
+
+  // ---- pass C: global segment ids and anchors ----
+  std::vector<int64_t> base(rows + 1, 0);
+  double wmin = std::numeric_limits<double>::infinity(), wmax = -wmin;
+  for (int64_t r = 0; r < rows; ++r) {
+    const RowStats& rs = rstats[r];
+    base[r + 1] = base[r] + rs.segments;
+    dg.peaks += rs.peaks;
+    dg.tokens_in_segments += rs.in_seg;
+    if (rs.valid > 0) {
+      wmin = std::min(wmin, rs.wmin);
+      wmax = std::max(wmax, rs.wmax);
+    }
+  }
+  dg.segments = base[rows];
+  dg.weight_min = valid > 0 ? wmin : 0;
+  dg.weight_max = valid > 0 ? wmax : 0;
+  out->anchors.assign(static_cast<size_t>(dg.segments), 0);
+  int32_t* anchors = out->anchors.data();
+  done = parallel_blocks(ctx, rows, block, [&](int64_t rb, int64_t re, int) {
+    for (int64_t r = rb; r < re; ++r) {
+      if (rstats[r].segments == 0) continue;
+      int64_t last = -1;
+      for (int64_t t = off[r]; t < off[r + 1]; ++t) {
+        const int32_t l = out->segment_id[t];
+        if (l < 0) continue;
+        if (l != last) {
+          anchors[base[r] + l] = static_cast<int32_t>(t);
+          last = l;
+        }
+        out->segment_id[t] = static_cast<int32_t>(base[r] + l);
+      }
+    }
+  });
+  if (!done) return error(Code::Aborted, "gear: aborted");
+  return Status::ok();
+}
+
+}  // namespace gear
