@@ -13,6 +13,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   RegisterSegment(env, exports);
   RegisterBandwidth(env, exports);
   RegisterGear(env, exports);
+  RegisterOptim(env, exports);
   return exports;
 }
 

@@ -8,4 +8,5 @@ void RegisterBackend(Napi::Env env, Napi::Object exports);   // backend_binding.
 void RegisterSegment(Napi::Env env, Napi::Object exports);   // segment_binding.cc
 void RegisterBandwidth(Napi::Env env, Napi::Object exports);  // bandwidth_binding.cc
 void RegisterGear(Napi::Env env, Napi::Object exports);       // gear_binding.cc
+void RegisterOptim(Napi::Env env, Napi::Object exports);       // optim_binding.cc
 }  // namespace gear::addon

@@ -1,0 +1,13 @@
+// AVX2 + FMA build of the optimizer kernels (see optim_kernels.inc).
+#include <cmath>
+#include <cstdint>
+
+#include "optim_internal.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#pragma GCC optimize("fp-contract=off")
+namespace gear::optim_detail::avx2 {
+#include "optim_kernels.inc"
+}  // namespace gear::optim_detail::avx2
+#pragma GCC pop_options
