@@ -17,3 +17,29 @@ export type { SegmentOp, AsyncOptions } from './ops/segment.js';
 // Benchmark utilities (bandwidth)
 export { memoryBandwidth } from './ops/bandwidth.js';
 export type { BandwidthMode, MemoryBandwidthOptions, MemoryBandwidthResult } from './ops/bandwidth.js';
+
+// Advantage estimators (ts/advantages)
+export { grpo, grpoPassK, groupMeanStd } from './advantages/grpo.js';
+export type { GrpoArgs, GrpoScale, GrpoPassKArgs } from './advantages/grpo.js';
+export { rloo } from './advantages/rloo.js';
+export type { RlooArgs } from './advantages/rloo.js';
+export { opo } from './advantages/opo.js';
+export type { OpoArgs } from './advantages/opo.js';
+export { gpg } from './advantages/gpg.js';
+export type { GpgArgs } from './advantages/gpg.js';
+export { reinforcePlusPlusBaseline, reinforcePlusPlus, tokenReturns } from './advantages/reinforce.js';
+export type { ReinforcePlusPlusBaselineArgs, ReinforcePlusPlusArgs } from './advantages/reinforce.js';
+export { remax } from './advantages/remax.js';
+export type { RemaxArgs } from './advantages/remax.js';
+export { gdpo } from './advantages/gdpo.js';
+export type { GdpoArgs } from './advantages/gdpo.js';
+export { trlAdvantages } from './advantages/trl.js';
+export type { TrlAdvantagesArgs, TrlAdvantages } from './advantages/trl.js';
+export { gigpo, discountedStepReturns, stepGroups } from './advantages/gigpo.js';
+export type { GigpoArgs, GigpoResult, GigpoMode } from './advantages/gigpo.js';
+export { anchorKey, anchorIds } from './advantages/anchors.js';
+export type { AnchorState } from './advantages/anchors.js';
+export { sequenceMatcherRatio, quickRatio, realQuickRatio, similarityClusters, PreparedText } from './advantages/difflib.js';
+export { groupIndex, groupStats, batchStats, STD_FLOOR } from './advantages/groups.js';
+export type { GroupId, GroupIndex, GroupStats, SingletonPolicy } from './advantages/groups.js';
+export { maskedMean, maskedVar, maskedWhiten } from './advantages/masked.js';

@@ -1,0 +1,374 @@
+/**
+ * An exact port of Python's `difflib.SequenceMatcher(None, a, b).ratio()` for strings, and the
+ * greedy similarity clustering verl-agent's GiGPO builds its step groups with.
+ *
+ * The ratio is `2·M / (|a| + |b|)` (1.0 for two empty strings) where M is the number of characters in
+ * the Ratcliff-Obershelp matching blocks: `find_longest_match` (the first longest block in a-then-b
+ * order, with no junk function) applied recursively left and right of each block. Exactly as difflib,
+ * when `|b| >= 200` the autojunk heuristic drops every character occurring more than `⌊|b|/100⌋ + 1`
+ * times in b from the index used to seed matches (such characters can still extend a match). Lengths
+ * and characters are Unicode code points, as Python strings. The ratio is therefore NOT symmetric.
+ *
+ * Speed without changing any result: characters are interned to small integers; each cluster
+ * representative's index (`b2j`) and character counts are built once and reused; the `j2len` maps are
+ * stamped arrays instead of dictionaries; and a threshold test first checks difflib's own upper bounds
+ * (`real_quick_ratio`, `quick_ratio`) and stops the block recursion as soon as the outcome is decided
+ * (M only grows, and the unexplored ranges bound how much it can still grow).
+ *
+ * @module
+ */
+import { fail } from '../errors.js';
+
+// Global character interning: code point -> small id. Ids only ever grow.
+const bmpIds = new Int32Array(65536).fill(-1);
+const astralIds = new Map<number, number>();
+let alphabet = 0;
+
+function internCode(c: number): number {
+  if (c < 65536) {
+    let id = bmpIds[c]!;
+    if (id < 0) {
+      id = alphabet++;
+      bmpIds[c] = id;
+    }
+    return id;
+  }
+  let id = astralIds.get(c);
+  if (id === undefined) {
+    id = alphabet++;
+    astralIds.set(c, id);
+  }
+  return id;
+}
+
+/** Interned code points of a string (surrogate pairs combined, as Python's str indexing). */
+function codes(s: string): Int32Array {
+  const out = new Int32Array(s.length);
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    let c = s.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+      const d = s.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        c = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00);
+        i++;
+      }
+    }
+    out[n++] = internCode(c);
+  }
+  return n === s.length ? out : out.slice(0, n);
+}
+
+/** A sequence prepared as difflib's `b`: interned codes, `b2j` (CSR, popular chars removed), counts. */
+export class PreparedText {
+  /** The original string. */
+  readonly text: string;
+  /** Interned code points. @internal */
+  readonly seq: Int32Array;
+  /** CSR `b2j`: positions of interned char c are `pos[start[c] .. start[c+1])`, ascending. @internal */
+  readonly start: Int32Array;
+  /** @internal */
+  readonly pos: Int32Array;
+  /** Full character counts (popular characters included), for `quick_ratio`. @internal */
+  readonly counts: Int32Array;
+
+  /** @param text the string to prepare */
+  constructor(text: string) {
+    this.text = text;
+    const seq = codes(text);
+    this.seq = seq;
+    const A = alphabet;
+    const counts = new Int32Array(A);
+    for (let j = 0; j < seq.length; j++) counts[seq[j]!]!++;
+    this.counts = counts;
+    const n = seq.length;
+    const ntest = Math.floor(n / 100) + 1;
+    const start = new Int32Array(A + 1);
+    for (let c = 0; c < A; c++) {
+      const keep = n >= 200 && counts[c]! > ntest ? 0 : counts[c]!;
+      start[c + 1] = start[c]! + keep;
+    }
+    const pos = new Int32Array(start[A]!);
+    const fill = start.slice(0, A);
+    for (let j = 0; j < n; j++) {
+      const c = seq[j]!;
+      if (n >= 200 && counts[c]! > ntest) continue;
+      pos[fill[c]!++] = j;
+    }
+    this.start = start;
+    this.pos = pos;
+  }
+}
+
+// Scratch buffers for find_longest_match (two stamped j2len arrays) and quick_ratio.
+let lenA = new Int32Array(256);
+let lenB = new Int32Array(256);
+let stampA = new Int32Array(256);
+let stampB = new Int32Array(256);
+let epoch = 0;
+let avail = new Int32Array(256);
+let availStamp = new Int32Array(256);
+let availEpoch = 0;
+
+function ensureScratch(lb: number): void {
+  if (lenA.length < lb + 1) {
+    const n = Math.max(lb + 1, lenA.length * 2);
+    lenA = new Int32Array(n);
+    lenB = new Int32Array(n);
+    stampA = new Int32Array(n);
+    stampB = new Int32Array(n);
+    epoch = 0;
+  }
+  if (epoch > 0x3fffffff) {
+    stampA.fill(0);
+    stampB.fill(0);
+    epoch = 0;
+  }
+}
+
+// Result registers of findLongest (avoids allocating a tuple per call).
+let mI = 0;
+let mJ = 0;
+let mK = 0;
+
+function findLongest(a: Int32Array, B: PreparedText, alo: number, ahi: number, blo: number, bhi: number): void {
+  const b = B.seq;
+  const start = B.start;
+  const pos = B.pos;
+  const A = start.length - 1;
+  let besti = alo;
+  let bestj = blo;
+  let bestsize = 0;
+  let prevEpoch = -1;
+  for (let i = alo; i < ahi; i++) {
+    const cur = ++epoch;
+    const odd = (i & 1) === 1;
+    const curLen = odd ? lenB : lenA;
+    const curStamp = odd ? stampB : stampA;
+    const prevLen = odd ? lenA : lenB;
+    const prevStamp = odd ? stampA : stampB;
+    const c = a[i]!;
+    if (c < A) {
+      let p = start[c]!;
+      const e = start[c + 1]!;
+      // Skip positions before blo (binary search; difflib skips them one by one, same result).
+      if (p < e && pos[p]! < blo) {
+        let lo = p;
+        let hi = e;
+        while (lo < hi) {
+          const mid = (lo + hi) >>> 1;
+          if (pos[mid]! < blo) lo = mid + 1;
+          else hi = mid;
+        }
+        p = lo;
+      }
+      for (; p < e; p++) {
+        const j = pos[p]!;
+        if (j >= bhi) break;
+        // j2len is indexed by j + 1 so that j - 1 = -1 maps to slot 0.
+        const k = (prevStamp[j] === prevEpoch ? prevLen[j]! : 0) + 1;
+        curLen[j + 1] = k;
+        curStamp[j + 1] = cur;
+        if (k > bestsize) {
+          besti = i - k + 1;
+          bestj = j - k + 1;
+          bestsize = k;
+        }
+      }
+    }
+    prevEpoch = cur;
+  }
+  // Extend with equal characters (difflib's junk-free extension; popular characters extend here).
+  while (besti > alo && bestj > blo && a[besti - 1] === b[bestj - 1]) {
+    besti--;
+    bestj--;
+    bestsize++;
+  }
+  while (besti + bestsize < ahi && bestj + bestsize < bhi && a[besti + bestsize] === b[bestj + bestsize]) bestsize++;
+  mI = besti;
+  mJ = bestj;
+  mK = bestsize;
+}
+
+const stack: number[] = [];
+
+/**
+ * Matched characters M of `SequenceMatcher(None, a, b)`; with a `decide` threshold it may stop early
+ * and return a value that is only guaranteed to be on the right side of the threshold (see
+ * {@link ratioAtLeast}).
+ */
+function matches(a: Int32Array, B: PreparedText, decide?: { need: (m: number) => boolean; fail: (ub: number) => boolean }): number {
+  const la = a.length;
+  const lb = B.seq.length;
+  ensureScratch(lb);
+  stack.length = 0;
+  stack.push(0, la, 0, lb);
+  let m = 0;
+  let pending = Math.min(la, lb);
+  while (stack.length > 0) {
+    const bhi = stack.pop()!;
+    const blo = stack.pop()!;
+    const ahi = stack.pop()!;
+    const alo = stack.pop()!;
+    pending -= Math.min(ahi - alo, bhi - blo);
+    findLongest(a, B, alo, ahi, blo, bhi);
+    const i = mI;
+    const j = mJ;
+    const k = mK;
+    if (k > 0) {
+      m += k;
+      if (alo < i && blo < j) {
+        stack.push(alo, i, blo, j);
+        pending += Math.min(i - alo, j - blo);
+      }
+      if (i + k < ahi && j + k < bhi) {
+        stack.push(i + k, ahi, j + k, bhi);
+        pending += Math.min(ahi - i - k, bhi - j - k);
+      }
+    }
+    if (decide) {
+      if (decide.need(m)) return m;
+      if (decide.fail(m + pending)) return m;
+    }
+  }
+  return m;
+}
+
+function ratioOf(m: number, length: number): number {
+  return length ? (2.0 * m) / length : 1.0;
+}
+
+function textArg(x: unknown, what: string): string {
+  if (typeof x !== 'string') fail('ERR_DTYPE', what, 'a string', x);
+  return x;
+}
+
+/**
+ * Python's `difflib.SequenceMatcher(None, a, b).ratio()`, bit for bit (autojunk included).
+ *
+ * @param a first string (difflib's `a`)
+ * @param b second string (difflib's `b`; the autojunk heuristic looks at this one)
+ * @returns the similarity ratio in [0, 1]
+ */
+export function sequenceMatcherRatio(a: string, b: string | PreparedText): number {
+  const sa = codes(textArg(a, 'a'));
+  const B = b instanceof PreparedText ? b : new PreparedText(textArg(b, 'b'));
+  return ratioOf(matches(sa, B), sa.length + B.seq.length);
+}
+
+/**
+ * difflib's `quick_ratio()`: an upper bound of the ratio from character multiset intersection.
+ *
+ * @param a first string
+ * @param b second string
+ * @returns the upper bound
+ */
+export function quickRatio(a: string, b: string | PreparedText): number {
+  const sa = codes(textArg(a, 'a'));
+  const B = b instanceof PreparedText ? b : new PreparedText(textArg(b, 'b'));
+  return ratioOf(quickMatches(sa, B), sa.length + B.seq.length);
+}
+
+/**
+ * difflib's `real_quick_ratio()`: `2·min(|a|, |b|) / (|a| + |b|)`, the cheapest upper bound.
+ *
+ * @param a first string
+ * @param b second string
+ * @returns the upper bound
+ */
+export function realQuickRatio(a: string, b: string): number {
+  const la = codes(textArg(a, 'a')).length;
+  const lb = codes(textArg(b, 'b')).length;
+  return ratioOf(Math.min(la, lb), la + lb);
+}
+
+function quickMatches(a: Int32Array, B: PreparedText): number {
+  const full = B.counts;
+  if (avail.length < alphabet) {
+    avail = new Int32Array(Math.max(alphabet, avail.length * 2));
+    availStamp = new Int32Array(avail.length);
+    availEpoch = 0;
+  }
+  if (availEpoch > 0x3fffffff) {
+    availStamp.fill(0);
+    availEpoch = 0;
+  }
+  const ep = ++availEpoch;
+  let m = 0;
+  for (let i = 0; i < a.length; i++) {
+    const c = a[i]!;
+    let numb: number;
+    if (availStamp[c] === ep) numb = avail[c]!;
+    else numb = c < full.length ? full[c]! : 0;
+    avail[c] = numb - 1;
+    availStamp[c] = ep;
+    if (numb > 0) m++;
+  }
+  return m;
+}
+
+/**
+ * Exactly `SequenceMatcher(None, a, b).ratio() >= threshold`, usually much faster: rejects by
+ * `real_quick_ratio` and `quick_ratio` first, and stops the matching as soon as the outcome is known.
+ *
+ * @param a first string, as interned codes from {@link prepareCodes}
+ * @param B the prepared second string
+ * @param threshold the similarity threshold
+ * @internal
+ */
+export function ratioAtLeast(a: Int32Array, B: PreparedText, threshold: number): boolean {
+  const length = a.length + B.seq.length;
+  if (length === 0) return 1.0 >= threshold;
+  if (ratioOf(Math.min(a.length, B.seq.length), length) < threshold) return false;
+  if (ratioOf(quickMatches(a, B), length) < threshold) return false;
+  const m = matches(a, B, {
+    need: (mm) => ratioOf(mm, length) >= threshold,
+    fail: (ub) => ratioOf(ub, length) < threshold,
+  });
+  return ratioOf(m, length) >= threshold;
+}
+
+/** Interned code points of a string, for {@link ratioAtLeast}. @internal */
+export function prepareCodes(s: string): Int32Array {
+  return codes(s);
+}
+
+/**
+ * verl-agent's similarity clustering of one episode group's observations: in row order, each
+ * observation joins the FIRST existing cluster (in creation order) whose representative (the
+ * observation that opened it) has `SequenceMatcher(None, obs, rep).ratio() >= threshold`, else opens a
+ * new cluster. Identical observations short-cut to the cluster their first copy joined (the scan would
+ * reach the same cluster).
+ *
+ * @param texts the observations, in row order
+ * @param threshold in (0, 1)
+ * @returns the cluster index of each observation (clusters numbered in creation order)
+ */
+export function similarityClusters(texts: readonly string[], threshold: number): Int32Array {
+  const out = new Int32Array(texts.length);
+  const reps: PreparedText[] = [];
+  const seen = new Map<string, number>();
+  for (let i = 0; i < texts.length; i++) {
+    const s = texts[i]!;
+    const known = seen.get(s);
+    if (known !== undefined) {
+      out[i] = known;
+      continue;
+    }
+    const a = codes(s);
+    let found = -1;
+    for (let c = 0; c < reps.length; c++) {
+      if (ratioAtLeast(a, reps[c]!, threshold)) {
+        found = c;
+        break;
+      }
+    }
+    if (found < 0) {
+      found = reps.length;
+      reps.push(new PreparedText(s));
+    }
+    seen.set(s, found);
+    out[i] = found;
+  }
+  return out;
+}

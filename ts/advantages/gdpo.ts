@@ -1,0 +1,59 @@
+/**
+ * GDPO (current verl `gdpo`): per-reward GRPO normalisation, weighted sum, batch whitening.
+ *
+ * @module
+ */
+import { fail } from '../errors.js';
+import * as v from '../validate.js';
+import { grpo } from './grpo.js';
+import { type GroupId, type SingletonPolicy, SINGLETON, groupIndex, objectArg, rewardsArg } from './groups.js';
+import { lengthsArg, whitenRows } from './masked.js';
+
+/** Arguments of {@link gdpo}. */
+export interface GdpoArgs {
+  /** One array per reward component, each with one value per row. */
+  rewards: ArrayLike<number>[];
+  /** Weight per component (default 1 each). */
+  weights?: ArrayLike<number>;
+  /** Group id per row (numbers or strings). */
+  groups: ArrayLike<GroupId>;
+  /** Counted tokens per row for the token-level whitening (omitted: every row counts once). */
+  lengths?: ArrayLike<number>;
+  /** Added to each component's group std (default 1e-6). */
+  epsilon?: number;
+  /** Singleton-group policy of the per-component GRPO step (default `'raw'`). */
+  singleton?: SingletonPolicy;
+}
+
+/**
+ * GDPO: for each reward component k, GRPO advantages `(r_k - mean_g) / (std_g + epsilon)`; their
+ * weighted sum `Σ_k w_k A_k`; then whitened over the batch as verl's `masked_whiten` (statistics over
+ * every counted token). Throws `ERR_SHAPE` when fewer than two tokens are counted.
+ *
+ * @param a reward components, weights, groups, lengths
+ * @returns one advantage per row (Float64Array)
+ */
+export function gdpo(a: GdpoArgs): Float64Array {
+  const o = objectArg(a, 'gdpo');
+  v.knownKeys(o, 'gdpo', ['rewards', 'weights', 'groups', 'lengths', 'epsilon', 'singleton']);
+  if (!Array.isArray(o.rewards) || o.rewards.length === 0) {
+    fail('ERR_OPTION', 'gdpo: rewards', 'a non-empty array of per-row reward arrays', o.rewards);
+  }
+  const comps = (o.rewards as unknown[]).map((r, k) => rewardsArg(r, `gdpo: rewards[${k}]`));
+  const rows = comps[0]!.length;
+  comps.forEach((c, k) => {
+    if (c.length !== rows) fail('ERR_SHAPE', `gdpo: rewards[${k}].length`, `${rows} (as rewards[0])`, c.length);
+  });
+  const K = comps.length;
+  const weights = o.weights === undefined ? new Float64Array(K).fill(1) : rewardsArg(o.weights, 'gdpo: weights', K);
+  groupIndex(o.groups as ArrayLike<GroupId>, 'gdpo: groups', rows);
+  const lengths = lengthsArg(o.lengths, 'gdpo: lengths', rows);
+  const epsilon = v.numOpt(o.epsilon, 'gdpo: epsilon', 1e-6, { min: 0 });
+  const singleton = v.enumOpt(o.singleton, 'gdpo: singleton', SINGLETON, 'raw');
+  const sum = new Float64Array(rows);
+  for (let k = 0; k < K; k++) {
+    const adv = grpo({ rewards: comps[k]!, groups: o.groups as ArrayLike<GroupId>, epsilon, singleton });
+    for (let i = 0; i < rows; i++) sum[i] += weights[k]! * adv[i]!;
+  }
+  return whitenRows(sum, lengths);
+}

@@ -1,0 +1,260 @@
+/**
+ * GiGPO (verl-agent `gigpo/core_gigpo.py`): episode-level group advantage plus a step-level advantage
+ * over anchor-state groups, for the one-row-per-agent-step layout.
+ *
+ * @module
+ */
+import { GearError, fail } from '../errors.js';
+import * as v from '../validate.js';
+import { anchorIds } from './anchors.js';
+import { similarityClusters } from './difflib.js';
+import { type GroupId, groupIndex, groupStats, objectArg, rewardsArg, scaled, singletonDenominator } from './groups.js';
+
+/** GiGPO normalisation mode (used at both levels). */
+export type GigpoMode = 'mean_norm' | 'mean_std_norm';
+
+/** Arguments of {@link gigpo}. */
+export interface GigpoArgs {
+  /** Per row (one row = one agent step): the return of the row's whole episode. */
+  episodeRewards: ArrayLike<number>;
+  /** Per row: the step's own reward; discounted within the trajectory with `gamma` (float32, as
+   *  verl-agent). Give this or `stepReturns`. */
+  stepRewards?: ArrayLike<number>;
+  /** Per row: already discounted step returns (used as they are instead of `stepRewards`). */
+  stepReturns?: ArrayLike<number>;
+  /** Trajectory id per row; a trajectory's rows are in time order and share one group. */
+  trajectories: ArrayLike<GroupId>;
+  /** Episode group id per row (rollouts started from the same initial state). */
+  groups: ArrayLike<GroupId>;
+  /** Anchor state per row: the observation the step acted from (strings, numbers, arrays, plain objects). */
+  anchors: ArrayLike<unknown>;
+  /** Discount of the step returns (default 1.0 as verl-agent's config; its scripts use 0.95). */
+  gamma?: number;
+  /** Weight of the step-level advantage (default 1.0). */
+  stepWeight?: number;
+  /** `'mean_norm'` (default): subtract the group mean; `'mean_std_norm'`: also divide by std + epsilon. */
+  mode?: GigpoMode;
+  /** Added to the std (default 1e-6). */
+  epsilon?: number;
+  /** Default true: every step row counts in its episode group's statistics (GiGPO); false: one value
+   *  per trajectory (its first row). */
+  crossStepStats?: boolean;
+  /** Group text anchors by similarity instead of equality: `SequenceMatcher.ratio() >= threshold`,
+   *  with `0 < threshold < 1`. */
+  similarity?: { threshold: number };
+}
+
+/** Result of {@link gigpo}. */
+export interface GigpoResult {
+  /** Per row: `episode + stepWeight · step`. */
+  advantages: Float64Array;
+  /** Per row: the episode-level advantage. */
+  episode: Float64Array;
+  /** Per row: the step-level advantage. */
+  step: Float64Array;
+  /** Per row: index of the first row of its step group. */
+  stepGroups: Int32Array;
+  /** Per row: the discounted step returns the step level used (float32 values). */
+  stepReturns: Float32Array;
+  /** How much anchor states repeat. */
+  diagnostics: {
+    /** Step-group size -> number of step groups of that size. */
+    groupSizeHistogram: Record<number, number>;
+    /** Share of rows whose step group has size 1 (0 for an empty batch). */
+    singletonShare: number;
+  };
+}
+
+/**
+ * verl-agent `compute_step_discounted_returns`: within each trajectory (rows in batch order = time
+ * order), `G_t = r_t + γ G_{t+1}` backwards. Like verl-agent (NumPy float32 rewards, a Python-float
+ * running sum), each reward is rounded to float32, the running return is kept in float64, and each
+ * stored return is rounded to float32.
+ *
+ * @param stepRewards reward per row
+ * @param trajectories trajectory id per row
+ * @param gamma discount in [0, 1]
+ * @returns the discounted return per row (Float32Array)
+ */
+export function discountedStepReturns(stepRewards: ArrayLike<number>, trajectories: ArrayLike<GroupId>, gamma = 1): Float32Array {
+  const r = rewardsArg(stepRewards, 'discountedStepReturns: stepRewards');
+  const t = groupIndex(trajectories, 'discountedStepReturns: trajectories', r.length);
+  const g = v.numOpt(gamma, 'discountedStepReturns: gamma', 1, { min: 0, max: 1 });
+  return discount(r, t.ids, t.count, g);
+}
+
+function discount(r: ArrayLike<number>, traj: Int32Array, T: number, gamma: number): Float32Array {
+  const out = new Float32Array(r.length);
+  const run = new Float64Array(T);
+  for (let i = r.length - 1; i >= 0; i--) {
+    const t = traj[i]!;
+    const x = Math.fround(r[i]!) + gamma * run[t]!;
+    run[t] = x;
+    out[i] = x;
+  }
+  return out;
+}
+
+/**
+ * verl-agent `build_step_group` as dense step groups: within each episode group, rows with equal
+ * anchor states (exact mode) or similar text anchors (similarity mode) share a step group.
+ *
+ * @param anchors anchor state per row
+ * @param groups episode group id per row
+ * @param similarity optional `{ threshold }` in (0, 1) for text anchors
+ * @returns per row the index of the first row of its step group
+ */
+export function stepGroups(anchors: ArrayLike<unknown>, groups: ArrayLike<GroupId>, similarity?: { threshold: number }): Int32Array {
+  if (!(Array.isArray(anchors) || v.isTypedArray(anchors))) fail('ERR_DTYPE', 'stepGroups: anchors', 'an array', anchors);
+  const idx = groupIndex(groups, 'stepGroups: groups', anchors.length);
+  return buildStepGroups(anchors, idx.ids, idx.count, similarityArg(similarity, 'stepGroups'), 'stepGroups');
+}
+
+function similarityArg(s: unknown, fn: string): number | undefined {
+  if (s === undefined) return undefined;
+  const o = objectArg(s, `${fn}: similarity`);
+  v.knownKeys(o, `${fn}: similarity`, ['threshold']);
+  return v.numOpt(o.threshold, `${fn}: similarity.threshold`, NaN, { min: 0, max: 1, minOpen: true, maxOpen: true });
+}
+
+function buildStepGroups(anchors: ArrayLike<unknown>, gids: Int32Array, G: number, threshold: number | undefined, fn: string): Int32Array {
+  const R = anchors.length;
+  const first = new Int32Array(R);
+  if (threshold === undefined) {
+    const aid = anchorIds(anchors, `${fn}: anchors`);
+    const firstOf = new Map<number, number>();
+    for (let i = 0; i < R; i++) {
+      const key = aid[i]! * G + gids[i]!;
+      const f = firstOf.get(key);
+      if (f === undefined) {
+        firstOf.set(key, i);
+        first[i] = i;
+      } else {
+        first[i] = f;
+      }
+    }
+    return first;
+  }
+  const rowsOf: number[][] = Array.from({ length: G }, () => []);
+  for (let i = 0; i < R; i++) {
+    if (typeof anchors[i] !== 'string') {
+      fail('ERR_DTYPE', `${fn}: anchors[${i}]`, 'a string (similarity grouping compares text observations)', anchors[i]);
+    }
+    rowsOf[gids[i]!]!.push(i);
+  }
+  for (const rows of rowsOf) {
+    const texts = rows.map((i) => anchors[i] as string);
+    const cl = similarityClusters(texts, threshold);
+    const clusterFirst: number[] = [];
+    rows.forEach((row, k) => {
+      const c = cl[k]!;
+      if (clusterFirst[c] === undefined) clusterFirst[c] = row;
+      first[row] = clusterFirst[c]!;
+    });
+  }
+  return first;
+}
+
+/**
+ * GiGPO advantages. Episode level: per episode group, `A^E = s - mean` (`mean_norm`) or
+ * `(s - mean) / (std + epsilon)` (`mean_std_norm`), a group with a single value keeps its raw score
+ * (divided by float32(1 + epsilon) under `mean_std_norm`, as verl-agent). Step level: the discounted
+ * step returns normalised the same way over anchor-state step groups, a step group of one row gets 0.
+ * `A = A^E + stepWeight · A^S`. Exact-tie groups give exactly 0 at either level.
+ *
+ * @param a per-row rewards, ids and anchors, and options
+ * @returns advantages, both levels, step groups, step returns and step-group diagnostics
+ */
+export function gigpo(a: GigpoArgs): GigpoResult {
+  const fn = 'gigpo';
+  const o = objectArg(a, fn);
+  v.knownKeys(o, fn, ['episodeRewards', 'stepRewards', 'stepReturns', 'trajectories', 'groups', 'anchors', 'gamma',
+    'stepWeight', 'mode', 'epsilon', 'crossStepStats', 'similarity']);
+  const mode = v.enumOpt(o.mode, `${fn}: mode`, ['mean_norm', 'mean_std_norm'] as const, 'mean_norm');
+  const threshold = similarityArg(o.similarity, fn);
+  const s = rewardsArg(o.episodeRewards, `${fn}: episodeRewards`);
+  const R = s.length;
+  const idx = groupIndex(o.groups as ArrayLike<GroupId>, `${fn}: groups`, R);
+  const traj = groupIndex(o.trajectories as ArrayLike<GroupId>, `${fn}: trajectories`, R);
+  if (!(Array.isArray(o.anchors) || v.isTypedArray(o.anchors))) fail('ERR_DTYPE', `${fn}: anchors`, 'an array', o.anchors);
+  const anchors = o.anchors as ArrayLike<unknown>;
+  if (anchors.length !== R) fail('ERR_SHAPE', `${fn}: anchors.length`, `the row count ${R}`, anchors.length);
+  const gamma = v.numOpt(o.gamma, `${fn}: gamma`, 1, { min: 0, max: 1 });
+  const w = v.numOpt(o.stepWeight, `${fn}: stepWeight`, 1);
+  if (!Number.isFinite(w)) fail('ERR_OPTION', `${fn}: stepWeight`, 'a finite number', w);
+  const eps = v.numOpt(o.epsilon, `${fn}: epsilon`, 1e-6, { min: 0 });
+  if (o.crossStepStats !== undefined && typeof o.crossStepStats !== 'boolean') {
+    fail('ERR_OPTION', `${fn}: crossStepStats`, 'a boolean', o.crossStepStats);
+  }
+  const cross = o.crossStepStats !== false;
+
+  // A trajectory belongs to one episode group.
+  const trajGroup = new Int32Array(traj.count).fill(-1);
+  for (let i = 0; i < R; i++) {
+    const t = traj.ids[i]!;
+    if (trajGroup[t] === -1) trajGroup[t] = idx.ids[i]!;
+    else if (trajGroup[t] !== idx.ids[i]) {
+      throw new GearError('ERR_GROUP', `${fn}: trajectories[${i}]: expected trajectory ${JSON.stringify(traj.labels[t])} ` +
+        `to stay in group ${JSON.stringify(idx.labels[trajGroup[t]!])}, got group ${JSON.stringify(idx.labels[idx.ids[i]!])}`);
+    }
+  }
+
+  let returns: Float32Array;
+  if (o.stepReturns !== undefined) {
+    if (o.stepRewards !== undefined) fail('ERR_OPTION', `${fn}: stepReturns`, 'not given together with stepRewards', 'both');
+    returns = Float32Array.from(rewardsArg(o.stepReturns, `${fn}: stepReturns`, R));
+  } else {
+    if (o.stepRewards === undefined) fail('ERR_OPTION', `${fn}: stepRewards`, 'per-row step rewards (or stepReturns)', undefined);
+    returns = discount(rewardsArg(o.stepRewards, `${fn}: stepRewards`, R), traj.ids, traj.count, gamma);
+  }
+
+  // Episode level.
+  const contributes = new Uint8Array(R);
+  if (cross) contributes.fill(1);
+  else {
+    const seen = new Uint8Array(traj.count);
+    for (let i = 0; i < R; i++) {
+      if (!seen[traj.ids[i]!]) {
+        seen[traj.ids[i]!] = 1;
+        contributes[i] = 1;
+      }
+    }
+  }
+  const masked = Float64Array.from(s, (x, i) => (contributes[i] ? x : NaN));
+  const est = groupStats(masked, idx, { skipNaN: true });
+  const std = mode === 'mean_std_norm';
+  const episode = new Float64Array(R);
+  for (let i = 0; i < R; i++) {
+    const g = idx.ids[i]!;
+    if (est.count[g] === 1) episode[i] = std ? s[i]! / singletonDenominator(eps) : s[i]!;
+    else {
+      const d = s[i]! - est.mean[g]!;
+      episode[i] = std ? scaled(d, est.std[g]!, eps) : d;
+    }
+  }
+
+  // Step level.
+  const stepGroupsOut = buildStepGroups(anchors, idx.ids, idx.count, threshold, fn);
+  const sidx = groupIndex(stepGroupsOut, 'stepGroups', R);
+  const sst = groupStats(returns, sidx);
+  const step = new Float64Array(R);
+  const histogram: Record<number, number> = {};
+  let singletonRows = 0;
+  for (let g = 0; g < sidx.count; g++) {
+    const n = sidx.sizes[g]!;
+    histogram[n] = (histogram[n] ?? 0) + 1;
+    if (n === 1) singletonRows++;
+  }
+  for (let i = 0; i < R; i++) {
+    const g = sidx.ids[i]!;
+    if (sidx.sizes[g] === 1) continue;
+    const d = returns[i]! - sst.mean[g]!;
+    step[i] = std ? scaled(d, sst.std[g]!, eps) : d;
+  }
+  const advantages = new Float64Array(R);
+  for (let i = 0; i < R; i++) advantages[i] = episode[i]! + w * step[i]!;
+  return {
+    advantages, episode, step, stepGroups: stepGroupsOut, stepReturns: returns,
+    diagnostics: { groupSizeHistogram: histogram, singletonShare: R ? singletonRows / R : 0 },
+  };
+}

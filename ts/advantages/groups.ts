@@ -1,0 +1,229 @@
+/**
+ * Hardened group statistics shared by every advantage estimator: group-id factorisation, two-pass
+ * float64 mean / unbiased standard deviation, exact-tie detection and the standard-deviation floor.
+ * Every estimator in this directory goes through {@link groupIndex} and {@link groupStats}, so the same
+ * edge cases (singletons, ties, NaN rewards) behave the same everywhere.
+ *
+ * @module
+ */
+import { GearError, fail } from '../errors.js';
+import * as v from '../validate.js';
+
+/** A group id as accepted by the estimators: a number or a string. */
+export type GroupId = number | string;
+
+/**
+ * Smallest denominator an estimator divides by. `(r - mean) / (std + epsilon)` uses
+ * `max(std + epsilon, STD_FLOOR)`: with the default epsilons (1e-6 verl, 1e-4 TRL) it is never reached;
+ * with `epsilon: 0` it keeps a group whose rewards differ only by rounding noise (std below 1e-12)
+ * from being blown up to advantages of order 1 (or to Infinity for a std that underflowed to 0).
+ */
+export const STD_FLOOR = 1e-12;
+
+/** Dense group indexing of a batch: `ids[row]` in `0..count-1`, numbered in order of first appearance. */
+export interface GroupIndex {
+  /** Dense group index per row. */
+  ids: Int32Array;
+  /** Number of distinct groups. */
+  count: number;
+  /** Rows per group. */
+  sizes: Int32Array;
+  /** First row of each group. */
+  firstRow: Int32Array;
+  /** The original id of each group (in dense order). */
+  labels: GroupId[];
+}
+
+/**
+ * Factorises group ids (numbers or strings; `1` and `1.0` are the same id, `1` and `'1'` are not)
+ * into dense indices in order of first appearance. Rows of a group need not be contiguous.
+ *
+ * @param groups one id per row
+ * @param what name used in error messages
+ * @param rows expected number of rows (checked when given)
+ */
+export function groupIndex(groups: ArrayLike<GroupId>, what = 'groups', rows?: number): GroupIndex {
+  if (!(Array.isArray(groups) || v.isTypedArray(groups))) fail('ERR_DTYPE', what, 'an array of numbers or strings', groups);
+  const n = groups.length;
+  if (rows !== undefined && n !== rows) fail('ERR_SHAPE', `${what}.length`, `the row count ${rows}`, n);
+  const ids = new Int32Array(n);
+  const map = new Map<GroupId, number>();
+  const labels: GroupId[] = [];
+  const first: number[] = [];
+  const sizes: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const g = groups[i]!;
+    if (typeof g === 'number') {
+      if (Number.isNaN(g)) fail('ERR_GROUP', `${what}[${i}]`, 'a number or string id', g);
+    } else if (typeof g !== 'string') {
+      fail('ERR_DTYPE', `${what}[${i}]`, 'a number or string id', g);
+    }
+    const key = g === 0 ? 0 : g; // -0 and 0 are one id
+    let id = map.get(key);
+    if (id === undefined) {
+      id = labels.length;
+      map.set(key, id);
+      labels.push(key);
+      first.push(i);
+      sizes.push(0);
+    }
+    sizes[id]!++;
+    ids[i] = id;
+  }
+  return { ids, count: labels.length, sizes: Int32Array.from(sizes), firstRow: Int32Array.from(first), labels };
+}
+
+/** Per-group statistics from {@link groupStats}. */
+export interface GroupStats {
+  /** Group mean (for an exact-tie group: the common value itself, bit for bit). */
+  mean: Float64Array;
+  /** Unbiased (n - 1) standard deviation; exactly 0 for exact-tie groups and groups of one value. */
+  std: Float64Array;
+  /** Number of values that entered the statistics (NaN values are skipped when `skipNaN`). */
+  count: Int32Array;
+  /** 1 where every counted value of the group is identical (this includes groups of one value). */
+  tie: Uint8Array;
+}
+
+/**
+ * Two-pass float64 statistics per group: `mean = Σx / n`, then `std = sqrt(Σ(x - mean)² / (n - 1))`.
+ * A group whose counted values are all identical gets `mean` equal to that value and `std = 0` exactly,
+ * so `x - mean` is exactly 0 there (a one-pass or naively summed mean can be off by an ulp, which turns
+ * a tie into a huge advantage after dividing by a tiny std). Groups without counted values get mean 0,
+ * std 0, count 0.
+ *
+ * @param values one value per row
+ * @param idx the batch's {@link GroupIndex}
+ * @param opts `skipNaN` leaves NaN values out (TRL's `nanmean` / `nanstd`); `weights` (one per row,
+ *   >= 0) weights the mean (used by OPO's length-weighted baseline; the std stays unweighted)
+ */
+export function groupStats(
+  values: ArrayLike<number>, idx: GroupIndex, opts: { skipNaN?: boolean; weights?: ArrayLike<number> } = {},
+): GroupStats {
+  const G = idx.count;
+  const n = idx.ids.length;
+  const ids = idx.ids;
+  const skip = opts.skipNaN === true;
+  const w = opts.weights;
+  const sum = new Float64Array(G);
+  const wsum = new Float64Array(G);
+  const count = new Int32Array(G);
+  const firstVal = new Float64Array(G);
+  const tie = new Uint8Array(G).fill(1);
+  for (let i = 0; i < n; i++) {
+    const x = values[i]!;
+    if (skip && x !== x) continue;
+    const g = ids[i]!;
+    if (count[g] === 0) firstVal[g] = x;
+    else if (x !== firstVal[g] || (x !== x)) tie[g] = 0;
+    count[g]!++;
+    if (w) {
+      sum[g] += w[i]! * x;
+      wsum[g] += w[i]!;
+    } else {
+      sum[g] += x;
+    }
+  }
+  const mean = new Float64Array(G);
+  for (let g = 0; g < G; g++) {
+    if (count[g] === 0) {
+      tie[g] = 0;
+      continue;
+    }
+    if (tie[g] && firstVal[g] === firstVal[g]) mean[g] = firstVal[g]!;
+    else if (w) mean[g] = wsum[g]! > 0 ? sum[g]! / wsum[g]! : NaN;
+    else mean[g] = sum[g]! / count[g]!;
+  }
+  const ss = new Float64Array(G);
+  for (let i = 0; i < n; i++) {
+    const x = values[i]!;
+    if (skip && x !== x) continue;
+    const g = ids[i]!;
+    if (tie[g]) continue;
+    const d = x - mean[g]!;
+    ss[g] += d * d;
+  }
+  const std = new Float64Array(G);
+  for (let g = 0; g < G; g++) {
+    if (!tie[g] && count[g]! > 1) std[g] = Math.sqrt(ss[g]! / (count[g]! - 1));
+  }
+  return { mean, std, count, tie };
+}
+
+/**
+ * Two-pass unbiased std of all values (NaN skipped when `skipNaN`), with exact ties giving 0;
+ * `mean` likewise. Fewer than two values give std NaN (as torch / TRL `nanstd`).
+ */
+export function batchStats(values: ArrayLike<number>, skipNaN = false): { mean: number; std: number; count: number } {
+  let s = 0;
+  let c = 0;
+  let first = NaN;
+  let tie = true;
+  for (let i = 0; i < values.length; i++) {
+    const x = values[i]!;
+    if (skipNaN && x !== x) continue;
+    if (c === 0) first = x;
+    else if (x !== first) tie = false;
+    s += x;
+    c++;
+  }
+  if (c === 0) return { mean: NaN, std: NaN, count: 0 };
+  const mean = tie ? first : s / c;
+  if (c < 2) return { mean, std: NaN, count: c };
+  if (tie) return { mean, std: 0, count: c };
+  let ss = 0;
+  for (let i = 0; i < values.length; i++) {
+    const x = values[i]!;
+    if (skipNaN && x !== x) continue;
+    const d = x - mean;
+    ss += d * d;
+  }
+  return { mean, std: Math.sqrt(ss / (c - 1)), count: c };
+}
+
+/**
+ * `num / (std + epsilon)` with the shared conventions: an exactly zero numerator gives exactly 0
+ * (exact ties stay 0 even with `epsilon = 0`), and the denominator is floored at {@link STD_FLOOR}.
+ */
+export function scaled(num: number, std: number, epsilon: number): number {
+  if (num === 0) return 0;
+  const d = std + epsilon;
+  return num / (d > STD_FLOOR ? d : STD_FLOOR);
+}
+
+/**
+ * verl's fallback standard deviation for a group of one (`torch.tensor(1.0) + epsilon`, evaluated in
+ * float32): dividing a singleton's raw score by it reproduces verl bit for bit.
+ */
+export function singletonDenominator(epsilon: number): number {
+  return Math.fround(1 + Math.fround(epsilon));
+}
+
+/** Singleton-group policy shared by the estimators: `raw` keeps the score (verl), `zero` gives 0 (TRL). */
+export type SingletonPolicy = 'raw' | 'zero';
+/** @internal */
+export const SINGLETON: readonly SingletonPolicy[] = ['raw', 'zero'];
+
+/** Reads per-row rewards: any numeric array-like, finite values only unless `allowNaN`. */
+export function rewardsArg(x: unknown, what: string, rows?: number, allowNaN = false): Float64Array {
+  const a = v.numArray(x, what, rows);
+  const out = a instanceof Float64Array ? a : Float64Array.from(a);
+  for (let i = 0; i < out.length; i++) {
+    const r = out[i]!;
+    if (!Number.isFinite(r) && !(allowNaN && r !== r)) {
+      fail('ERR_NON_FINITE', `${what}[${i}]`, allowNaN ? 'a finite number or NaN' : 'a finite number', r);
+    }
+  }
+  return out;
+}
+
+/** Checks that an argument is a plain object (the estimators take one options object). */
+export function objectArg(a: unknown, what: string): Record<string, unknown> {
+  if (typeof a !== 'object' || a === null || Array.isArray(a)) fail('ERR_OPTION', what, 'an options object', a);
+  return a as Record<string, unknown>;
+}
+
+/** Throws when `rows` is 0 and the estimator needs at least one row. */
+export function nonEmpty(rows: number, what: string): void {
+  if (rows === 0) throw new GearError('ERR_SHAPE', `${what}: expected at least one row, got 0`);
+}

@@ -1,0 +1,207 @@
+/**
+ * GRPO family: `grpo` (verl `compute_grpo_outcome_advantage` / TRL's group and batch scaling / Dr. GRPO),
+ * verl's vectorised float32 variant (`grpo_vectorized` + `group_mean_std`) and `grpoPassK`.
+ *
+ * @module
+ */
+import { GearError, fail } from '../errors.js';
+import * as v from '../validate.js';
+import { common } from './common.js';
+import {
+  type GroupId, type SingletonPolicy, batchStats, groupIndex, groupStats, rewardsArg, scaled, singletonDenominator,
+} from './groups.js';
+
+/** How `grpo` scales the centred rewards. */
+export type GrpoScale = 'group' | 'batch' | 'none';
+const SCALES: readonly GrpoScale[] = ['group', 'batch', 'none'];
+
+/** Arguments of {@link grpo}. */
+export interface GrpoArgs {
+  /** Outcome reward per row (verl: the unmasked row sum of `token_level_rewards`). */
+  rewards: ArrayLike<number>;
+  /** Group id per row (rows sampled from the same prompt); numbers or strings, rows need not be contiguous. */
+  groups: ArrayLike<GroupId>;
+  /** `'group'` (default): divide by the group's std + epsilon; `'batch'`: by the std of every reward in
+   *  the batch + epsilon (TRL `scale_rewards='batch'`); `'none'`: no division (Dr. GRPO). */
+  scale?: GrpoScale;
+  /** Added to the std before dividing (default 1e-6 as verl; TRL uses 1e-4). */
+  epsilon?: number;
+  /** A group of one row: `'raw'` keeps its score as verl (`r / float32(1 + epsilon)` under group
+   *  scaling), `'zero'` gives 0 as TRL. Default `'raw'`. */
+  singleton?: SingletonPolicy;
+  /** `'float64'` (default). `'float32'` reproduces verl's vectorised GRPO (`grpo_vectorized`), which
+   *  computes group statistics and advantages in float32 through `group_mean_std`. */
+  precision?: 'float64' | 'float32';
+  /** Variance floor of `group_mean_std` for `precision: 'float32'`: std = sqrt(max(var, floor)). Current
+   *  verl passes 0 (default); legacy verl passed epsilon (1e-6, i.e. a std floor of 1e-3). */
+  varianceFloor?: number;
+}
+
+/**
+ * Group-relative advantages: `A = (r - mean_g) / (std_g + epsilon)` (unbiased std, two-pass float64),
+ * or `r - mean_g` with `scale: 'none'`. Exact-tie groups give exactly 0.
+ *
+ * @param a rewards, groups and options
+ * @returns one advantage per row (Float64Array); broadcast to tokens with `segmentBroadcast`
+ */
+export function grpo(a: GrpoArgs): Float64Array {
+  const { a: o, rewards, idx, singleton } = common(a, 'grpo', ['scale', 'epsilon', 'precision', 'varianceFloor']);
+  const scale = v.enumOpt(o.scale, 'grpo: scale', SCALES, 'group');
+  const eps = v.numOpt(o.epsilon, 'grpo: epsilon', 1e-6, { min: 0 });
+  const precision = v.enumOpt(o.precision, 'grpo: precision', ['float64', 'float32'] as const, 'float64');
+  const floor = v.numOpt(o.varianceFloor, 'grpo: varianceFloor', 0, { min: 0 });
+  if (precision === 'float32') {
+    if (scale === 'batch') fail('ERR_OPTION', 'grpo: scale', "'group' or 'none' with precision 'float32'", scale);
+    return grpoFloat32(rewards, idx.ids, idx.count, scale === 'group', eps, floor, singleton);
+  }
+  const st = groupStats(rewards, idx);
+  const batchStd = scale === 'batch' ? batchStats(rewards).std : 0;
+  const out = new Float64Array(rewards.length);
+  for (let i = 0; i < rewards.length; i++) {
+    const g = idx.ids[i]!;
+    const r = rewards[i]!;
+    if (idx.sizes[g] === 1) {
+      if (singleton === 'zero') out[i] = 0;
+      else if (scale === 'group') out[i] = r / singletonDenominator(eps);
+      else if (scale === 'batch') out[i] = scaled(r, batchStd, eps);
+      else out[i] = r;
+      continue;
+    }
+    const num = r - st.mean[g]!;
+    out[i] = scale === 'none' ? num : scaled(num, scale === 'group' ? st.std[g]! : batchStd, eps);
+  }
+  return out;
+}
+
+/** float32 group statistics of verl `group_mean_std`, shared by {@link groupMeanStd} and vectorised GRPO. */
+function meanStd32(scores: Float32Array, ids: Int32Array, G: number, floor: number) {
+  const f = Math.fround;
+  const s1 = new Float32Array(G);
+  const cnt = new Float32Array(G);
+  const first = new Float32Array(G);
+  const tie = new Uint8Array(G).fill(1);
+  for (let i = 0; i < scores.length; i++) {
+    const g = ids[i]!;
+    if (cnt[g] === 0) first[g] = scores[i]!;
+    else if (scores[i] !== first[g]) tie[g] = 0;
+    s1[g] = f(s1[g]! + scores[i]!);
+    cnt[g] = f(cnt[g]! + 1);
+  }
+  const mean = new Float32Array(G);
+  for (let g = 0; g < G; g++) {
+    if (cnt[g]! > 1) mean[g] = tie[g] ? first[g]! : f(s1[g]! / cnt[g]!);
+  }
+  const ss = new Float32Array(G);
+  for (let i = 0; i < scores.length; i++) {
+    const g = ids[i]!;
+    const d = f(scores[i]! - mean[g]!);
+    ss[g] = f(ss[g]! + f(d * d));
+  }
+  const std = new Float32Array(G);
+  const fl = f(floor);
+  for (let g = 0; g < G; g++) {
+    if (cnt[g]! <= 1) {
+      std[g] = 1;
+      continue;
+    }
+    const variance = f(ss[g]! / Math.max(cnt[g]! - 1, 1));
+    std[g] = f(Math.sqrt(variance > fl ? variance : fl));
+  }
+  return { mean, std, count: cnt };
+}
+
+function grpoFloat32(
+  rewards: Float64Array, ids: Int32Array, G: number, norm: boolean, eps: number, floor: number, singleton: SingletonPolicy,
+): Float64Array {
+  const f = Math.fround;
+  const s = Float32Array.from(rewards);
+  const { mean, std, count } = meanStd32(s, ids, G, floor);
+  const out = new Float64Array(s.length);
+  const e = f(eps);
+  for (let i = 0; i < s.length; i++) {
+    const g = ids[i]!;
+    if (count[g]! <= 1 && singleton === 'zero') continue;
+    const num = f(s[i]! - mean[g]!);
+    if (num === 0) continue;
+    out[i] = norm ? f(num / f(std[g]! + e)) : num;
+  }
+  return out;
+}
+
+/**
+ * verl `group_mean_std` (float32): per dense group index, `mean = Σx / n`, two-pass
+ * `var = Σ(x - mean)² / max(n - 1, 1)`, `std = sqrt(max(var, eps))`; groups with at most one value get
+ * mean 0, std 1. Exact-tie groups get their value as mean (so `x - mean` is exactly 0).
+ *
+ * @param scores one score per row (converted to float32)
+ * @param groups group id per row (any numbers or strings)
+ * @param eps variance floor (verl's argument; default 1e-6)
+ * @returns mean, std and count per group, in the groups' order of first appearance, as Float32Array
+ */
+export function groupMeanStd(
+  scores: ArrayLike<number>, groups: ArrayLike<GroupId>, eps = 1e-6,
+): { mean: Float32Array; std: Float32Array; count: Float32Array; labels: GroupId[] } {
+  const r = rewardsArg(scores, 'groupMeanStd: scores');
+  const idx = groupIndex(groups, 'groupMeanStd: groups', r.length);
+  const floor = v.numOpt(eps, 'groupMeanStd: eps', 1e-6, { min: 0 });
+  return { ...meanStd32(Float32Array.from(r), idx.ids, idx.count, floor), labels: idx.labels };
+}
+
+/** Arguments of {@link grpoPassK}. */
+export interface GrpoPassKArgs {
+  /** Outcome reward per row. */
+  rewards: ArrayLike<number>;
+  /** Group id per row; every group needs at least two rows. */
+  groups: ArrayLike<GroupId>;
+  /** `'group'` (default, verl `norm_adv_by_std_in_grpo: true`) divides by std + epsilon; `'none'` does not. */
+  scale?: 'group' | 'none';
+  /** Added to the std (default 1e-6). */
+  epsilon?: number;
+  /** Accepted for a uniform signature; pass@k has no singleton groups (they throw `ERR_GROUP`). */
+  singleton?: SingletonPolicy;
+  /** The k of pass@k (an integer >= 1). verl's estimator credits the best row of each group whatever
+   *  k is (k is the group size there), so it is validated but does not change the result. */
+  k?: number;
+}
+
+/**
+ * GRPO pass@k (verl `grpo_passk`): in each group only the best row gets a non-zero advantage,
+ * `r_max - r_second` (divided by std + epsilon under `scale: 'group'`); a tie for the best gives 0.
+ * Groups of one row throw `ERR_GROUP` (verl raises).
+ *
+ * @param a rewards, groups and options
+ * @returns one advantage per row (Float64Array)
+ */
+export function grpoPassK(a: GrpoPassKArgs): Float64Array {
+  const { a: o, rewards, idx } = common(a, 'grpoPassK', ['scale', 'epsilon', 'k']);
+  const scale = v.enumOpt(o.scale, 'grpoPassK: scale', ['group', 'none'] as const, 'group');
+  const eps = v.numOpt(o.epsilon, 'grpoPassK: epsilon', 1e-6, { min: 0 });
+  v.numOpt(o.k, 'grpoPassK: k', 1, { min: 1, int: true });
+  for (let g = 0; g < idx.count; g++) {
+    if (idx.sizes[g]! < 2) {
+      throw new GearError('ERR_GROUP',
+        `grpoPassK: groups: expected at least 2 rows per group, got 1 for group ${JSON.stringify(idx.labels[g])}`);
+    }
+  }
+  const st = groupStats(rewards, idx);
+  const best = new Int32Array(idx.count).fill(-1);
+  const top = new Float64Array(idx.count).fill(-Infinity);
+  const second = new Float64Array(idx.count).fill(-Infinity);
+  for (let i = 0; i < rewards.length; i++) {
+    const g = idx.ids[i]!;
+    const r = rewards[i]!;
+    if (r > top[g]!) {
+      second[g] = top[g]!;
+      top[g] = r;
+      best[g] = i;
+    } else if (r > second[g]!) {
+      second[g] = r;
+    }
+  }
+  const out = new Float64Array(rewards.length);
+  for (let g = 0; g < idx.count; g++) {
+    const num = top[g]! - second[g]!;
+    out[best[g]!] = scale === 'group' ? scaled(num, st.std[g]!, eps) : num;
+  }
+  return out;
+}

@@ -1,0 +1,48 @@
+/**
+ * OPO (verl `opo`): length-weighted group baseline.
+ *
+ * @module
+ */
+import { fail } from '../errors.js';
+import { common } from './common.js';
+import { type GroupId, type SingletonPolicy, groupStats } from './groups.js';
+import { lengthsArg } from './masked.js';
+
+/** Arguments of {@link opo}. */
+export interface OpoArgs {
+  /** Outcome reward per row. */
+  rewards: ArrayLike<number>;
+  /** Group id per row (numbers or strings). */
+  groups: ArrayLike<GroupId>;
+  /** Counted (mask 1) tokens per row, the `|y_i|` of the baseline. */
+  lengths: ArrayLike<number>;
+  /** A group of one row: `'raw'` keeps its score (baseline 0, verl, default), `'zero'` gives 0. */
+  singleton?: SingletonPolicy;
+}
+
+/**
+ * OPO: `A_i = r_i - b_g` with the length-weighted baseline `b_g = Σ_j |y_j| r_j / Σ_j |y_j|` over the
+ * group. Exact-tie groups give exactly 0. A group whose rows all have length 0 has no weighted mean;
+ * its baseline falls back to the plain mean (verl would produce NaN there).
+ *
+ * @param a rewards, groups, lengths, singleton policy
+ * @returns one advantage per row (Float64Array)
+ */
+export function opo(a: OpoArgs): Float64Array {
+  const { a: o, rewards, idx, singleton } = common(a, 'opo', ['lengths']);
+  if (o.lengths === undefined) fail('ERR_OPTION', 'opo: lengths', 'the counted-token length of every row', undefined);
+  const lengths = lengthsArg(o.lengths, 'opo: lengths', rewards.length)!;
+  const st = groupStats(rewards, idx, { weights: lengths });
+  const plain = groupStats(rewards, idx);
+  const out = new Float64Array(rewards.length);
+  for (let i = 0; i < rewards.length; i++) {
+    const g = idx.ids[i]!;
+    if (idx.sizes[g] === 1) {
+      out[i] = singleton === 'raw' ? rewards[i]! : 0;
+      continue;
+    }
+    const b = Number.isNaN(st.mean[g]!) ? plain.mean[g]! : st.mean[g]!;
+    out[i] = rewards[i]! - b;
+  }
+  return out;
+}

@@ -1,0 +1,131 @@
+/**
+ * REINFORCE++ family (verl `reinforce_plus_plus_baseline` and `reinforce_plus_plus`): batch-whitened
+ * advantages, at row level (group baseline) and at token level (discounted token returns).
+ *
+ * @module
+ */
+import { fail } from '../errors.js';
+import * as v from '../validate.js';
+import { common } from './common.js';
+import { type GroupId, type SingletonPolicy, groupStats, objectArg } from './groups.js';
+import { lengthsArg, weightedVar, whitenRows } from './masked.js';
+
+/** Arguments of {@link reinforcePlusPlusBaseline}. */
+export interface ReinforcePlusPlusBaselineArgs {
+  /** Outcome reward per row. */
+  rewards: ArrayLike<number>;
+  /** Group id per row (numbers or strings). */
+  groups: ArrayLike<GroupId>;
+  /** Counted (mask 1) tokens per row. verl whitens over tokens, so a row weighs as many times as it
+   *  has counted tokens; omitted, every row counts once. */
+  lengths?: ArrayLike<number>;
+  /** A group of one row: `'raw'` keeps its score before whitening (verl, default), `'zero'` uses 0. */
+  singleton?: SingletonPolicy;
+}
+
+/**
+ * REINFORCE++-baseline: `a_i = r_i - mean_g`, then whitened over the whole batch exactly as verl's
+ * `masked_whiten` (statistics over every counted token, `+1e-8` on the count and under the square
+ * root). Throws `ERR_SHAPE` when fewer than two tokens are counted in the batch (verl raises).
+ *
+ * @param a rewards, groups, lengths, singleton policy
+ * @returns one (whitened) advantage per row (Float64Array); broadcast with `segmentBroadcast`
+ */
+export function reinforcePlusPlusBaseline(a: ReinforcePlusPlusBaselineArgs): Float64Array {
+  const { a: o, rewards, idx, singleton } = common(a, 'reinforcePlusPlusBaseline', ['lengths']);
+  const lengths = lengthsArg(o.lengths, 'reinforcePlusPlusBaseline: lengths', rewards.length);
+  const st = groupStats(rewards, idx);
+  const centred = new Float64Array(rewards.length);
+  for (let i = 0; i < rewards.length; i++) {
+    const g = idx.ids[i]!;
+    if (idx.sizes[g] === 1) centred[i] = singleton === 'raw' ? rewards[i]! : 0;
+    else centred[i] = rewards[i]! - st.mean[g]!;
+  }
+  return whitenRows(centred, lengths);
+}
+
+/** Arguments of {@link reinforcePlusPlus} and {@link tokenReturns}. */
+export interface ReinforcePlusPlusArgs {
+  /** Reward per token (packed rows), e.g. the outcome reward on the last token of each response. */
+  tokenRewards: Float32Array | Float64Array;
+  /** Packed-row offsets, length R + 1. */
+  offsets: Int32Array;
+  /** 1 = generated token, 0 = tool output / observation / padding. All ones when omitted. */
+  mask?: Uint8Array;
+  /** Discount per token (default 1). */
+  gamma?: number;
+  /** `'current'` (default, current verl): masked tokens are skipped and the running return is carried
+   *  through them. `'legacy'` (older verl, verl-agent): the running return is reset to 0 at masked tokens. */
+  semantics?: 'current' | 'legacy';
+  /** Output precision: `'float32'` (default, per-token convention) or `'float64'`. */
+  precision?: 'float32' | 'float64';
+}
+
+function tokenArgs(a: unknown, fn: string) {
+  const o = objectArg(a, fn);
+  v.knownKeys(o, fn, ['tokenRewards', 'offsets', 'mask', 'gamma', 'semantics', 'precision', 'baselines']);
+  const x = o.tokenRewards;
+  if (!(x instanceof Float32Array || x instanceof Float64Array)) fail('ERR_DTYPE', `${fn}: tokenRewards`, 'Float32Array or Float64Array', x);
+  v.allFinite(x, `${fn}: tokenRewards`);
+  const R = v.offsets(o.offsets, `${fn}: offsets`, x.length);
+  const mask = v.optMask(o.mask, `${fn}: mask`, x.length);
+  const gamma = v.numOpt(o.gamma, `${fn}: gamma`, 1, { min: 0, max: 1 });
+  const semantics = v.enumOpt(o.semantics, `${fn}: semantics`, ['current', 'legacy'] as const, 'current');
+  const precision = v.enumOpt(o.precision, `${fn}: precision`, ['float32', 'float64'] as const, 'float32');
+  return { o, x, offsets: o.offsets as Int32Array, R, mask, gamma, semantics, precision };
+}
+
+function returnsOf(x: ArrayLike<number>, off: Int32Array, R: number, mask: Uint8Array | undefined, gamma: number, legacy: boolean) {
+  const ret = new Float64Array(x.length);
+  for (let r = 0; r < R; r++) {
+    let run = 0;
+    for (let t = off[r + 1]! - 1; t >= off[r]!; t--) {
+      const m = mask ? mask[t]! : 1;
+      if (legacy) {
+        const g = x[t]! + gamma * run;
+        ret[t] = g;
+        run = m ? g : 0;
+      } else {
+        const g = x[t]! + gamma * run;
+        ret[t] = m ? g : 0;
+        if (m) run = g;
+      }
+    }
+  }
+  return ret;
+}
+
+/**
+ * Discounted token returns of REINFORCE++ (backwards within each row, `G_t = R_t + γ G_{t+1}`), with
+ * the masked-gap semantics of {@link ReinforcePlusPlusArgs.semantics}. `'current'` returns 0 at
+ * masked tokens (verl multiplies by the mask); `'legacy'` returns the unmasked running value there.
+ *
+ * @param a token rewards, offsets, mask, gamma, semantics
+ * @returns per-token returns (Float64Array)
+ */
+export function tokenReturns(a: ReinforcePlusPlusArgs): Float64Array {
+  const p = tokenArgs(a, 'tokenReturns');
+  return returnsOf(p.x, p.offsets, p.R, p.mask, p.gamma, p.semantics === 'legacy');
+}
+
+/**
+ * REINFORCE++ (token-level): discounted token returns ({@link tokenReturns}), whitened over every
+ * counted token of the batch (verl `masked_whiten`), 0 on masked tokens. Throws `ERR_SHAPE` when fewer
+ * than two tokens are counted.
+ *
+ * @param a token rewards, offsets, mask, gamma, semantics, precision
+ * @returns per-token advantages (Float32Array, or Float64Array with `precision: 'float64'`)
+ */
+export function reinforcePlusPlus(a: ReinforcePlusPlusArgs & { precision: 'float64' }): Float64Array;
+export function reinforcePlusPlus(a: ReinforcePlusPlusArgs): Float32Array;
+export function reinforcePlusPlus(a: ReinforcePlusPlusArgs): Float32Array | Float64Array {
+  const p = tokenArgs(a, 'reinforcePlusPlus');
+  if (p.o.baselines !== undefined) fail('ERR_OPTION', 'reinforcePlusPlus: baselines', 'no such option (see remax)', 'a value');
+  const ret = returnsOf(p.x, p.offsets, p.R, p.mask, p.gamma, p.semantics === 'legacy');
+  const m = p.mask;
+  const { mean, variance } = weightedVar(ret, m ? (i) => m[i]! : () => 1, ret.length, true);
+  const inv = 1 / Math.sqrt(variance + 1e-8);
+  const out = p.precision === 'float64' ? new Float64Array(ret.length) : new Float32Array(ret.length);
+  for (let i = 0; i < ret.length; i++) out[i] = m && !m[i] ? 0 : (ret[i]! - mean) * inv;
+  return out;
+}

@@ -1,0 +1,54 @@
+/**
+ * ReMax (verl `remax`): reward-to-go minus the greedy rollout's reward.
+ *
+ * @module
+ */
+import { fail } from '../errors.js';
+import * as v from '../validate.js';
+import { objectArg, rewardsArg } from './groups.js';
+
+/** Arguments of {@link remax}. */
+export interface RemaxArgs {
+  /** Reward per token (packed rows). */
+  tokenRewards: Float32Array | Float64Array;
+  /** Packed-row offsets, length R + 1. */
+  offsets: Int32Array;
+  /** 1 = generated token; all ones when omitted. */
+  mask?: Uint8Array;
+  /** Per row: the reward of the greedy (argmax) rollout for the same prompt. */
+  baselines: ArrayLike<number>;
+  /** Output precision: `'float32'` (default) or `'float64'`. */
+  precision?: 'float32' | 'float64';
+}
+
+/**
+ * ReMax: `A_t = Σ_{t' >= t} R_{t'} m_{t'} - b_row` on counted tokens, 0 on masked ones. (verl leaves the
+ * reward-to-go itself on masked tokens that precede counted ones; losses never read those.)
+ *
+ * @param a token rewards, offsets, mask, greedy baselines
+ * @returns per-token advantages (Float32Array, or Float64Array with `precision: 'float64'`)
+ */
+export function remax(a: RemaxArgs & { precision: 'float64' }): Float64Array;
+export function remax(a: RemaxArgs): Float32Array;
+export function remax(a: RemaxArgs): Float32Array | Float64Array {
+  const o = objectArg(a, 'remax');
+  v.knownKeys(o, 'remax', ['tokenRewards', 'offsets', 'mask', 'baselines', 'precision']);
+  const x = o.tokenRewards;
+  if (!(x instanceof Float32Array || x instanceof Float64Array)) fail('ERR_DTYPE', 'remax: tokenRewards', 'Float32Array or Float64Array', x);
+  v.allFinite(x, 'remax: tokenRewards');
+  const off = o.offsets as Int32Array;
+  const R = v.offsets(off, 'remax: offsets', x.length);
+  const mask = v.optMask(o.mask, 'remax: mask', x.length);
+  const b = rewardsArg(o.baselines, 'remax: baselines', R);
+  const precision = v.enumOpt(o.precision, 'remax: precision', ['float32', 'float64'] as const, 'float32');
+  const out = precision === 'float64' ? new Float64Array(x.length) : new Float32Array(x.length);
+  for (let r = 0; r < R; r++) {
+    let run = 0;
+    for (let t = off[r + 1]! - 1; t >= off[r]!; t--) {
+      if (mask && !mask[t]) continue;
+      run += x[t]!;
+      out[t] = run - b[r]!;
+    }
+  }
+  return out;
+}
