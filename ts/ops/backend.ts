@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { fail } from '../errors.js';
 import { native } from '../native.js';
 import { numOpt } from '../validate.js';
 
@@ -29,6 +30,8 @@ export function backend(): BackendInfo {
  * `GEAR_RL_NUM_THREADS` environment variable). Results are bit-identical for every thread count.
  */
 export function setNumThreads(n: number): void {
+  // numOpt treats undefined as "use the default"; here a count is required.
+  if (n === undefined) fail('ERR_OPTION', 'threads', 'an integer >= 1 <= 1024', n);
   native.setNumThreads(numOpt(n, 'threads', 1, { min: 1, max: 1024, int: true }));
 }
 

@@ -1,0 +1,141 @@
+// The shipped package, as a user gets it: pack a copy of the source tree (prebuildify runs inside
+// `npm pack`, so the working tree's build/ is never touched), install the tarball into empty folders
+// and compute with it. Case 1: no compiler at all (CC/CXX = /bin/false), the prebuilt binary must load.
+// Case 2: the same tarball with prebuilds/ removed builds from source through the install script.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const PKG = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { name: string; version: string };
+const work = mkdtempSync(join(tmpdir(), 'gear-rl-pack-'));
+// node-gyp must never try to download headers here (offline): use the system's Node headers.
+const baseEnv = { ...process.env, npm_config_nodedir: process.env.npm_config_nodedir ?? '/usr', npm_config_jobs: '2' };
+delete (baseEnv as Record<string, string | undefined>).NODE_OPTIONS;
+
+function sh(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = baseEnv): string {
+  const r = spawnSync(cmd, args, { cwd, env, encoding: 'utf8', maxBuffer: 64 * 2 ** 20 });
+  if (r.status !== 0) {
+    throw new Error(`${cmd} ${args.join(' ')} (in ${cwd}) exited ${r.status ?? r.signal}:\n${(r.stdout ?? '').slice(-3000)}\n${(r.stderr ?? '').slice(-3000)}`);
+  }
+  return r.stdout;
+}
+
+// Independent expectation for the import check: per-row sums of 1..7 over rows [0,3) [3,3) [3,7)
+// with token 5 masked out, computed here in plain JS.
+const VALUES = [1, 2, 3, 4, 5, 6, 7];
+const OFFSETS = [0, 3, 3, 7];
+const MASK = [1, 1, 1, 1, 1, 0, 1];
+const EXPECTED = OFFSETS.slice(0, -1).map((o, r) => {
+  let s = 0;
+  for (let t = o; t < OFFSETS[r + 1]!; t++) if (MASK[t]) s += VALUES[t]!;
+  return s;
+});
+const SCRIPT = `
+import * as rl from 'gear-rl';
+const out = rl.segmentReduce(new Float64Array(${JSON.stringify(VALUES)}), new Int32Array(${JSON.stringify(OFFSETS)}), 'sum', new Uint8Array(${JSON.stringify(MASK)}));
+console.log(JSON.stringify({ sums: Array.from(out), backend: rl.backend() }));
+`;
+
+function importAndCompute(app: string, env: NodeJS.ProcessEnv = baseEnv) {
+  const out = sh(process.execPath, ['--input-type=module', '-e', SCRIPT], app, env);
+  return JSON.parse(out.trim().split('\n').pop()!) as { sums: number[]; backend: { variant: string; isa: string; version: string; threads: number } };
+}
+
+function emptyApp(name: string): string {
+  const dir = join(work, name);
+  mkdirSync(dir);
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: `app-${name}`, private: true, version: '1.0.0' }));
+  return dir;
+}
+
+let tarball = '';
+let files: string[] = [];
+
+beforeAll(() => {
+  // Copy the tracked and not-ignored source files (the same set a clean clone plus local edits has).
+  const src = join(work, 'src');
+  const list = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: ROOT, encoding: 'utf8' })
+    .split('\0')
+    .filter((f) => f && !/^(node_modules|build|build-[^/]*|dist|prebuilds|docs)\//.test(f) && existsSync(join(ROOT, f)));
+  for (const f of list) {
+    mkdirSync(dirname(join(src, f)), { recursive: true });
+    cpSync(join(ROOT, f), join(src, f));
+  }
+  // The project's own dev dependencies (tsc, prebuildify, node-gyp) without a second registry install.
+  symlinkSync(join(ROOT, 'node_modules'), join(src, 'node_modules'), 'dir');
+  // prepack: tsc + prebuildify (node-gyp in this copy) -> prebuilds/linux-x64/gear-rl.glibc.node
+  sh('npm', ['pack', '--pack-destination', work], src);
+  tarball = join(work, `${PKG.name}-${PKG.version}.tgz`);
+  files = sh('tar', ['tzf', tarball], work).trim().split('\n');
+}, 600_000);
+
+afterAll(() => {
+  rmSync(work, { recursive: true, force: true });
+});
+
+describe('npm pack', () => {
+  it('ships the N-API prebuild, the compiled JS and the sources for a fallback build, and nothing else', () => {
+    expect(existsSync(tarball)).toBe(true);
+    expect(files).toContain('package/prebuilds/linux-x64/gear-rl.glibc.node');
+    for (const f of ['package/package.json', 'package/dist/index.js', 'package/dist/index.d.ts', 'package/binding.gyp',
+      'package/CMakeLists.txt', 'package/native/sources.json', 'package/README.md']) expect(files).toContain(f);
+    // the copy's list (the working tree may have changed since it was copied)
+    const nativeSources: string[] = JSON.parse(readFileSync(join(work, 'src', 'native/sources.json'), 'utf8')).cpu;
+    for (const s of nativeSources) expect(files).toContain(`package/${s}`);
+    expect(files.filter((f) => /^package\/(test|bench|node_modules|build|scripts)\//.test(f))).toEqual([]);
+    // N-API tagged: no ABI-specific prebuild that would only load in one Node version.
+    expect(files.filter((f) => f.startsWith('package/prebuilds/') && /\.abi\d+\./.test(f))).toEqual([]);
+  });
+});
+
+describe('installed from the tarball', () => {
+  it('loads the prebuild with no compiler available (CC=CXX=/bin/false) and computes', () => {
+    const app = emptyApp('prebuilt');
+    const env = { ...baseEnv, CC: '/bin/false', CXX: '/bin/false' };
+    sh('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', tarball], app, env);
+    const installed = join(app, 'node_modules', PKG.name);
+    expect(existsSync(join(installed, 'prebuilds/linux-x64/gear-rl.glibc.node'))).toBe(true);
+    // nothing was compiled at install time: node-gyp-build found the prebuild
+    expect(existsSync(join(installed, 'build'))).toBe(false);
+    const r = importAndCompute(app, env);
+    expect(r.sums).toEqual(EXPECTED);
+    expect(r.backend.variant).toBe('cpu');
+    expect(r.backend.version).toBe(PKG.version);
+  }, 300_000);
+
+  it('works with install scripts blocked (--ignore-scripts, as pnpm does by default)', () => {
+    const app = emptyApp('noscripts');
+    const env = { ...baseEnv, CC: '/bin/false', CXX: '/bin/false' };
+    sh('npm', ['install', '--ignore-scripts', '--prefer-offline', '--no-audit', '--no-fund', tarball], app, env);
+    expect(importAndCompute(app, env).sums).toEqual(EXPECTED);
+  }, 300_000);
+
+  it('without a matching prebuild: a clear ERR_NATIVE first, then a build from source that computes', () => {
+    // Repack the same tarball without prebuilds/ (tar, not npm pack, so prepack cannot add it back).
+    const unpack = join(work, 'noprebuild');
+    mkdirSync(unpack);
+    sh('tar', ['xzf', tarball, '-C', unpack], work);
+    rmSync(join(unpack, 'package', 'prebuilds'), { recursive: true, force: true });
+    const noPrebuild = join(work, 'gear-rl-noprebuild.tgz');
+    sh('tar', ['czf', noPrebuild, '-C', unpack, 'package'], work);
+
+    const app = emptyApp('source');
+    sh('npm', ['install', '--ignore-scripts', '--prefer-offline', '--no-audit', '--no-fund', noPrebuild], app);
+    const fail = spawnSync(process.execPath, ['--input-type=module', '-e', SCRIPT], { cwd: app, env: baseEnv, encoding: 'utf8' });
+    expect(fail.status).not.toBe(0);
+    expect(fail.stderr).toContain('ERR_NATIVE');
+    expect(fail.stderr).toContain('npm rebuild gear-rl');
+
+    // The install script (node-gyp-build) builds from source when no prebuild matches.
+    sh('npm', ['rebuild', PKG.name], app);
+    const installed = join(app, 'node_modules', PKG.name);
+    expect(readdirSync(join(installed, 'build', 'Release'))).toContain('gear_rl.node');
+    const r = importAndCompute(app);
+    expect(r.sums).toEqual(EXPECTED);
+    expect(r.backend.version).toBe(PKG.version);
+  }, 300_000);
+});
