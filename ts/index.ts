@@ -43,3 +43,10 @@ export { sequenceMatcherRatio, quickRatio, realQuickRatio, similarityClusters, P
 export { groupIndex, groupStats, batchStats, STD_FLOOR } from './advantages/groups.js';
 export type { GroupId, GroupIndex, GroupStats, SingletonPolicy } from './advantages/groups.js';
 export { maskedMean, maskedVar, maskedWhiten } from './advantages/masked.js';
+
+// GEAR (GEAR-proposed reweighting, teacher context, distillation term, visualiser)
+export { gear, resolveGearOptions, GEAR_DEFAULTS, GEAR_OPTION_KEYS } from './gear/gear.js';
+export type {
+  GearOptions, ResolvedGearOptions, GearInput, GearResult, GearDiagnostics, GearQuantiles,
+  GearPeakRule, GearSegmentEnd, GearSignMode, GearNormalize, GearAblation,
+} from './gear/gear.js';

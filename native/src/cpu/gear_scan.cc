@@ -492,7 +492,7 @@ Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, co
       const double wt = mean_one ? (uniform ? 1.0 : s.omega[k - b] * scale) : s.omega[k - b];
       const float wf = static_cast<float>(wt);
       out->weights[k] = wf;
-      out->advantages[k] = A == 0 ? 0.0f : static_cast<float>(A * wt);
+      out->advantages[k] = static_cast<float>(A * wt);  // A = +-0 keeps its zero, like GRPO
       wmin = std::min(wmin, static_cast<double>(wf));
       wmax = std::max(wmax, static_cast<double>(wf));
     }

@@ -1,0 +1,345 @@
+/**
+ * GEAR — granularity-adaptive advantage reweighting from self-distillation (arXiv 2605.11853), as the
+ * **GEAR-proposed** design of this library.
+ *
+ * What comes from the paper (its public abstract and summaries): the trajectory-level GRPO advantage is
+ * reshaped with token- and segment-level signals from self-distillation; the signal is the token-level
+ * reverse KL between the on-policy student and the same model conditioned on the ground truth (the
+ * teacher); divergence spikes mark the onset of a deviation and anchor adaptive segments; aligned tokens
+ * keep token-level credit; token entropy marks segment boundaries; the divergence at the departure point
+ * modulates the whole segment's advantage through local credit weights.
+ *
+ * What is ours (the paper's rules, thresholds and hyperparameters are not public): the z-score / quantile
+ * spike test, the entropy boundary rules, the weight function `1 + alpha * min(D_anchor / D_ref, 1)`, the
+ * sign modes, the per-row normalisation that keeps the trajectory's total credit equal to GRPO's, the
+ * ablations and every default value. Each is a switch of {@link GearOptions}.
+ *
+ * @module
+ */
+import { fail } from '../errors.js';
+import { native } from '../native.js';
+import * as v from '../validate.js';
+
+/** How departure points (divergence spikes) are detected. */
+export type GearPeakRule = 'zscore' | 'quantile';
+/** How a segment that starts at a departure point ends. */
+export type GearSegmentEnd = 'next_fork' | 'entropy_settles';
+/** How positive and negative trajectory advantages use the weights. */
+export type GearSignMode = 'symmetric' | 'negative_only' | 'rlsd';
+/** Whether weights are rescaled to mean 1 over each row's valid tokens. */
+export type GearNormalize = 'mean_one' | 'none';
+/** Ablations that remove one adaptive component while keeping the same normalisation. */
+export type GearAblation = 'none' | 'random_anchors' | 'fixed_length' | 'token_only';
+
+/**
+ * Every switch of the GEAR-proposed design (algorithms.md section 10.3), camelCase, with the same
+ * defaults ({@link GEAR_DEFAULTS}). Unknown keys are rejected with `ERR_OPTION`.
+ */
+export interface GearOptions {
+  /** Cap on the divergence in nats, applied in float32 before anything else (default 20; +Infinity divergences become the cap). */
+  klCap?: number;
+  /** `'zscore'` (default): peak if the row z-score of D is >= `peakZ`; `'quantile'`: peak if D >= the batch `peakQuantile` quantile. Both also need D >= `peakMinKl`. */
+  peakRule?: GearPeakRule;
+  /** z-score threshold kappa of the `'zscore'` rule (default 2.0; >= 0). The z-score uses the row's population std + 1e-6. */
+  peakZ?: number;
+  /** Minimum divergence of a peak in nats (default 0.25; >= 0): rows that never really diverge get no peaks. */
+  peakMinKl?: number;
+  /** Batch quantile level of the `'quantile'` rule (default 0.95; in [0, 1]). */
+  peakQuantile?: number;
+  /** Entropy threshold eta as a batch quantile of the student entropy over valid tokens (default 0.8, "top-20% forking tokens"). */
+  entropyQuantile?: number;
+  /** Absolute entropy threshold eta in nats; when set it replaces `entropyQuantile` (>= 0; default unset). */
+  entropyThreshold?: number;
+  /** `'next_fork'` (default): a segment ends before the first token with entropy >= eta; `'entropy_settles'`: it continues while entropy >= eta_low and ends before the first token below it. Both also end at a new peak, a mask gap, `maxSegmentLength` and the row end. */
+  segmentEnd?: GearSegmentEnd;
+  /** eta_low of `'entropy_settles'` as a batch entropy quantile (default 0.5). Extension of section 10.3, where eta_low is fixed at the median. */
+  entropyLowQuantile?: number;
+  /** Absolute eta_low in nats; when set it replaces `entropyLowQuantile` (>= 0; default unset). */
+  entropyLowThreshold?: number;
+  /** Longest segment in tokens, L_max (default 256; integer >= 1). */
+  maxSegmentLength?: number;
+  /** Weight strength: unit weight `1 + alpha * min(D_anchor / D_ref, 1)` (default 1.0; >= 0; 0 gives GRPO). Unused by `'rlsd'`. */
+  alpha?: number;
+  /** Batch quantile of D that sets the scale D_ref = max(quantile, 1e-6) (default 0.95). */
+  dRefQuantile?: number;
+  /** `'symmetric'` (default), `'negative_only'` (weights only where A < 0), `'rlsd'` (`clip(exp(sign(A) * logratio_anchor), 1 - epsW, 1 + epsW)`, needs `logratio`). */
+  signMode?: GearSignMode;
+  /** Clip half-width of the `'rlsd'` weights (default 0.2; in [0, 1)). */
+  epsW?: number;
+  /** `'mean_one'` (default): weights rescaled to mean 1 over each row's valid tokens, so the row's summed advantage equals GRPO's; `'none'`: raw weights. */
+  normalize?: GearNormalize;
+  /** `'none'` (default) or an ablation: `'random_anchors'` (the same number of anchors per row as the rule finds, placed uniformly at random over the row's valid tokens, seeded by `seed` and the row index), `'fixed_length'` (the same anchors, segments of `fixedSegmentLength` tokens without the entropy rule), `'token_only'` (no segments: every token weighted by its own divergence). */
+  ablation?: GearAblation;
+  /** Seed of the `'random_anchors'` ablation (default 0; integer in [0, 2^32)). */
+  seed?: number;
+  /** Segment length of the `'fixed_length'` ablation (integer >= 1); default 0 = the batch mean segment length the adaptive rule produces (rounded, >= 1). */
+  fixedSegmentLength?: number;
+}
+
+/** {@link GearOptions} with every default filled in (absolute thresholds may stay `undefined`). */
+export interface ResolvedGearOptions {
+  /** See {@link GearOptions.klCap}. */ klCap: number;
+  /** See {@link GearOptions.peakRule}. */ peakRule: GearPeakRule;
+  /** See {@link GearOptions.peakZ}. */ peakZ: number;
+  /** See {@link GearOptions.peakMinKl}. */ peakMinKl: number;
+  /** See {@link GearOptions.peakQuantile}. */ peakQuantile: number;
+  /** See {@link GearOptions.entropyQuantile}. */ entropyQuantile: number;
+  /** See {@link GearOptions.entropyThreshold}. */ entropyThreshold: number | undefined;
+  /** See {@link GearOptions.segmentEnd}. */ segmentEnd: GearSegmentEnd;
+  /** See {@link GearOptions.entropyLowQuantile}. */ entropyLowQuantile: number;
+  /** See {@link GearOptions.entropyLowThreshold}. */ entropyLowThreshold: number | undefined;
+  /** See {@link GearOptions.maxSegmentLength}. */ maxSegmentLength: number;
+  /** See {@link GearOptions.alpha}. */ alpha: number;
+  /** See {@link GearOptions.dRefQuantile}. */ dRefQuantile: number;
+  /** See {@link GearOptions.signMode}. */ signMode: GearSignMode;
+  /** See {@link GearOptions.epsW}. */ epsW: number;
+  /** See {@link GearOptions.normalize}. */ normalize: GearNormalize;
+  /** See {@link GearOptions.ablation}. */ ablation: GearAblation;
+  /** See {@link GearOptions.seed}. */ seed: number;
+  /** See {@link GearOptions.fixedSegmentLength}. */ fixedSegmentLength: number;
+}
+
+/** The defaults of {@link GearOptions} (algorithms.md section 10.3). Absolute thresholds are unset (`undefined`). */
+export const GEAR_DEFAULTS: Readonly<ResolvedGearOptions> = Object.freeze({
+  klCap: 20,
+  peakRule: 'zscore',
+  peakZ: 2.0,
+  peakMinKl: 0.25,
+  peakQuantile: 0.95,
+  entropyQuantile: 0.8,
+  entropyThreshold: undefined,
+  segmentEnd: 'next_fork',
+  entropyLowQuantile: 0.5,
+  entropyLowThreshold: undefined,
+  maxSegmentLength: 256,
+  alpha: 1.0,
+  dRefQuantile: 0.95,
+  signMode: 'symmetric',
+  epsW: 0.2,
+  normalize: 'mean_one',
+  ablation: 'none',
+  seed: 0,
+  fixedSegmentLength: 0,
+});
+
+/** The option keys {@link gear} accepts. */
+export const GEAR_OPTION_KEYS: readonly (keyof GearOptions)[] = Object.freeze(
+  Object.keys(GEAR_DEFAULTS) as (keyof GearOptions)[],
+);
+
+/**
+ * Validates GEAR options and fills in the defaults. Throws `ERR_OPTION` on an unknown key or a value out
+ * of range.
+ *
+ * @param options the user's options (may be undefined)
+ * @returns every option with its value
+ */
+export function resolveGearOptions(options?: GearOptions): ResolvedGearOptions {
+  v.knownKeys(options, 'options', GEAR_OPTION_KEYS);
+  const o = (options ?? {}) as Record<string, unknown>;
+  const unit = { min: 0, max: 1 };
+  const thr = (k: string) => (o[k] === undefined ? undefined : v.numOpt(o[k], `options.${k}`, 0, { min: 0 }));
+  return {
+    klCap: v.numOpt(o.klCap, 'options.klCap', 20, { min: 0, minOpen: true, max: 3.4028234663852886e38 }),
+    peakRule: v.enumOpt(o.peakRule, 'options.peakRule', ['zscore', 'quantile'] as const, 'zscore'),
+    peakZ: v.numOpt(o.peakZ, 'options.peakZ', 2.0, { min: 0, max: Number.MAX_VALUE }),
+    peakMinKl: v.numOpt(o.peakMinKl, 'options.peakMinKl', 0.25, { min: 0, max: Number.MAX_VALUE }),
+    peakQuantile: v.numOpt(o.peakQuantile, 'options.peakQuantile', 0.95, unit),
+    entropyQuantile: v.numOpt(o.entropyQuantile, 'options.entropyQuantile', 0.8, unit),
+    entropyThreshold: thr('entropyThreshold'),
+    segmentEnd: v.enumOpt(o.segmentEnd, 'options.segmentEnd', ['next_fork', 'entropy_settles'] as const, 'next_fork'),
+    entropyLowQuantile: v.numOpt(o.entropyLowQuantile, 'options.entropyLowQuantile', 0.5, unit),
+    entropyLowThreshold: thr('entropyLowThreshold'),
+    maxSegmentLength: v.numOpt(o.maxSegmentLength, 'options.maxSegmentLength', 256, { min: 1, max: 2147483647, int: true }),
+    alpha: v.numOpt(o.alpha, 'options.alpha', 1.0, { min: 0, max: Number.MAX_VALUE }),
+    dRefQuantile: v.numOpt(o.dRefQuantile, 'options.dRefQuantile', 0.95, unit),
+    signMode: v.enumOpt(o.signMode, 'options.signMode', ['symmetric', 'negative_only', 'rlsd'] as const, 'symmetric'),
+    epsW: v.numOpt(o.epsW, 'options.epsW', 0.2, { min: 0, max: 1, maxOpen: true }),
+    normalize: v.enumOpt(o.normalize, 'options.normalize', ['mean_one', 'none'] as const, 'mean_one'),
+    ablation: v.enumOpt(o.ablation, 'options.ablation',
+      ['none', 'random_anchors', 'fixed_length', 'token_only'] as const, 'none'),
+    seed: v.numOpt(o.seed, 'options.seed', 0, { min: 0, max: 4294967295, int: true }),
+    fixedSegmentLength: v.numOpt(o.fixedSegmentLength, 'options.fixedSegmentLength', 0,
+      { min: 0, max: 2147483647, int: true }),
+  };
+}
+
+/** Inputs of {@link gear}: one row per trajectory (or per agent step), packed as in the rest of the library. */
+export interface GearInput {
+  /** Per row: the trajectory-level (GRPO) advantage. Length R. */
+  advantages: ArrayLike<number>;
+  /** Int32Array of length R+1: row r owns tokens `[offsets[r], offsets[r+1])`. */
+  offsets: Int32Array;
+  /** Optional Uint8Array of 0/1, length N: 1 = a generated token (counts), 0 = tool output / padding. */
+  mask?: Uint8Array;
+  /** Per token: reverse KL(student ‖ ground-truth-conditioned teacher), >= 0 (values in [-1e-6, 0) are clamped to 0; +Infinity is capped at `klCap`). */
+  divergence: Float32Array;
+  /** Per token: the student's entropy, finite and >= 0 (same tolerance). */
+  entropy: Float32Array;
+  /** Per token: teacher minus student log-prob of the sampled token (needed by `signMode: 'rlsd'`; NaN rejected). */
+  logratio?: Float32Array;
+  /** GEAR options; see {@link GearOptions}. */
+  options?: GearOptions;
+}
+
+/** Exact batch quantiles (over valid tokens, linear interpolation) reported in the diagnostics. */
+export interface GearQuantiles {
+  /** Median. */
+  p50: number;
+  /** 90th percentile. */
+  p90: number;
+  /** 95th percentile. */
+  p95: number;
+  /** 99th percentile. */
+  p99: number;
+  /** Maximum. */
+  max: number;
+}
+
+/** Per-call diagnostics of {@link gear}: what a researcher watches while tuning the thresholds. */
+export interface GearDiagnostics {
+  /** Departure points the rule found (in `'random_anchors'`: the random anchors placed; in `'token_only'`: found, but none opens a segment). */
+  peaks: number;
+  /** Segments (each starts at an anchor). */
+  segments: number;
+  /** Valid tokens inside segments. */
+  tokensInSegments: number;
+  /** `tokensInSegments / segments` (0 without segments). */
+  meanSegmentLength: number;
+  /** Smallest final weight over valid tokens (0 when there are none). */
+  weightMin: number;
+  /** Largest final weight over valid tokens (0 when there are none). */
+  weightMax: number;
+  /** Valid (mask 1) tokens in the batch. */
+  validTokens: number;
+  /** `tokensInSegments / validTokens` (0 without valid tokens). */
+  segmentTokenFraction: number;
+  /** `peaks / rows` (0 without rows). */
+  peaksPerRow: number;
+  /** Thresholds actually used in this call. */
+  thresholds: {
+    /** eta: entropy at or above which a token is a new fork (`'next_fork'`). */
+    entropy: number;
+    /** eta_low: entropy below which a continuation has settled (`'entropy_settles'`). */
+    entropyLow: number;
+    /** D_ref: the divergence that maps to the full weight `1 + alpha`. */
+    dRef: number;
+    /** The batch `peakQuantile` quantile of D (used by `peakRule: 'quantile'`). */
+    peakKl: number;
+    /** Segment length used by `ablation: 'fixed_length'` (0 otherwise). */
+    fixedSegmentLength: number;
+  };
+  /** Quantiles of the capped divergence over valid tokens. */
+  klQuantiles: GearQuantiles;
+  /** Quantiles of the student entropy over valid tokens. */
+  entropyQuantiles: GearQuantiles;
+}
+
+/** Result of {@link gear}. */
+export interface GearResult {
+  /** Per token: `A_row * weight`, 0 on masked tokens (float32). */
+  advantages: Float32Array;
+  /** Per token: the final (normalised) weight, 0 on masked tokens. */
+  weights: Float32Array;
+  /** Per token: -1 for aligned and masked tokens, else the index of its segment (numbered over the batch in token order). */
+  segmentId: Int32Array;
+  /** Token index of each segment's departure point (its first token), indexed by segment id. */
+  anchors: Int32Array;
+  /** Counts, weight range, thresholds and quantiles of this call. */
+  diagnostics: GearDiagnostics;
+}
+
+const INPUT_KEYS = ['advantages', 'offsets', 'mask', 'divergence', 'entropy', 'logratio', 'options'] as const;
+const ENUM_CODES = {
+  peakRule: { zscore: 0, quantile: 1 },
+  segmentEnd: { next_fork: 0, entropy_settles: 1 },
+  signMode: { symmetric: 0, negative_only: 1, rlsd: 2 },
+  normalize: { mean_one: 0, none: 1 },
+  ablation: { none: 0, random_anchors: 1, fixed_length: 2, token_only: 3 },
+} as const;
+
+/** Packs resolved options into the native parameter layout (gear_scan.h, GearParamIndex). @internal */
+export function gearParams(o: ResolvedGearOptions): Float64Array {
+  return Float64Array.from([
+    o.klCap, ENUM_CODES.peakRule[o.peakRule], o.peakZ, o.peakMinKl, o.peakQuantile, o.entropyQuantile,
+    o.entropyThreshold ?? NaN, ENUM_CODES.segmentEnd[o.segmentEnd], o.maxSegmentLength, o.alpha, o.dRefQuantile,
+    ENUM_CODES.signMode[o.signMode], o.epsW, ENUM_CODES.normalize[o.normalize], ENUM_CODES.ablation[o.ablation],
+    o.seed, o.fixedSegmentLength, o.entropyLowQuantile, o.entropyLowThreshold ?? NaN,
+  ]);
+}
+
+function quantiles(s: Float64Array, at: number): GearQuantiles {
+  return { p50: s[at]!, p90: s[at + 1]!, p95: s[at + 2]!, p99: s[at + 3]!, max: s[at + 4]! };
+}
+
+/**
+ * GEAR-proposed advantage reweighting (algorithms.md section 10.3; GEAR, arXiv 2605.11853).
+ *
+ * **From the paper** (public abstract and summaries): reshape the trajectory-level GRPO advantage with
+ * the token-level reverse KL between the on-policy student and the ground-truth-conditioned teacher;
+ * divergence spikes anchor adaptive segments; aligned tokens keep token-level credit; token entropy marks
+ * segment boundaries; the departure point's divergence modulates the whole segment's advantage.
+ *
+ * **Ours (GEAR-proposed; the paper's exact rules are not public)**, per row over its valid tokens V:
+ * 1. D is capped at `klCap`; a token is a departure point if its row z-score
+ *    `(D - mean) / (popstd + 1e-6)` is >= `peakZ` (or D >= the batch `peakQuantile` quantile) and
+ *    D >= `peakMinKl`.
+ * 2. A segment starts at each departure point and takes the following tokens until (before) a new peak,
+ *    a fork token with entropy >= eta (batch `entropyQuantile` quantile, or `entropyThreshold`), a mask
+ *    gap, `maxSegmentLength` tokens, or the row end (`segmentEnd: 'entropy_settles'` instead ends at the
+ *    first token whose entropy falls below eta_low). Other valid tokens are aligned (their own unit).
+ * 3. Each unit gets `w = 1 + alpha * min(D_anchor / D_ref, 1)`, D_ref = max(batch `dRefQuantile`
+ *    quantile of D, 1e-6); `'negative_only'` uses w = 1 when A >= 0; `'rlsd'` uses
+ *    `clip(exp(sign(A) * logratio_anchor), 1 - epsW, 1 + epsW)`.
+ * 4. `'mean_one'` rescales so the mean weight over V is exactly 1: the row's summed advantage equals
+ *    `A * |V|`, as with GRPO; weights lie in `[1/(1+alpha), 1+alpha]` (`'rlsd'`:
+ *    `[(1-epsW)/(1+epsW), (1+epsW)/(1-epsW)]`). Equal unit weights give exactly 1 (GRPO).
+ * 5. Output `A * weight` per valid token, 0 on masked tokens.
+ *
+ * Batch quantiles are exact (torch.quantile-style linear interpolation over valid tokens). The scan and
+ * the scatter run natively, multithreaded over rows, with bit-identical results for any thread count.
+ * Masked tokens are never read for values (their divergence / entropy may hold anything).
+ *
+ * @param a advantages, packed-row layout, per-token signals and options (see {@link GearInput})
+ * @returns per-token advantages, weights, segment ids, anchors and diagnostics
+ * @throws GearError `ERR_SHAPE` / `ERR_DTYPE` / `ERR_OFFSETS` on mismatched inputs, `ERR_NON_FINITE` on
+ *   NaN divergence, non-finite entropy or advantages, `ERR_TARGET_RANGE` on divergence or entropy below
+ *   -1e-6, `ERR_OPTION` on unknown or out-of-range options (or `'rlsd'` without `logratio`).
+ */
+export function gear(a: GearInput): GearResult {
+  if (typeof a !== 'object' || a === null) fail('ERR_OPTION', 'gear(a)', 'an object', a);
+  v.knownKeys(a, 'gear(a)', INPUT_KEYS);
+  const o = resolveGearOptions(a.options);
+  const div = v.f32(a.divergence, 'divergence');
+  const n = div.length;
+  const rows = v.offsets(a.offsets, 'offsets', n);
+  v.f32(a.entropy, 'entropy', n);
+  const adv = a.advantages instanceof Float64Array ? a.advantages : Float64Array.from(v.numArray(a.advantages, 'advantages'));
+  if (adv.length !== rows) fail('ERR_SHAPE', 'advantages.length', `the row count ${rows}`, adv.length);
+  v.allFinite(adv, 'advantages');
+  const mask = v.optMask(a.mask, 'mask', n);
+  const lr = a.logratio === undefined ? undefined : v.f32(a.logratio, 'logratio', n);
+  if (o.signMode === 'rlsd' && lr === undefined) fail('ERR_OPTION', 'logratio', "a Float32Array (signMode 'rlsd')", undefined);
+  const r = native.gearScan(adv, a.offsets, mask ?? null, div, a.entropy, lr ?? null, gearParams(o)) as {
+    advantages: Float32Array; weights: Float32Array; segmentId: Int32Array; anchors: Int32Array; stats: Float64Array;
+  };
+  const s = r.stats;
+  const valid = s[0]!, peaks = s[1]!, segments = s[2]!, inSeg = s[3]!;
+  return {
+    advantages: r.advantages,
+    weights: r.weights,
+    segmentId: r.segmentId,
+    anchors: r.anchors,
+    diagnostics: {
+      peaks, segments, tokensInSegments: inSeg,
+      meanSegmentLength: segments > 0 ? inSeg / segments : 0,
+      weightMin: s[4]!, weightMax: s[5]!,
+      validTokens: valid,
+      segmentTokenFraction: valid > 0 ? inSeg / valid : 0,
+      peaksPerRow: rows > 0 ? peaks / rows : 0,
+      thresholds: { entropy: s[6]!, entropyLow: s[7]!, dRef: s[8]!, peakKl: s[9]!, fixedSegmentLength: s[10]! },
+      klQuantiles: quantiles(s, 11),
+      entropyQuantiles: quantiles(s, 16),
+    },
+  };
+}
