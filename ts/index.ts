@@ -18,6 +18,17 @@ export type { SegmentOp, AsyncOptions } from './ops/segment.js';
 export { memoryBandwidth } from './ops/bandwidth.js';
 export type { BandwidthMode, MemoryBandwidthOptions, MemoryBandwidthResult } from './ops/bandwidth.js';
 
+// Losses (policy losses, TRL GRPO loss, KL penalties, aggregation)
+export { policyLoss, rolloutCorrectionWeights, POLICY_LOSS_KINDS } from './losses/policy_loss.js';
+export type { PolicyLossArgs, PolicyLossResult, PolicyLossKind, RolloutCorrection, RolloutCorrectionResult } from './losses/policy_loss.js';
+export { trlLoss, quantileLinear } from './losses/trl_loss.js';
+export type { TrlLossArgs, TrlLossResult, TrlLossType } from './losses/trl_loss.js';
+export { klPenalty, applyKlPenalty, FixedKlController, AdaptiveKlController } from './losses/kl_penalty.js';
+export type { KlEstimator, KlSemantics, KlPenaltyArgs, KlPenaltyResult, KlController, ApplyKlPenaltyArgs, ApplyKlPenaltyResult } from './losses/kl_penalty.js';
+export { aggregate, effectiveRowWeights, AGG_MODES } from './losses/aggregate.js';
+export type { AggMode, AggregateOptions, AggregateResult } from './losses/aggregate.js';
+export type { FloatArray, Semantics } from './losses/common.js';
+
 // Advantage estimators (ts/advantages)
 export { grpo, grpoPassK, groupMeanStd } from './advantages/grpo.js';
 export type { GrpoArgs, GrpoScale, GrpoPassKArgs } from './advantages/grpo.js';

@@ -14,6 +14,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   RegisterBandwidth(env, exports);
   RegisterGear(env, exports);
   RegisterOptim(env, exports);
+  RegisterPolicyLoss(env, exports);
   return exports;
 }
 

@@ -9,4 +9,5 @@ void RegisterSegment(Napi::Env env, Napi::Object exports);   // segment_binding.
 void RegisterBandwidth(Napi::Env env, Napi::Object exports);  // bandwidth_binding.cc
 void RegisterGear(Napi::Env env, Napi::Object exports);       // gear_binding.cc
 void RegisterOptim(Napi::Env env, Napi::Object exports);       // optim_binding.cc
+void RegisterPolicyLoss(Napi::Env env, Napi::Object exports);  // policy_loss_binding.cc
 }  // namespace gear::addon

@@ -1,0 +1,71 @@
+/**
+ * Shared input handling for the loss modules: per-token float arrays may be float32 or float64; all
+ * arithmetic is float64 and the gradient comes back in the dtype of the current log-probs.
+ *
+ * @module
+ */
+import { fail } from '../errors.js';
+import * as v from '../validate.js';
+
+/** A per-token float array: `Float32Array` (usual) or `Float64Array` (exact float64 paths). */
+export type FloatArray = Float32Array | Float64Array;
+
+/** Which peer version's semantics to follow where verl versions differ. */
+export type Semantics = 'verl' | 'verl-legacy' | 'verl-agent';
+/** The accepted {@link Semantics} names. */
+export const SEMANTICS: readonly Semantics[] = ['verl', 'verl-legacy', 'verl-agent'];
+
+/** @internal Requires a Float32Array or Float64Array of length `len` (when given). */
+export function floats(x: unknown, what: string, len?: number): FloatArray {
+  if (!(x instanceof Float32Array || x instanceof Float64Array)) fail('ERR_DTYPE', what, 'Float32Array or Float64Array', x);
+  if (len !== undefined && x.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), x.length);
+  return x;
+}
+
+/** @internal Requires every element to be finite (NaN / ±Infinity rejected). */
+export function finite(x: ArrayLike<number>, what: string, mask?: Uint8Array): void {
+  for (let i = 0; i < x.length; i++) {
+    if (!Number.isFinite(x[i]!) && (mask === undefined || mask[i] !== 0)) {
+      fail('ERR_NON_FINITE', `${what}[${i}]`, 'a finite number', x[i]);
+    }
+  }
+}
+
+/** @internal A new array of the same float type as `like`. */
+export function sameType(like: FloatArray, n: number): FloatArray {
+  return like instanceof Float64Array ? new Float64Array(n) : new Float32Array(n);
+}
+
+/** @internal Validates offsets against the token count and returns the row count. */
+export function rowsOf(offsets: unknown, n: number): number {
+  return v.offsets(offsets, 'offsets', n);
+}
+
+/** @internal Mask value at t (1 when no mask). */
+export function m(mask: Uint8Array | undefined, t: number): number {
+  return mask === undefined ? 1 : mask[t]!;
+}
+
+/** @internal verl's `masked_mean`: Σ x·m / (Σ m + 1e-8). */
+export function maskedMeanEps(x: (t: number) => number, n: number, mask: Uint8Array | undefined): number {
+  let s = 0;
+  let c = 0;
+  for (let t = 0; t < n; t++) {
+    if (mask !== undefined && mask[t] === 0) continue;
+    s += x(t);
+    c += 1;
+  }
+  return s / (c + 1e-8);
+}
+
+/** @internal Deterministic 32-bit PRNG (mulberry32) for seeded selections. */
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}

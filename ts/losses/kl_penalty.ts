@@ -1,0 +1,246 @@
+/**
+ * KL penalty estimators (verl `kl_penalty`, Schulman's k1/k2/k3) per token with their gradient, and the
+ * KL-in-reward form with fixed and adaptive controllers (verl `apply_kl_penalty`).
+ *
+ * @module
+ */
+import { GearError, fail } from '../errors.js';
+import * as v from '../validate.js';
+import { FloatArray, finite, floats, rowsOf, sameType } from './common.js';
+
+/** Estimator names: ours (k1, abs, k2, k3) and verl's (kl, mse, low_var_kl), each optionally with `+`. */
+export type KlEstimator =
+  | 'k1' | 'abs' | 'k2' | 'k3' | 'kl' | 'mse' | 'low_var_kl'
+  | 'k1+' | 'abs+' | 'k2+' | 'k3+' | 'kl+' | 'mse+' | 'low_var_kl+';
+
+/**
+ * Clamping convention: `'verl'` (current and legacy verl: k3's exponent clamped to ±20 and its value
+ * to ±10), `'verl-legacy'` (as `'verl'`, but the `+` types raise as they do there), `'verl-agent'` (value
+ * clamped to ±10, exponent unclamped) or `'trl'` (k3 with no clamp at all, TRL's KL).
+ */
+export type KlSemantics = 'verl' | 'verl-legacy' | 'verl-agent' | 'trl';
+const KL_SEMANTICS: readonly KlSemantics[] = ['verl', 'verl-legacy', 'verl-agent', 'trl'];
+
+const BASE: Record<string, 'k1' | 'abs' | 'k2' | 'k3'> = {
+  k1: 'k1', kl: 'k1', abs: 'abs', k2: 'k2', mse: 'k2', k3: 'k3', low_var_kl: 'k3',
+};
+
+/** Arguments of {@link klPenalty}. */
+export interface KlPenaltyArgs {
+  /** Current (or old) policy log-probs ℓ, per token. */
+  logprob: FloatArray;
+  /** Reference policy log-probs ℓ_ref, per token, same length. */
+  refLogprob: FloatArray;
+  /** The estimator; a trailing `+` keeps the value and takes k2's gradient (straight-through). */
+  estimator: KlEstimator;
+  /** Clamping convention (default `'verl'`). */
+  semantics?: KlSemantics;
+}
+
+/** Result of {@link klPenalty}. */
+export interface KlPenaltyResult {
+  /** Per-token KL estimate (same float type as `logprob`). */
+  kl: FloatArray;
+  /** d Σ kl / d logprob, per token. */
+  grad: FloatArray;
+}
+
+/** @internal Resolves an estimator name to its base and straight-through flag; rejects 'full'. */
+export function parseEstimator(est: unknown, semantics: KlSemantics, what = 'estimator'): { base: 'k1' | 'abs' | 'k2' | 'k3'; st: boolean } {
+  if (typeof est !== 'string') fail('ERR_OPTION', what, 'an estimator name', est);
+  if (est === 'full' || est === 'full+') {
+    fail('ERR_OPTION', what, "k1, abs, k2, k3 (or kl, mse, low_var_kl); 'full' needs every vocabulary entry and is not an estimator here", est);
+  }
+  const st = est.endsWith('+');
+  const base = BASE[st ? est.slice(0, -1) : est];
+  if (base === undefined) fail('ERR_OPTION', what, 'one of k1, abs, k2, k3, kl, mse, low_var_kl (optionally with +)', est);
+  if (st && semantics === 'verl-legacy') {
+    fail('ERR_OPTION', what, "a type without '+' (legacy verl raises for every straight-through type)", est);
+  }
+  return { base, st };
+}
+
+/** @internal Value and derivative (w.r.t. ℓ) of one token's estimate, d = ℓ − ℓ_ref. */
+export function klToken(lp: number, ref: number, base: 'k1' | 'abs' | 'k2' | 'k3', st: boolean, sem: KlSemantics): [number, number] {
+  const d = lp - ref;
+  let val: number;
+  let g: number;
+  switch (base) {
+    case 'k1': val = d; g = 1; break;
+    case 'abs': val = Math.abs(d); g = d > 0 ? 1 : d < 0 ? -1 : 0; break;
+    case 'k2': val = 0.5 * d * d; g = d; break;
+    default: {
+      // k3 = e^u − u − 1 with u = ℓ_ref − ℓ
+      let u = ref - lp;
+      let du = -1;
+      if (sem === 'verl' || sem === 'verl-legacy') {
+        if (u > 20) { u = 20; du = 0; } else if (u < -20) { u = -20; du = 0; }
+      }
+      const e = Math.exp(u);
+      val = e - u - 1;
+      g = (e - 1) * du;
+      if (sem !== 'trl') {
+        if (val > 10) { val = 10; g = 0; } else if (val < -10) { val = -10; g = 0; }
+      }
+    }
+  }
+  if (st) g = d; // straight-through: k2's gradient
+  return [val, g];
+}
+
+/**
+ * Per-token KL penalty estimate between the policy and a reference policy, with d Σ kl / d logprob.
+ * `k1` = d, `abs` = |d|, `k2` = ½d², `k3` = e^u − u − 1 with u = −d (verl clamps u to ±20 and the value
+ * to ±10; see {@link KlSemantics}). `<type>+` keeps `<type>`'s value with k2's gradient (current verl).
+ * `'full'` is rejected (`ERR_OPTION`).
+ *
+ * @param a the log-probs, the estimator and the clamping convention
+ * @returns per-token `kl` and `grad`, in the float type of `logprob`
+ */
+export function klPenalty(a: KlPenaltyArgs): KlPenaltyResult {
+  v.knownKeys(a, 'klPenalty', ['logprob', 'refLogprob', 'estimator', 'semantics']);
+  const lp = floats(a.logprob, 'logprob');
+  const ref = floats(a.refLogprob, 'refLogprob', lp.length);
+  const sem = v.enumOpt(a.semantics, 'semantics', KL_SEMANTICS, 'verl');
+  const { base, st } = parseEstimator(a.estimator, sem);
+  finite(lp, 'logprob');
+  finite(ref, 'refLogprob');
+  const kl = sameType(lp, lp.length);
+  const grad = sameType(lp, lp.length);
+  for (let t = 0; t < lp.length; t++) {
+    const [val, g] = klToken(lp[t]!, ref[t]!, base, st, sem);
+    kl[t] = val;
+    grad[t] = g;
+  }
+  return { kl, grad };
+}
+
+/** A KL coefficient controller: `value` is β; `update` adapts it after each batch. */
+export interface KlController {
+  /** The current coefficient β. */
+  readonly value: number;
+  /** Updates β from the batch's mean KL (`nSteps` = the batch size, as verl passes it). */
+  update(currentKl: number, nSteps: number): void;
+}
+
+/** Fixed coefficient (verl `FixedKLController`): `update` does nothing. */
+export class FixedKlController implements KlController {
+  /** The coefficient β. */
+  readonly value: number;
+  /** @param klCoef β (verl default 0.001) */
+  constructor(klCoef = 0.001) {
+    this.value = v.numOpt(klCoef, 'klCoef', 0.001, { min: 0 });
+  }
+  /** No-op (the coefficient is fixed). */
+  update(_currentKl: number, _nSteps: number): void { /* fixed */ }
+}
+
+/**
+ * Adaptive coefficient (verl `AdaptiveKLController`, Ziegler et al.):
+ * `β ← β · (1 + clip(kl / target − 1, −0.2, 0.2) · nSteps / horizon)`.
+ */
+export class AdaptiveKlController implements KlController {
+  private beta: number;
+  /** Target KL. */
+  readonly target: number;
+  /** Horizon (in samples). */
+  readonly horizon: number;
+  /**
+   * @param initKlCoef initial β (verl default 0.001)
+   * @param targetKl target KL (default 0.1)
+   * @param horizon horizon (default 10000)
+   */
+  constructor(initKlCoef = 0.001, targetKl = 0.1, horizon = 10000) {
+    this.beta = v.numOpt(initKlCoef, 'initKlCoef', 0.001, { min: 0 });
+    this.target = v.numOpt(targetKl, 'targetKl', 0.1, { min: 0, minOpen: true });
+    this.horizon = v.numOpt(horizon, 'horizon', 10000, { min: 0, minOpen: true });
+  }
+  /** The current β. */
+  get value(): number { return this.beta; }
+  /** Applies verl's proportional update. */
+  update(currentKl: number, nSteps: number): void {
+    v.numOpt(currentKl, 'currentKl', 0);
+    v.numOpt(nSteps, 'nSteps', 0, { min: 0 });
+    if (!Number.isFinite(currentKl)) throw new GearError('ERR_NON_FINITE', `currentKl: expected a finite number, got ${currentKl}`);
+    const err = Math.min(Math.max(currentKl / this.target - 1, -0.2), 0.2);
+    this.beta *= 1 + (err * nSteps) / this.horizon;
+  }
+}
+
+/** Arguments of {@link applyKlPenalty}. */
+export interface ApplyKlPenaltyArgs {
+  /** Per-token rewards (verl `token_level_scores`), length N. */
+  tokenRewards: FloatArray;
+  /** Behaviour (old) policy log-probs, per token. */
+  oldLogprob: FloatArray;
+  /** Reference policy log-probs, per token. */
+  refLogprob: FloatArray;
+  /** Packed rows, Int32Array of length R+1. */
+  offsets: Int32Array;
+  /** Optional 0/1 response mask. */
+  mask?: Uint8Array;
+  /** The estimator (verl default `'kl'`). */
+  estimator?: KlEstimator;
+  /** The coefficient controller; updated in place with this batch's KL (verl does the same). */
+  controller: KlController;
+  /** Clamping convention (default `'verl'`). */
+  semantics?: KlSemantics;
+}
+
+/** Result of {@link applyKlPenalty}. */
+export interface ApplyKlPenaltyResult {
+  /** `tokenRewards − β · kl · mask`, float32. */
+  rewards: Float32Array;
+  /** The masked per-token KL used (float32). */
+  kl: Float32Array;
+  /** Mean over rows of each row's masked KL mean (verl's `current_kl`). */
+  currentKl: number;
+  /** The β that was applied (before the controller's update). */
+  beta: number;
+}
+
+/**
+ * KL in the reward (verl `apply_kl_penalty`): `R' = R − β · kl(ℓ_old, ℓ_ref) · m`, then the controller
+ * is updated with `current_kl = mean_i(masked_mean(kl_i))` and `nSteps` = the row count.
+ *
+ * @param a rewards, log-probs, rows and the controller
+ * @returns the penalised rewards, the KL, `currentKl` and the β applied
+ */
+export function applyKlPenalty(a: ApplyKlPenaltyArgs): ApplyKlPenaltyResult {
+  v.knownKeys(a, 'applyKlPenalty', ['tokenRewards', 'oldLogprob', 'refLogprob', 'offsets', 'mask', 'estimator', 'controller', 'semantics']);
+  const r = floats(a.tokenRewards, 'tokenRewards');
+  const n = r.length;
+  const old = floats(a.oldLogprob, 'oldLogprob', n);
+  const ref = floats(a.refLogprob, 'refLogprob', n);
+  const rows = rowsOf(a.offsets, n);
+  const mask = v.optMask(a.mask, 'mask', n);
+  const sem = v.enumOpt(a.semantics, 'semantics', KL_SEMANTICS, 'verl');
+  const { base, st } = parseEstimator(a.estimator ?? 'kl', sem);
+  const ctl = a.controller;
+  if (ctl === null || typeof ctl !== 'object' || typeof ctl.update !== 'function' || typeof ctl.value !== 'number') {
+    fail('ERR_OPTION', 'controller', 'a KlController (FixedKlController or AdaptiveKlController)', ctl);
+  }
+  finite(r, 'tokenRewards');
+  finite(old, 'oldLogprob', mask);
+  finite(ref, 'refLogprob', mask);
+  const beta = ctl.value;
+  const rewards = new Float32Array(n);
+  const kl = new Float32Array(n);
+  let sumRows = 0;
+  for (let i = 0; i < rows; i++) {
+    let s = 0;
+    let c = 0;
+    for (let t = a.offsets[i]!; t < a.offsets[i + 1]!; t++) {
+      const mt = mask === undefined ? 1 : mask[t]!;
+      const k = mt ? klToken(old[t]!, ref[t]!, base, st, sem)[0] : 0;
+      kl[t] = k;
+      rewards[t] = r[t]! - beta * k;
+      s += k;
+      c += mt;
+    }
+    sumRows += s / (c + 1e-8);
+  }
+  const currentKl = rows > 0 ? sumRows / rows : 0;
+  ctl.update(currentKl, rows);
+  return { rewards, kl, currentKl, beta };
+}
