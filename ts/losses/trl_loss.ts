@@ -240,8 +240,9 @@ export function trlLoss(a: TrlLossArgs & { clipLow?: number; clipHigh?: number }
     }
   }
 
-  // Is TRL's per-token loss (B,1)-shaped? Only luspo's reduction and the clip metrics care.
-  const seqShape = rowAdv && level === 'sequence' && beta === 0 && emask === undefined &&
+  // Is the ratio (B,1)-shaped (clip metrics per row), and is TRL's per-token loss (B,1)-shaped (luspo)?
+  const seqRatio = rowAdv && level === 'sequence';
+  const seqShape = seqRatio && beta === 0 && emask === undefined &&
     (lossType === 'grpo' || lossType === 'bnpo' || lossType === 'dr_grpo' || lossType === 'dapo' || lossType === 'luspo' || lossType === 'sapo');
 
   // per-token loss L, ∂L/∂ℓ (direct) and ∂L/∂log w; KL term and its derivative
@@ -263,7 +264,8 @@ export function trlLoss(a: TrlLossArgs & { clipLow?: number; clipHigh?: number }
         break;
       }
       case 'sapo': {
-        const tau = adv > 0 ? tPos : tNeg;
+        // TRL builds the temperatures with torch.where on Python floats: a float32 tensor
+        const tau = f32(adv > 0 ? tPos : tNeg);
         const sg = 1 / (1 + Math.exp(-tau * (c1 - 1)));
         Lt = -sg * 4 / tau * adv;
         dw = -adv * 4 * sg * (1 - sg) * c1;
@@ -383,7 +385,7 @@ export function trlLoss(a: TrlLossArgs & { clipLow?: number; clipHigh?: number }
   const seqVals = (x: Uint8Array): number[] => {
     const out: number[] = [];
     for (let i = 0; i < rows; i++) {
-      if (seqShape) { out.push(off[i + 1]! > off[i]! ? x[off[i]!]! : NaN); continue; }
+      if (seqRatio) { out.push(off[i + 1]! > off[i]! ? x[off[i]!]! : NaN); continue; }
       let s = 0;
       for (let t = off[i]!; t < off[i + 1]!; t++) s += x[t]! * mk(t);
       out.push(s / len[i]!);
@@ -391,7 +393,7 @@ export function trlLoss(a: TrlLossArgs & { clipLow?: number; clipHigh?: number }
     return out;
   };
   const mean = (x: Uint8Array) => {
-    if (seqShape) {
+    if (seqRatio) {
       let s = 0;
       for (let i = 0; i < rows; i++) s += off[i + 1]! > off[i]! ? x[off[i]!]! : 0;
       return f32(s / Math.max(rows, 1));
