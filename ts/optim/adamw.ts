@@ -1,0 +1,210 @@
+/**
+ * Adam and AdamW with PyTorch 1.13 semantics, bit for bit.
+ *
+ * @module
+ */
+import { GearError, describe } from '../errors.js';
+import { native } from '../native.js';
+import * as v from '../validate.js';
+import { Optimizer } from './optimizer.js';
+import { asStateError, boolOpt, checkLr, nonNeg, requireFields, stateBuffers, stateHeader } from './state.js';
+import type { AdamState } from './state.js';
+
+/** Options of {@link AdamW} and {@link Adam} (defaults are PyTorch's). */
+export interface AdamOptions {
+  /** Learning rate, >= 0 (default 1e-3). */
+  lr?: number;
+  /** Moment decay rates, each in [0, 1) (default `[0.9, 0.999]`). */
+  betas?: [number, number];
+  /** Added to the denominator, >= 0 (default 1e-8). */
+  eps?: number;
+  /** Weight decay, >= 0: decoupled for AdamW (default 0.01), L2 added to the gradient for Adam (default 0). */
+  weightDecay?: number;
+  /** Use the AMSGrad maximum of the second moment (default false). */
+  amsgrad?: boolean;
+  /** Maximise the objective instead (gradients negated; default false). */
+  maximize?: boolean;
+}
+
+const KEYS = ['lr', 'betas', 'eps', 'weightDecay', 'amsgrad', 'maximize'] as const;
+
+interface Hyper {
+  lr: number;
+  betas: [number, number];
+  eps: number;
+  weightDecay: number;
+  amsgrad: boolean;
+  maximize: boolean;
+}
+
+function hyper(opts: AdamOptions | undefined, defaultWd: number): Hyper {
+  v.knownKeys(opts, 'options', KEYS);
+  const o = opts ?? {};
+  let betas: [number, number] = [0.9, 0.999];
+  if (o.betas !== undefined) {
+    const b = v.numArray(o.betas, 'betas', 2);
+    betas = [v.numOpt(b[0], 'betas[0]', 0.9, { min: 0, max: 1, maxOpen: true }),
+      v.numOpt(b[1], 'betas[1]', 0.999, { min: 0, max: 1, maxOpen: true })];
+  }
+  return {
+    lr: checkLr(o.lr, 1e-3),
+    betas,
+    eps: nonNeg(o.eps, 'eps', 1e-8),
+    weightDecay: nonNeg(o.weightDecay, 'weightDecay', defaultWd),
+    amsgrad: boolOpt(o.amsgrad, 'amsgrad', false),
+    maximize: boolOpt(o.maximize, 'maximize', false),
+  };
+}
+
+/**
+ * Shared implementation of {@link AdamW} and {@link Adam}. Per element, in float32 exactly as PyTorch
+ * 1.13's single-tensor (`foreach=False`) CPU path computes it (bias corrections in double, as Python
+ * does; `fma` where ATen's kernels fuse):
+ *
+ * ```text
+ * AdamW: p = p * (1 - lr*wd)          Adam: g = fma(wd, p, g)   (only when wd != 0)
+ * m = fma(1 - b1, g, m * b1)
+ * v = fma((1 - b2) * g, g, v * b2)     (amsgrad: vmax = max(vmax, v), used below instead of v)
+ * p = p + (-lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+ * ```
+ */
+abstract class AdamBase extends Optimizer {
+  readonly #h: Hyper;
+  readonly #decoupled: boolean;
+  #m: Float32Array[];
+  #v: Float32Array[];
+  #vmax: Float32Array[] | null;
+
+  protected constructor(params: Float32Array[], h: Hyper, decoupled: boolean) {
+    super(params, h.lr);
+    this.#h = h;
+    this.#decoupled = decoupled;
+    this.#m = this.params.map((p) => new Float32Array(p.length));
+    this.#v = this.params.map((p) => new Float32Array(p.length));
+    this.#vmax = h.amsgrad ? this.params.map((p) => new Float32Array(p.length)) : null;
+  }
+
+  /** Moment decay rates `[beta1, beta2]`. */
+  get betas(): [number, number] {
+    return [this.#h.betas[0], this.#h.betas[1]];
+  }
+
+  /** Denominator epsilon. */
+  get eps(): number {
+    return this.#h.eps;
+  }
+
+  /** Weight decay. */
+  get weightDecay(): number {
+    return this.#h.weightDecay;
+  }
+
+  /** {@inheritDoc Optimizer.state} */
+  override state(): AdamState {
+    this.checkIdle();
+    return {
+      kind: this.#decoupled ? 'adamw' : 'adam',
+      version: 1,
+      step: this.stepCount,
+      lr: this.lr,
+      betas: this.betas,
+      eps: this.#h.eps,
+      weightDecay: this.#h.weightDecay,
+      amsgrad: this.#h.amsgrad,
+      maximize: this.#h.maximize,
+      expAvg: this.#m.map((b) => b.slice()),
+      expAvgSq: this.#v.map((b) => b.slice()),
+      maxExpAvgSq: this.#vmax ? this.#vmax.map((b) => b.slice()) : null,
+    };
+  }
+
+  /** Loads buffers and step count from a checked state. */
+  protected load(s: Record<string, unknown>): void {
+    this.#m = stateBuffers(s.expAvg, this.params, 'expAvg');
+    this.#v = stateBuffers(s.expAvgSq, this.params, 'expAvgSq');
+    if (this.#h.amsgrad) this.#vmax = stateBuffers(s.maxExpAvgSq, this.params, 'maxExpAvgSq');
+    else if (s.maxExpAvgSq !== null && s.maxExpAvgSq !== undefined) {
+      throw new GearError('ERR_STATE', 'state.maxExpAvgSq: expected null when amsgrad is false, got buffers');
+    }
+    this.setStepCount(s.step as number);
+  }
+
+  protected override runNative(grads: Float32Array[], async: boolean, flag: Int32Array | null): unknown {
+    const h = this.#h;
+    return native.adamStep(this.params, grads, this.#m, this.#v, this.#vmax, this.lr, h.betas[0], h.betas[1],
+      h.eps, h.weightDecay, this.stepCount + 1, this.#decoupled, h.amsgrad, h.maximize, async, flag);
+  }
+}
+
+function hyperFromState(s: Record<string, unknown>): AdamOptions {
+  requireFields(s, { lr: 'number', eps: 'number', weightDecay: 'number', amsgrad: 'boolean', maximize: 'boolean' });
+  if (!Array.isArray(s.betas) || s.betas.length !== 2) {
+    throw new GearError('ERR_STATE', `state.betas: expected an array of 2 numbers, got ${describe(s.betas)}`);
+  }
+  return {
+    lr: s.lr as number, betas: [s.betas[0], s.betas[1]], eps: s.eps as number, weightDecay: s.weightDecay as number,
+    amsgrad: s.amsgrad as boolean, maximize: s.maximize as boolean,
+  };
+}
+
+/**
+ * AdamW (Loshchilov & Hutter): Adam with decoupled weight decay, `torch.optim.AdamW` semantics.
+ * Defaults: lr 1e-3, betas [0.9, 0.999], eps 1e-8, weightDecay 0.01.
+ *
+ * @example
+ * ```ts
+ * const opt = new AdamW(params, { lr: 1e-6 });
+ * clipGradNorm(grads, 1.0);
+ * opt.step(grads);
+ * ```
+ */
+export class AdamW extends AdamBase {
+  /**
+   * @param params parameter tensors, updated in place
+   * @param opts hyper-parameters (PyTorch's defaults)
+   */
+  constructor(params: Float32Array[], opts?: AdamOptions) {
+    super(params, hyper(opts, 0.01), true);
+  }
+
+  /**
+   * Rebuilds an optimizer from {@link AdamW.state} output for the same parameters (same count and
+   * lengths). Buffers are copied. A state of another kind or shape throws `ERR_STATE`.
+   *
+   * @param params parameter tensors (the restored values live in them; the state holds none)
+   * @param state a state written by an AdamW
+   */
+  static fromState(params: Float32Array[], state: AdamState): AdamW {
+    const s = stateHeader(state, ['adamw']);
+    const opt = asStateError(() => new AdamW(params, hyperFromState(s)));
+    opt.load(s);
+    return opt;
+  }
+}
+
+/**
+ * Adam with L2 weight decay added to the gradient, `torch.optim.Adam` semantics.
+ * Defaults: lr 1e-3, betas [0.9, 0.999], eps 1e-8, weightDecay 0.
+ */
+export class Adam extends AdamBase {
+  /**
+   * @param params parameter tensors, updated in place
+   * @param opts hyper-parameters (PyTorch's defaults)
+   */
+  constructor(params: Float32Array[], opts?: AdamOptions) {
+    super(params, hyper(opts, 0), false);
+  }
+
+  /**
+   * Rebuilds an optimizer from {@link Adam.state} output (see {@link AdamW.fromState}).
+   *
+   * @param params parameter tensors
+   * @param state a state written by an Adam
+   */
+  static fromState(params: Float32Array[], state: AdamState): Adam {
+    const s = stateHeader(state, ['adam']);
+    const opt = asStateError(() => new Adam(params, hyperFromState(s)));
+    opt.load(s);
+    return opt;
+  }
+}

@@ -1,0 +1,88 @@
+/**
+ * Global gradient-norm clipping (`torch.nn.utils.clip_grad_norm_`).
+ *
+ * @module
+ */
+import { abortable, native } from '../native.js';
+import * as v from '../validate.js';
+import { checkDisjoint } from './state.js';
+import { fail } from '../errors.js';
+
+/** Options of {@link clipGradNorm}. */
+export interface ClipGradNormOptions {
+  /**
+   * Default `true`: a non-finite total norm throws `ERR_NON_FINITE` and leaves every gradient untouched
+   * (the caller skips the step, as verl does). `false` gives PyTorch's behaviour: the gradients are
+   * scaled anyway (an infinite norm zeroes the finite entries, a NaN norm makes everything NaN) and the
+   * norm is returned.
+   */
+  errorIfNonfinite?: boolean;
+}
+
+/** Options of {@link clipGradNormAsync}. */
+export interface ClipGradNormAsyncOptions extends ClipGradNormOptions {
+  /** Aborting before the job starts rejects with `ERR_ABORTED` and leaves the gradients untouched. */
+  signal?: AbortSignal;
+}
+
+function args(grads: unknown, maxNorm: unknown, opts: ClipGradNormOptions | undefined) {
+  v.knownKeys(opts, 'options', ['errorIfNonfinite', 'signal']);
+  if (!Array.isArray(grads)) fail('ERR_DTYPE', 'grads', 'an array of Float32Array', grads);
+  grads.forEach((g, i) => v.f32(g, `grads[${i}]`));
+  checkDisjoint(grads as Float32Array[], 'grads');
+  const max = v.numOpt(maxNorm, 'maxNorm', NaN, { min: 0 });
+  if (Number.isNaN(max)) fail('ERR_OPTION', 'maxNorm', 'a number >= 0', maxNorm);
+  const e = opts?.errorIfNonfinite;
+  if (e !== undefined && typeof e !== 'boolean') fail('ERR_OPTION', 'errorIfNonfinite', 'a boolean', e);
+  return { grads: grads as Float32Array[], max, err: e ?? true };
+}
+
+/**
+ * Scales all gradients in place so that their total L2 norm (over every tensor, as if concatenated) is
+ * at most `maxNorm`, with PyTorch's arithmetic: `coef = min(1, maxNorm / (norm + 1e-6))` evaluated in
+ * float32 and each gradient multiplied by it (so a norm just under `maxNorm` still shrinks slightly).
+ *
+ * The norm is computed natively over all threads in float64, deterministically: each tensor is cut into
+ * fixed blocks whose partial sums are added in a fixed order, so the result is the same for every thread
+ * count and instruction set (it can differ from PyTorch's float32 norm in the last float32 bit).
+ *
+ * @param grads gradient tensors, modified in place; none may share memory with another
+ * @param maxNorm the largest total norm allowed, >= 0 (`Infinity` only measures)
+ * @param opts `errorIfNonfinite` (default true; see {@link ClipGradNormOptions})
+ * @returns the total norm before clipping (float64)
+ */
+export function clipGradNorm(grads: Float32Array[], maxNorm: number, opts?: ClipGradNormOptions): number {
+  const a = args(grads, maxNorm, opts);
+  const out = new Float64Array(1);
+  native.clipGradNorm(a.grads, a.max, a.err, out, false, null);
+  return out[0]!;
+}
+
+/**
+ * {@link clipGradNorm} off the main thread. The gradients must not be touched until it settles.
+ *
+ * @param grads gradient tensors, modified in place
+ * @param maxNorm the largest total norm allowed, >= 0
+ * @param opts `errorIfNonfinite`, `signal`
+ * @returns the total norm before clipping
+ */
+export async function clipGradNormAsync(
+  grads: Float32Array[], maxNorm: number, opts: ClipGradNormAsyncOptions = {},
+): Promise<number> {
+  const a = args(grads, maxNorm, opts);
+  const out = new Float64Array(1);
+  await abortable(opts.signal, (flag) => native.clipGradNorm(a.grads, a.max, a.err, out, true, flag) as Promise<unknown>);
+  return out[0]!;
+}
+
+/**
+ * Total L2 norm of all gradients (float64, deterministic as in {@link clipGradNorm}) without changing them.
+ *
+ * @param grads gradient tensors
+ * @returns sqrt of the sum of squares of every element
+ */
+export function gradNorm(grads: Float32Array[]): number {
+  if (!Array.isArray(grads)) fail('ERR_DTYPE', 'grads', 'an array of Float32Array', grads);
+  grads.forEach((g, i) => v.f32(g, `grads[${i}]`));
+  return native.gradNorm(grads) as number;
+}

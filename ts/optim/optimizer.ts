@@ -1,0 +1,119 @@
+/**
+ * Behaviour shared by every optimizer: the parameter list, the learning rate, the step counter and the
+ * sync / async step protocol.
+ *
+ * @module
+ */
+import { GearError, fail } from '../errors.js';
+import { f32 } from '../validate.js';
+import { abortable } from '../native.js';
+import { checkGrads, checkLr, checkParams } from './state.js';
+import type { OptimizerState } from './state.js';
+
+/** Options of {@link Optimizer.stepAsync}. */
+export interface StepAsyncOptions {
+  /**
+   * Aborting before the step has started rejects with `ERR_ABORTED` and changes nothing. A step that
+   * has started always completes (an optimizer step is never left half applied).
+   */
+  signal?: AbortSignal;
+}
+
+/**
+ * Base class of {@link AdamW}, {@link Adam} and {@link SGD}. Parameters are `Float32Array`s updated in
+ * place by native, multithreaded code; gradients are passed to each {@link Optimizer.step} call in the
+ * same order.
+ *
+ * Non-finite values are not filtered: a NaN or infinite gradient propagates into the parameters and
+ * state exactly as in PyTorch. Use {@link clipGradNorm} first (it throws `ERR_NON_FINITE` and leaves the
+ * gradients untouched on a non-finite norm) and skip the step when it throws, as verl does.
+ */
+export abstract class Optimizer {
+  /** The parameters, in the order gradients must be given (the list is copied; the tensors are not). */
+  readonly params: readonly Float32Array[];
+  #lr: number;
+  #step = 0;
+  #busy = false;
+
+  /** @param params parameter tensors, updated in place; none may share memory with another */
+  protected constructor(params: Float32Array[], lr: number) {
+    this.params = Object.freeze(checkParams(params));
+    this.#lr = lr;
+  }
+
+  /** Learning rate used by the next step (a finite number >= 0; schedules set it between steps). */
+  get lr(): number {
+    return this.#lr;
+  }
+
+  set lr(value: number) {
+    this.#lr = checkLr(value, NaN);
+  }
+
+  /** Number of steps taken (the bias corrections of Adam use `stepCount + 1` on the next step). */
+  get stepCount(): number {
+    return this.#step;
+  }
+
+  /** Sets the step counter (used by `fromState`). */
+  protected setStepCount(step: number): void {
+    this.#step = step;
+  }
+
+  /**
+   * Applies one update to every parameter in place, in native code over all threads, in one pass over
+   * parameter, gradient and state. All gradients are checked (count, `Float32Array`, lengths, no
+   * shared memory with parameters or state) before anything is written: on `GearError` nothing changed.
+   *
+   * @param grads one gradient per parameter, same lengths, in the order of {@link Optimizer.params}
+   */
+  step(grads: Float32Array[]): void {
+    this.#checkIdle();
+    const g = checkGrads(grads, this.params);
+    this.runNative(g, false, null);
+    this.#step++;
+  }
+
+  /**
+   * {@link Optimizer.step} off the main thread. Until the Promise settles the parameters, gradients and
+   * state must not be touched, and further steps throw `ERR_BUSY`.
+   *
+   * @param grads one gradient per parameter
+   * @param opts `signal`: aborting before the step starts rejects with `ERR_ABORTED` and changes nothing
+   */
+  async stepAsync(grads: Float32Array[], opts: StepAsyncOptions = {}): Promise<void> {
+    this.#checkIdle();
+    const g = checkGrads(grads, this.params);
+    this.#busy = true;
+    try {
+      await abortable(opts.signal, (flag) => this.runNative(g, true, flag) as Promise<unknown>);
+      this.#step++;
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  /** A deep copy of the optimizer's hyper-parameters, step count and buffers, for checkpoints. */
+  abstract state(): OptimizerState;
+
+  /** Calls the native step (sync: returns after the update; async: returns a Promise). */
+  protected abstract runNative(grads: Float32Array[], async: boolean, flag: Int32Array | null): unknown;
+
+  /** Throws ERR_BUSY while an async step is pending. */
+  protected checkIdle(): void {
+    this.#checkIdle();
+  }
+
+  #checkIdle(): void {
+    if (this.#busy) {
+      throw new GearError('ERR_BUSY', 'optimizer: expected no pending stepAsync, got one still running');
+    }
+  }
+}
+
+/** Sets every gradient to zero (a convenience for accumulation loops). */
+export function zeroGrad(grads: Float32Array[]): void {
+  if (!Array.isArray(grads)) fail('ERR_DTYPE', 'grads', 'an array of Float32Array', grads);
+  grads.forEach((g, i) => f32(g, `grads[${i}]`));
+  for (const g of grads) g.fill(0);
+}

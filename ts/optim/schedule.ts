@@ -1,0 +1,212 @@
+/**
+ * Learning-rate schedules (the formulas of verl / Hugging Face `transformers`, as `LambdaLR` applies
+ * them: `lr = peak * lambda(step)`) and a small scheduler that writes them into an optimizer's `lr`.
+ *
+ * @module
+ */
+import { GearError, fail } from '../errors.js';
+import * as v from '../validate.js';
+
+/** A schedule: the learning rate to use for optimizer step number `step` (0-based). */
+export type Schedule = (step: number) => number;
+
+/** Options shared by the schedules. */
+export interface ScheduleOptions {
+  /** The learning rate after warmup (the optimizer's base lr), finite, >= 0. */
+  peak: number;
+  /** Steps of linear warmup from 0 (`lr = peak * step / warmupSteps`), integer >= 0 (default 0). */
+  warmupSteps?: number;
+}
+
+/** Options of {@link cosineSchedule} and {@link linearSchedule}. */
+export interface DecayScheduleOptions extends ScheduleOptions {
+  /** Steps of the whole run, warmup included; integer > warmupSteps. */
+  totalSteps: number;
+  /** The lowest learning rate, in [0, peak] (default 0). */
+  floor?: number;
+}
+
+/** Options of {@link cosineSchedule}. */
+export interface CosineScheduleOptions extends DecayScheduleOptions {
+  /** Cosine waves over the decay (default 0.5: one half-wave from peak down to floor). */
+  numCycles?: number;
+}
+
+function base(o: ScheduleOptions, known: readonly string[]) {
+  if (typeof o !== 'object' || o === null) fail('ERR_OPTION', 'options', 'an object', o);
+  v.knownKeys(o, 'options', known);
+  const peak = v.numOpt(o.peak, 'peak', NaN, { min: 0 });
+  if (!Number.isFinite(peak)) fail('ERR_OPTION', 'peak', 'a finite number >= 0', o.peak);
+  const warmup = v.numOpt(o.warmupSteps, 'warmupSteps', 0, { min: 0, int: true });
+  return { peak, warmup };
+}
+
+function decay(o: DecayScheduleOptions, known: readonly string[]) {
+  const b = base(o, known);
+  const total = v.numOpt(o.totalSteps, 'totalSteps', NaN, { min: b.warmup, minOpen: true, int: true });
+  if (Number.isNaN(total)) fail('ERR_OPTION', 'totalSteps', `an integer > warmupSteps (${b.warmup})`, o.totalSteps);
+  const floor = v.numOpt(o.floor, 'floor', 0, { min: 0, max: b.peak });
+  // verl's min_lr_ratio; a zero peak leaves only floor 0.
+  const minRatio = b.peak > 0 ? floor / b.peak : 0;
+  return { ...b, total, minRatio };
+}
+
+function checkStep(step: number): void {
+  if (typeof step !== 'number' || !Number.isInteger(step) || step < 0) fail('ERR_OPTION', 'step', 'an integer >= 0', step);
+}
+
+function warmupRatio(step: number, warmup: number): number {
+  return step / Math.max(1, warmup);
+}
+
+/**
+ * Constant learning rate, after an optional linear warmup (`get_constant_schedule_with_warmup`):
+ * `peak * min(1, step / warmupSteps)`. With `warmupSteps` 0 it is `peak` at every step.
+ *
+ * @param opts `peak`, `warmupSteps`
+ * @returns the schedule
+ */
+export function constantSchedule(opts: ScheduleOptions): Schedule {
+  const { peak, warmup } = base(opts, ['peak', 'warmupSteps']);
+  return (step) => {
+    checkStep(step);
+    return step < warmup ? peak * warmupRatio(step, warmup) : peak;
+  };
+}
+
+/**
+ * Linear warmup from 0 to `peak` over `warmupSteps`, then constant: {@link constantSchedule} with a
+ * required warmup.
+ *
+ * @param opts `peak`, `warmupSteps` (required, >= 1)
+ * @returns the schedule
+ */
+export function linearWarmupSchedule(opts: Required<ScheduleOptions>): Schedule {
+  if (typeof opts === 'object' && opts !== null && (opts.warmupSteps === undefined || opts.warmupSteps < 1)) {
+    fail('ERR_OPTION', 'warmupSteps', 'an integer >= 1', opts.warmupSteps);
+  }
+  return constantSchedule(opts);
+}
+
+/**
+ * Cosine decay with linear warmup and a floor, verl's `get_cosine_schedule_with_warmup`:
+ * warmup `peak * step / warmupSteps`, then with `progress = (step - warmupSteps) / (totalSteps - warmupSteps)`
+ * and `r = floor / peak`: `peak * max(r, cos(pi * numCycles * 2 * progress) * (1 - r) / 2 + (1 + r) / 2)`.
+ * As in verl the formula is not clamped past `totalSteps` (with the default half-wave the lr rises
+ * again after the end).
+ *
+ * @param opts `peak`, `warmupSteps`, `totalSteps`, `floor`, `numCycles`
+ * @returns the schedule
+ */
+export function cosineSchedule(opts: CosineScheduleOptions): Schedule {
+  const { peak, warmup, total, minRatio } = decay(opts, ['peak', 'warmupSteps', 'totalSteps', 'floor', 'numCycles']);
+  const cycles = v.numOpt(opts.numCycles, 'numCycles', 0.5, { min: 0 });
+  if (!Number.isFinite(cycles)) fail('ERR_OPTION', 'numCycles', 'a finite number >= 0', cycles);
+  const coef = (1 - minRatio) * 0.5;
+  const intercept = (1 + minRatio) * 0.5;
+  return (step) => {
+    checkStep(step);
+    if (step < warmup) return peak * warmupRatio(step, warmup);
+    const progress = (step - warmup) / Math.max(1, total - warmup);
+    const x = Math.cos(Math.PI * cycles * 2.0 * progress);
+    return peak * Math.max(minRatio, x * coef + intercept);
+  };
+}
+
+/**
+ * Linear decay with linear warmup, Hugging Face's `get_linear_schedule_with_warmup`:
+ * warmup as above, then `peak * max(r, (totalSteps - step) / (totalSteps - warmupSteps))` with
+ * `r = floor / peak` (0 by default: the lr reaches 0 at `totalSteps` and stays there).
+ *
+ * @param opts `peak`, `warmupSteps`, `totalSteps`, `floor`
+ * @returns the schedule
+ */
+export function linearSchedule(opts: DecayScheduleOptions): Schedule {
+  const { peak, warmup, total, minRatio } = decay(opts, ['peak', 'warmupSteps', 'totalSteps', 'floor']);
+  return (step) => {
+    checkStep(step);
+    if (step < warmup) return peak * warmupRatio(step, warmup);
+    return peak * Math.max(minRatio, (total - step) / Math.max(1, total - warmup));
+  };
+}
+
+/** Checkpoint of an {@link LRScheduler}. */
+export interface LRSchedulerState {
+  /** Scheduler steps taken (the lr in effect is `schedule(step)`). */
+  step: number;
+}
+
+/**
+ * Applies a {@link Schedule} to an optimizer's `lr`, like PyTorch's `LambdaLR`: construction sets
+ * `lr = schedule(0)` for the first optimizer step; each {@link LRScheduler.step} call (after an
+ * optimizer step) moves to the next value.
+ *
+ * @example
+ * ```ts
+ * const opt = new AdamW(params, { lr: 1e-6 });
+ * const sched = new LRScheduler(opt, cosineSchedule({ peak: 1e-6, warmupSteps: 10, totalSteps: 1000 }));
+ * for (...) { opt.step(grads); sched.step(); }
+ * ```
+ */
+export class LRScheduler {
+  readonly #target: { lr: number };
+  readonly #schedule: Schedule;
+  #step = 0;
+
+  /**
+   * @param optimizer anything with a settable `lr` (every gear-rl optimizer)
+   * @param schedule the learning rate per step
+   */
+  constructor(optimizer: { lr: number }, schedule: Schedule) {
+    if (typeof optimizer !== 'object' || optimizer === null || !('lr' in optimizer)) {
+      fail('ERR_OPTION', 'optimizer', 'an object with an lr property', optimizer);
+    }
+    if (typeof schedule !== 'function') fail('ERR_OPTION', 'schedule', 'a function (step) => lr', schedule);
+    this.#target = optimizer;
+    this.#schedule = schedule;
+    this.#apply();
+  }
+
+  /** Scheduler steps taken so far. */
+  get stepCount(): number {
+    return this.#step;
+  }
+
+  /** The learning rate last written to the optimizer. */
+  get lastLr(): number {
+    return this.#target.lr;
+  }
+
+  /** Advances one step and writes the new learning rate into the optimizer. */
+  step(): void {
+    this.#step++;
+    this.#apply();
+  }
+
+  /** The scheduler's position, for checkpoints. */
+  state(): LRSchedulerState {
+    return { step: this.#step };
+  }
+
+  /**
+   * Restores a position saved by {@link LRScheduler.state} and writes the matching learning rate.
+   *
+   * @param state a saved state
+   */
+  loadState(state: LRSchedulerState): void {
+    const s = (state as { step?: unknown } | null)?.step;
+    if (typeof s !== 'number' || !Number.isInteger(s) || s < 0) {
+      throw new GearError('ERR_STATE', `state.step: expected an integer >= 0, got ${String(s)}`);
+    }
+    this.#step = s;
+    this.#apply();
+  }
+
+  #apply(): void {
+    const lr = this.#schedule(this.#step);
+    if (typeof lr !== 'number' || !Number.isFinite(lr) || lr < 0) {
+      fail('ERR_OPTION', `schedule(${this.#step})`, 'a finite learning rate >= 0', lr);
+    }
+    this.#target.lr = lr;
+  }
+}
