@@ -64,3 +64,7 @@ export type {
 
 // Optimizers (AdamW / Adam / SGD, gradient clipping, learning-rate schedules)
 export * from './optim/index.js';
+
+// Rollout batches (ts/rollout)
+export { buildRolloutBatch, rowLengths, lastTokenValues } from './rollout/batch.js';
+export type { RolloutBatch, RolloutBatchInput, TrajectoryInput, StepInput, GroupInput } from './rollout/batch.js';

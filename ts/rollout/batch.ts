@@ -1,0 +1,343 @@
+/**
+ * Rollout batches: friendly per-trajectory objects (groups, trajectories, steps or turns with token
+ * ids, masks, rewards and anchor states) packed into the layout every estimator and loss takes
+ * (`offsets`, `mask`, per-row ids). Two layouts:
+ *
+ * - `'step'` — one row per agent step (verl-agent / GiGPO): the row holds the step's response tokens.
+ * - `'conversation'` — one row per whole multi-turn trajectory (verl multi-turn, TRL tool masks): the
+ *   row holds every turn's response tokens followed by the observation / tool-output tokens that came
+ *   back, the latter with mask 0.
+ *
+ * Token ids are copied exactly as given: nothing is re-tokenised, merged or trimmed.
+ *
+ * @module
+ */
+import { fail } from '../errors.js';
+import * as v from '../validate.js';
+import type { GroupId } from '../advantages/groups.js';
+
+/** One agent step (verl-agent) or one assistant turn (multi-turn conversation). */
+export interface StepInput {
+  /** Response token ids exactly as sampled (integers >= 0). */
+  tokens: ArrayLike<number>;
+  /** Per-token 0/1 (or boolean) loss mask, same length as `tokens`; all ones when omitted. Use 0 for
+   *  tool-call output the model did not generate. */
+  mask?: ArrayLike<number | boolean>;
+  /** The step's own reward (default 0). */
+  reward?: number;
+  /** The environment state the step acted from (GiGPO anchor): string, number, array or plain object. */
+  anchor?: unknown;
+  /** Tokens the environment or tool returned after this step. In the `'conversation'` layout they
+   *  follow the step's tokens in the same row with mask 0; in the `'step'` layout they belong to the
+   *  next step's prompt and are not part of any row. */
+  observation?: ArrayLike<number>;
+}
+
+/** One trajectory (episode / conversation). */
+export interface TrajectoryInput {
+  /** Trajectory id (default: its index in `trajectories`). Must be unique. */
+  id?: GroupId;
+  /** Id of the group (prompt / initial environment state) it was sampled for. */
+  group: GroupId;
+  /** Steps in time order (at least one). */
+  steps: StepInput[];
+  /** Episode return (default: the sum of the step rewards). */
+  episodeReward?: number;
+  /** Ground truth for this trajectory (kept as given, per row). */
+  groundTruth?: unknown;
+}
+
+/** A group (prompt or initial state) that trajectories refer to. */
+export interface GroupInput {
+  /** Group id (unique). */
+  id: GroupId;
+  /** Prompt token ids (kept as given). */
+  prompt?: ArrayLike<number>;
+  /** Ground truth shared by the group's trajectories (a trajectory's own `groundTruth` wins). */
+  groundTruth?: unknown;
+}
+
+/** Arguments of {@link buildRolloutBatch}. */
+export interface RolloutBatchInput {
+  /** Trajectories (at least one). */
+  trajectories: TrajectoryInput[];
+  /** Declared groups. When given, every trajectory must refer to one of them (else `ERR_GROUP`);
+   *  omitted, the groups are the distinct `group` values of the trajectories. */
+  groups?: GroupInput[];
+  /** `'step'` (default): one row per step; `'conversation'`: one row per trajectory. */
+  layout?: 'step' | 'conversation';
+}
+
+/** A packed rollout batch. Per-row arrays have length `rows`, per-token arrays length `tokens`. */
+export interface RolloutBatch {
+  /** The layout the rows follow. */
+  layout: 'step' | 'conversation';
+  /** Number of rows R. */
+  rows: number;
+  /** Number of tokens N = `offsets[R]`. */
+  tokens: number;
+  /** Token ids, exactly as given. */
+  tokenIds: Int32Array;
+  /** Row offsets, length R + 1. */
+  offsets: Int32Array;
+  /** 1 = generated token (counts in losses and advantages), 0 = observation / tool output. */
+  mask: Uint8Array;
+  /** Counted (mask 1) tokens per row. */
+  lengths: Int32Array;
+  /** Group id per row (as given). */
+  groups: GroupId[];
+  /** Dense group index per row (in order of first appearance). */
+  groupIndex: Int32Array;
+  /** Trajectory id per row (as given, or the trajectory's index). */
+  trajectories: GroupId[];
+  /** Dense trajectory index per row (its position in the input). */
+  trajectoryIndex: Int32Array;
+  /** Step index within the trajectory (0 for every row of the `'conversation'` layout). */
+  step: Int32Array;
+  /** Per row: the step's reward (`'step'`) or the sum of the trajectory's step rewards (`'conversation'`). */
+  stepRewards: Float64Array;
+  /** Per row: the trajectory's episode reward. */
+  episodeRewards: Float64Array;
+  /** Per row: the step's anchor state (`'step'`), or the first step's (`'conversation'`); undefined if not given. */
+  anchors: unknown[];
+  /** Per row: the ground truth (trajectory's, else its group's), undefined if not given. */
+  groundTruth: unknown[];
+  /** Prompt tokens of the declared groups that have one, packed: group k owns
+   *  `promptIds[promptOffsets[k] .. promptOffsets[k+1])` (empty for groups without a prompt). */
+  promptIds: Int32Array;
+  /** Offsets into `promptIds`, one entry per group in dense order plus one. */
+  promptOffsets: Int32Array;
+}
+
+function tokenIds(x: unknown, what: string): ArrayLike<number> {
+  if (!(Array.isArray(x) || v.isTypedArray(x))) fail('ERR_DTYPE', what, 'an array of token ids', x);
+  const a = x as ArrayLike<unknown>;
+  for (let i = 0; i < a.length; i++) {
+    const t = a[i];
+    if (typeof t !== 'number' || !Number.isInteger(t)) fail('ERR_DTYPE', `${what}[${i}]`, 'an integer token id', t);
+    if (t < 0 || t > 0x7fffffff) fail('ERR_TARGET_RANGE', `${what}[${i}]`, 'a token id in [0, 2^31)', t);
+  }
+  return a as ArrayLike<number>;
+}
+
+function maskOf(x: unknown, what: string, len: number): ArrayLike<number | boolean> | undefined {
+  if (x === undefined) return undefined;
+  if (!(Array.isArray(x) || v.isTypedArray(x))) fail('ERR_DTYPE', what, 'an array of 0/1 values', x);
+  const a = x as ArrayLike<unknown>;
+  if (a.length > len) fail('ERR_SHAPE', `${what}.length`, `at most the ${len} tokens it masks`, a.length);
+  if (a.length !== len) fail('ERR_SHAPE', `${what}.length`, `the token count ${len}`, a.length);
+  for (let i = 0; i < a.length; i++) {
+    const m = a[i];
+    if (!(m === 0 || m === 1 || m === true || m === false)) fail('ERR_OPTION', `${what}[${i}]`, '0, 1, true or false', m);
+  }
+  return a as ArrayLike<number | boolean>;
+}
+
+function finite(x: unknown, what: string, dflt: number): number {
+  if (x === undefined) return dflt;
+  if (typeof x !== 'number') fail('ERR_DTYPE', what, 'a number', x);
+  if (!Number.isFinite(x)) fail('ERR_NON_FINITE', what, 'a finite number', x);
+  return x;
+}
+
+function idArg(x: unknown, what: string): GroupId {
+  if (typeof x === 'string' || (typeof x === 'number' && !Number.isNaN(x))) return x;
+  return fail('ERR_GROUP', what, 'a number or string id', x);
+}
+
+/**
+ * Packs trajectories into a {@link RolloutBatch}. Validates everything: unknown group references and
+ * duplicate ids (`ERR_GROUP`), masks whose length differs from their tokens (`ERR_SHAPE`), empty rows
+ * (`ERR_SHAPE`), non-integer or negative token ids (`ERR_DTYPE` / `ERR_TARGET_RANGE`), non-finite
+ * rewards (`ERR_NON_FINITE`).
+ *
+ * @param input trajectories, optional declared groups, layout
+ * @returns the packed batch
+ */
+export function buildRolloutBatch(input: RolloutBatchInput): RolloutBatch {
+  if (typeof input !== 'object' || input === null) fail('ERR_OPTION', 'buildRolloutBatch', 'an options object', input);
+  v.knownKeys(input, 'buildRolloutBatch', ['trajectories', 'groups', 'layout']);
+  const layout = v.enumOpt(input.layout, 'buildRolloutBatch: layout', ['step', 'conversation'] as const, 'step');
+  const trajs = input.trajectories;
+  if (!Array.isArray(trajs) || trajs.length === 0) {
+    fail('ERR_SHAPE', 'buildRolloutBatch: trajectories', 'a non-empty array of trajectories', trajs);
+  }
+
+  // Declared groups.
+  const declared = new Map<GroupId, number>();
+  const groupList: GroupInput[] = [];
+  if (input.groups !== undefined) {
+    if (!Array.isArray(input.groups)) fail('ERR_DTYPE', 'buildRolloutBatch: groups', 'an array of groups', input.groups);
+    input.groups.forEach((g, k) => {
+      if (typeof g !== 'object' || g === null) fail('ERR_DTYPE', `groups[${k}]`, 'a group object', g);
+      v.knownKeys(g, `groups[${k}]`, ['id', 'prompt', 'groundTruth']);
+      const id = idArg(g.id, `groups[${k}].id`);
+      if (declared.has(id)) fail('ERR_GROUP', `groups[${k}].id`, 'a unique group id', id);
+      if (g.prompt !== undefined) tokenIds(g.prompt, `groups[${k}].prompt`);
+      declared.set(id, k);
+      groupList.push(g);
+    });
+  }
+
+  // First pass: validate and size.
+  const seenTraj = new Set<GroupId>();
+  let rows = 0;
+  let tokens = 0;
+  trajs.forEach((t, ti) => {
+    const w = `trajectories[${ti}]`;
+    if (typeof t !== 'object' || t === null) fail('ERR_DTYPE', w, 'a trajectory object', t);
+    v.knownKeys(t, w, ['id', 'group', 'steps', 'episodeReward', 'groundTruth']);
+    const id = t.id === undefined ? ti : idArg(t.id, `${w}.id`);
+    if (seenTraj.has(id)) fail('ERR_GROUP', `${w}.id`, 'a unique trajectory id', id);
+    seenTraj.add(id);
+    const g = idArg(t.group, `${w}.group`);
+    if (input.groups !== undefined && !declared.has(g)) {
+      fail('ERR_GROUP', `${w}.group`, `one of the declared group ids`, g);
+    }
+    if (!Array.isArray(t.steps) || t.steps.length === 0) fail('ERR_SHAPE', `${w}.steps`, 'a non-empty array of steps', t.steps);
+    finite(t.episodeReward, `${w}.episodeReward`, 0);
+    let convTokens = 0;
+    t.steps.forEach((s, si) => {
+      const ws = `${w}.steps[${si}]`;
+      if (typeof s !== 'object' || s === null) fail('ERR_DTYPE', ws, 'a step object', s);
+      v.knownKeys(s, ws, ['tokens', 'mask', 'reward', 'anchor', 'observation']);
+      const toks = tokenIds(s.tokens, `${ws}.tokens`);
+      maskOf(s.mask, `${ws}.mask`, toks.length);
+      finite(s.reward, `${ws}.reward`, 0);
+      const obs = s.observation === undefined ? undefined : tokenIds(s.observation, `${ws}.observation`);
+      if (layout === 'step') {
+        if (toks.length === 0) fail('ERR_SHAPE', `${ws}.tokens.length`, 'at least 1 (a row cannot be empty)', 0);
+        rows++;
+        tokens += toks.length;
+      } else {
+        convTokens += toks.length + (obs ? obs.length : 0);
+      }
+    });
+    if (layout === 'conversation') {
+      if (convTokens === 0) fail('ERR_SHAPE', `${w}: tokens`, 'at least 1 (a row cannot be empty)', 0);
+      rows++;
+      tokens += convTokens;
+    }
+    if (tokens > 0x7fffffff) fail('ERR_SHAPE', 'buildRolloutBatch: total tokens', 'at most 2^31 - 1', tokens);
+  });
+
+  // Group indices: declared order first, then first appearance.
+  const gIndex = new Map<GroupId, number>();
+  for (const g of groupList) gIndex.set(g.id, gIndex.size);
+  for (const t of trajs) if (!gIndex.has(t.group)) gIndex.set(t.group, gIndex.size);
+
+  const out: RolloutBatch = {
+    layout, rows, tokens,
+    tokenIds: new Int32Array(tokens), offsets: new Int32Array(rows + 1), mask: new Uint8Array(tokens),
+    lengths: new Int32Array(rows), groups: new Array(rows), groupIndex: new Int32Array(rows),
+    trajectories: new Array(rows), trajectoryIndex: new Int32Array(rows), step: new Int32Array(rows),
+    stepRewards: new Float64Array(rows), episodeRewards: new Float64Array(rows),
+    anchors: new Array(rows), groundTruth: new Array(rows),
+    promptIds: new Int32Array(0), promptOffsets: new Int32Array(gIndex.size + 1),
+  };
+  let r = 0;
+  let n = 0;
+  const put = (toks: ArrayLike<number>, mask: ArrayLike<number | boolean> | undefined, fixed?: 0) => {
+    let c = 0;
+    for (let i = 0; i < toks.length; i++) {
+      out.tokenIds[n] = toks[i]!;
+      const m = fixed === 0 ? 0 : mask === undefined ? 1 : mask[i] ? 1 : 0;
+      out.mask[n++] = m;
+      c += m;
+    }
+    return c;
+  };
+  trajs.forEach((t, ti) => {
+    const id = t.id === undefined ? ti : t.id;
+    const gi = gIndex.get(t.group)!;
+    const dg = declared.has(t.group) ? groupList[declared.get(t.group)!] : undefined;
+    const truth = t.groundTruth !== undefined ? t.groundTruth : dg?.groundTruth;
+    let sum = 0;
+    for (const s of t.steps) sum += s.reward ?? 0;
+    const episode = t.episodeReward ?? sum;
+    const row = (step: number, reward: number, anchor: unknown) => {
+      out.groups[r] = t.group;
+      out.groupIndex[r] = gi;
+      out.trajectories[r] = id;
+      out.trajectoryIndex[r] = ti;
+      out.step[r] = step;
+      out.stepRewards[r] = reward;
+      out.episodeRewards[r] = episode;
+      out.anchors[r] = anchor;
+      out.groundTruth[r] = truth;
+    };
+    if (layout === 'step') {
+      t.steps.forEach((s, si) => {
+        row(si, s.reward ?? 0, s.anchor);
+        out.lengths[r] = put(s.tokens, s.mask);
+        out.offsets[++r] = n;
+      });
+    } else {
+      row(0, sum, t.steps[0]!.anchor);
+      let c = 0;
+      for (const s of t.steps) {
+        c += put(s.tokens, s.mask);
+        if (s.observation) put(s.observation, undefined, 0);
+      }
+      out.lengths[r] = c;
+      out.offsets[++r] = n;
+    }
+  });
+
+  // Prompts of declared groups.
+  let pn = 0;
+  for (const g of groupList) pn += g.prompt ? g.prompt.length : 0;
+  out.promptIds = new Int32Array(pn);
+  let p = 0;
+  for (const [gid, k] of gIndex) {
+    const g = declared.has(gid) ? groupList[declared.get(gid)!] : undefined;
+    if (g?.prompt) for (let i = 0; i < g.prompt.length; i++) out.promptIds[p++] = g.prompt[i]!;
+    out.promptOffsets[k + 1] = p;
+  }
+  return out;
+}
+
+/**
+ * Counted (mask 1) tokens per packed row — the `lengths` that OPO, REINFORCE++-baseline and GDPO take.
+ *
+ * @param offsets packed-row offsets, length R + 1
+ * @param mask optional 0/1 mask of length N (all ones when omitted)
+ * @returns Int32Array of length R
+ */
+export function rowLengths(offsets: Int32Array, mask?: Uint8Array): Int32Array {
+  const R = v.offsets(offsets, 'offsets');
+  const m = v.optMask(mask, 'mask', offsets[R]!);
+  const out = new Int32Array(R);
+  for (let r = 0; r < R; r++) {
+    if (!m) out[r] = offsets[r + 1]! - offsets[r]!;
+    else for (let t = offsets[r]!; t < offsets[r + 1]!; t++) out[r] += m[t]!;
+  }
+  return out;
+}
+
+/**
+ * Places one value per row on the row's last counted token (how verl and verl-agent put an outcome
+ * reward into `token_level_rewards`); every other token gets 0. A row without counted tokens gets
+ * nothing.
+ *
+ * @param values one value per row
+ * @param offsets packed-row offsets, length R + 1
+ * @param mask optional 0/1 mask of length N
+ * @returns per-token values (Float64Array, length N)
+ */
+export function lastTokenValues(values: ArrayLike<number>, offsets: Int32Array, mask?: Uint8Array): Float64Array {
+  const R = v.offsets(offsets, 'offsets');
+  const vals = v.numArray(values, 'values', R);
+  const N = offsets[R]!;
+  const m = v.optMask(mask, 'mask', N);
+  const out = new Float64Array(N);
+  for (let r = 0; r < R; r++) {
+    for (let t = offsets[r + 1]! - 1; t >= offsets[r]!; t--) {
+      if (!m || m[t]) {
+        out[t] = vals[r]!;
+        break;
+      }
+    }
+  }
+  return out;
+}
