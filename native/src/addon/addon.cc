@@ -15,6 +15,8 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   RegisterGear(env, exports);
   RegisterOptim(env, exports);
   RegisterPolicyLoss(env, exports);
+  RegisterTokenStats(env, exports);
+  RegisterDivergence(env, exports);
   return exports;
 }
 

@@ -10,4 +10,6 @@ void RegisterBandwidth(Napi::Env env, Napi::Object exports);  // bandwidth_bindi
 void RegisterGear(Napi::Env env, Napi::Object exports);       // gear_binding.cc
 void RegisterOptim(Napi::Env env, Napi::Object exports);       // optim_binding.cc
 void RegisterPolicyLoss(Napi::Env env, Napi::Object exports);  // policy_loss_binding.cc
+void RegisterTokenStats(Napi::Env env, Napi::Object exports);  // token_stats_binding.cc
+void RegisterDivergence(Napi::Env env, Napi::Object exports);  // divergence_binding.cc
 }  // namespace gear::addon

@@ -1,0 +1,20 @@
+// divergence kernels for baseline x86-64 (scalar): the shared row kernels (divergence_kernels.inc) instantiated over this ISA's
+// vector layer, inside its own target region and namespace (nothing compiled here leaks into other paths).
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "logits_common.h"
+
+namespace gear {
+namespace baseline {
+namespace {
+#include "simd_scalar.inc"
+#include "divergence_kernels.inc"
+}  // namespace
+}  // namespace baseline
+}  // namespace gear
+
+const gear::kern::DivergenceKernels gear::kern::divergence_baseline = gear::baseline::kDivergenceKernels;

@@ -1,0 +1,317 @@
+// tokenStats drivers: argument checks, ISA selection, row-parallel scheduling and per-row finalisation
+// (row_math.h). Each row is computed by exactly one task in a fixed order, so results are bit-identical
+// for every thread count and batch split.
+#include "gear/token_stats.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+
+#include "gear/dispatch.h"
+#include "gear/row_math.h"
+#include "gear/thread_pool.h"
+#include "logits_common.h"
+
+namespace gear {
+namespace kern {
+
+const TokenStatsKernels& token_stats_kernels() {
+  switch (active_isa()) {
+    case Isa::Avx512: return token_stats_avx512;
+    case Isa::Avx2: return token_stats_avx2;
+    default: return token_stats_baseline;
+  }
+}
+
+static std::string num(double x) {
+  if (std::isnan(x)) return "NaN";
+  if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", x);
+  return buf;
+}
+
+Status check_logits(const LogitsView& l, const char* what) {
+  const std::string w(what);
+  const int dt = static_cast<int>(l.dtype);
+  if (dt < 0 || dt > 2) return error(Code::DType, w + ".dtype: expected float32, bfloat16 or float16, got " + std::to_string(dt));
+  if (l.rows < 0) return error(Code::Shape, w + ".rows: expected an integer >= 0, got " + std::to_string(l.rows));
+  if (l.vocab < 1) return error(Code::Shape, w + ".vocab: expected an integer >= 1, got " + std::to_string(l.vocab));
+  if (l.rows > std::numeric_limits<int64_t>::max() / 8 / l.vocab)
+    return error(Code::Shape, w + ".rows * vocab: expected a size that fits in memory, got " + std::to_string(l.rows) +
+                                  " x " + std::to_string(l.vocab));
+  if (l.rows > 0 && l.data == nullptr)
+    return error(Code::Shape, w + ".data: expected " + std::to_string(l.rows * l.vocab) + " elements, got none");
+  return Status::ok();
+}
+
+Status bad_row_status(const LogitsView& l, const char* what, int64_t r) {
+  const char* row = static_cast<const char*>(l.data) + r * l.vocab * dtype_size(l.dtype);
+  for (int64_t v = 0; v < l.vocab; ++v) {
+    const float x = to_f32(l.dtype, row, v);
+    if (std::isnan(x) || x == INFINITY)
+      return error(Code::NonFinite, std::string(what) + "[row " + std::to_string(r) + ", entry " + std::to_string(v) +
+                                        "]: expected a finite logit or -Infinity, got " + num(x));
+  }
+  return error(Code::NonFinite, std::string(what) + "[row " + std::to_string(r) +
+                                    "]: expected at least one finite logit, got all -Infinity");
+}
+
+Status check_targets(const int32_t* targets, int64_t rows, int64_t vocab, const char* what) {
+  if (rows > 0 && targets == nullptr) return error(Code::Shape, std::string(what) + ": expected an Int32Array of the row count, got none");
+  for (int64_t r = 0; r < rows; ++r) {
+    if (targets[r] < 0 || targets[r] >= vocab)
+      return error(Code::TargetRange, std::string(what) + "[" + std::to_string(r) + "]: expected a token id in [0, " +
+                                          std::to_string(vocab) + "), got " + std::to_string(targets[r]));
+  }
+  return Status::ok();
+}
+
+int64_t rows_per_task(int64_t rows, int64_t vocab, const ExecContext& ctx) {
+  const int64_t threads = ctx.pool ? ctx.pool->threads() : 1;
+  const int64_t by_size = std::max<int64_t>(1, (int64_t{1} << 18) / vocab);  // ~1 MiB of float32 per task
+  const int64_t by_balance = std::max<int64_t>(1, (rows + 4 * threads - 1) / (4 * threads));
+  return std::min(by_size, by_balance);
+}
+
+void fill_nan(float* p, int64_t n) {
+  if (p == nullptr) return;
+  const float q = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t i = 0; i < n; ++i) p[i] = q;
+}
+
+static void atomic_min(std::atomic<int64_t>& a, int64_t v) {
+  int64_t cur = a.load(std::memory_order_relaxed);
+  while (v < cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+
+static Status check_temperature(double t) {
+  if (!(t > 0) || !std::isfinite(t))
+    return error(Code::Option, "temperature: expected a finite number > 0, got " + num(t));
+  return Status::ok();
+}
+
+static Status check_finite(const float* p, int64_t n, const char* what) {
+  if (p == nullptr) return Status::ok();
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(p[i]))
+      return error(Code::NonFinite, std::string(what) + "[" + std::to_string(i) + "]: expected a finite number, got " + num(p[i]));
+  return Status::ok();
+}
+
+}  // namespace kern
+
+using kern::num;
+
+Status token_stats(const LogitsView& l, const int32_t* targets, double temperature, float* logprob, float* entropy,
+                   float* lse, const ExecContext& ctx) {
+  Status st = kern::check_logits(l, "logits");
+  if (!st.is_ok()) return st;
+  auto fail = [&](Status s) {
+    kern::fill_nan(logprob, l.rows);
+    kern::fill_nan(entropy, l.rows);
+    kern::fill_nan(lse, l.rows);
+    return s;
+  };
+  if (!(st = kern::check_temperature(temperature)).is_ok()) return fail(st);
+  if (logprob != nullptr && targets == nullptr)
+    return fail(error(Code::Shape, "targets: expected an Int32Array of the row count for logprob, got none"));
+  if (targets != nullptr && !(st = kern::check_targets(targets, l.rows, l.vocab, "targets")).is_ok()) return fail(st);
+
+  const auto fn = kern::token_stats_kernels().stats[static_cast<int>(l.dtype)];
+  const double inv_t = 1.0 / temperature;
+  const int64_t row_bytes = l.vocab * dtype_size(l.dtype);
+  const char* base = static_cast<const char*>(l.data);
+  std::atomic<int64_t> bad{std::numeric_limits<int64_t>::max()};
+  const bool done = parallel_blocks(ctx, l.rows, kern::rows_per_task(l.rows, l.vocab, ctx), [&](int64_t b, int64_t e, int) {
+    for (int64_t r = b; r < e; ++r) {
+      const char* row = base + r * row_bytes;
+      rowmath::SoftmaxStats s;
+      if (!fn(row, l.vocab, inv_t, &s) || s.s == 0.0) {
+        kern::atomic_min(bad, r);
+        return;
+      }
+      if (lse) lse[r] = static_cast<float>(rowmath::stats_lse(s, inv_t));
+      if (entropy) entropy[r] = static_cast<float>(rowmath::stats_entropy(s));
+      if (logprob)
+        logprob[r] = static_cast<float>(rowmath::stats_logprob(kern::to_f32(l.dtype, row, targets[r]), s, inv_t));
+    }
+  });
+  if (bad.load() != std::numeric_limits<int64_t>::max()) return fail(kern::bad_row_status(l, "logits", bad.load()));
+  if (!done) return fail(error(Code::Aborted, "tokenStats: aborted by the AbortSignal"));
+  return Status::ok();
+}
+
+Status token_stats_backward(const LogitsView& l, const int32_t* targets, const float* grad_logprob,
+                            const float* grad_entropy, double temperature, const float* lse, const float* entropy,
+                            float* out, const ExecContext& ctx) {
+  Status st = kern::check_logits(l, "logits");
+  if (!st.is_ok()) return st;
+  const bool in_place = static_cast<const void*>(out) == l.data;
+  const int64_t total = l.rows * l.vocab;
+  // Before any write: a failed check leaves in-place logits untouched and a separate out NaN-filled.
+  auto fail_early = [&](Status s) {
+    if (!in_place) kern::fill_nan(out, total);
+    return s;
+  };
+  if (out == nullptr && total > 0) return error(Code::Shape, "out: expected a Float32Array of rows * vocab, got none");
+  if (in_place && l.dtype != DType::F32)
+    return error(Code::DType, "inPlace: expected float32 logits, got " + std::string(dtype_name(l.dtype)));
+  if (!(st = kern::check_temperature(temperature)).is_ok()) return fail_early(st);
+  if (grad_logprob != nullptr && !(st = kern::check_targets(targets, l.rows, l.vocab, "targets")).is_ok())
+    return fail_early(st);
+  if (targets != nullptr && !(st = kern::check_targets(targets, l.rows, l.vocab, "targets")).is_ok()) return fail_early(st);
+  if (!(st = kern::check_finite(grad_logprob, l.rows, "grad.logprob")).is_ok()) return fail_early(st);
+  if (!(st = kern::check_finite(grad_entropy, l.rows, "grad.entropy")).is_ok()) return fail_early(st);
+  if (lse == nullptr && entropy != nullptr)
+    return fail_early(error(Code::Shape, "stats.logsumexp: expected a Float32Array with stats.entropy, got none"));
+  if (lse != nullptr && grad_entropy != nullptr && entropy == nullptr)
+    return fail_early(error(Code::Shape, "stats.entropy: expected a Float32Array when grad.entropy is given, got none"));
+  if (!(st = kern::check_finite(lse, l.rows, "stats.logsumexp")).is_ok()) return fail_early(st);
+  if (!(st = kern::check_finite(entropy, l.rows, "stats.entropy")).is_ok()) return fail_early(st);
+
+  const auto& k = kern::token_stats_kernels();
+  const auto stats_fn = k.stats[static_cast<int>(l.dtype)];
+  const auto grad_fn = k.grad[static_cast<int>(l.dtype)];
+  const double inv_t = 1.0 / temperature;
+  const int64_t row_bytes = l.vocab * dtype_size(l.dtype);
+  const char* base = static_cast<const char*>(l.data);
+  std::atomic<int64_t> bad{std::numeric_limits<int64_t>::max()};
+  const bool done = parallel_blocks(ctx, l.rows, kern::rows_per_task(l.rows, l.vocab, ctx), [&](int64_t b, int64_t e, int) {
+    for (int64_t r = b; r < e; ++r) {
+      const char* row = base + r * row_bytes;
+      double lse_r, h_r = 0.0;
+      if (lse != nullptr) {
+        lse_r = lse[r];
+        if (entropy != nullptr) h_r = entropy[r];
+      } else {
+        rowmath::SoftmaxStats s;
+        if (!stats_fn(row, l.vocab, inv_t, &s) || s.s == 0.0) {
+          kern::atomic_min(bad, r);
+          return;
+        }
+        lse_r = rowmath::stats_lse(s, inv_t);
+        h_r = rowmath::stats_entropy(s);
+      }
+      const double gl = grad_logprob ? grad_logprob[r] : 0.0;
+      const double ge = grad_entropy ? grad_entropy[r] : 0.0;
+      const rowmath::GradCoef c = rowmath::token_grad_coef(gl, ge, h_r, inv_t);
+      const int64_t y = grad_logprob ? targets[r] : -1;
+      if (!grad_fn(row, out + r * l.vocab, l.vocab, inv_t, lse_r, c, y, !in_place)) {
+        kern::atomic_min(bad, r);
+        return;
+      }
+    }
+  });
+  Status err;
+  if (bad.load() != std::numeric_limits<int64_t>::max()) err = kern::bad_row_status(l, "logits", bad.load());
+  else if (!done) err = error(Code::Aborted, "tokenStatsBackward: aborted by the AbortSignal");
+  if (!err.is_ok()) {
+    kern::fill_nan(out, total);  // rows already written must not look valid (in place: the logits are gone too)
+    return err;
+  }
+  return Status::ok();
+}
+
+Status token_stats_partial(const LogitsView& l, const int32_t* targets, int64_t vocab_start, double temperature,
+                           double* max, double* sum_exp, double* sum_exp_x, double* target_logit,
+                           const ExecContext& ctx) {
+  Status st = kern::check_logits(l, "shard");
+  if (!st.is_ok()) return st;
+  const double qnan = std::numeric_limits<double>::quiet_NaN();
+  auto fail = [&](Status s) {
+    for (double* p : {max, sum_exp, sum_exp_x, target_logit})
+      if (p) std::fill(p, p + l.rows, qnan);
+    return s;
+  };
+  if (!(st = kern::check_temperature(temperature)).is_ok()) return fail(st);
+  if (vocab_start < 0 || vocab_start > std::numeric_limits<int32_t>::max())
+    return fail(error(Code::Option, "vocabStart: expected an integer in [0, 2^31), got " + std::to_string(vocab_start)));
+  if (l.rows > 0 && targets == nullptr) return fail(error(Code::Shape, "targets: expected an Int32Array of the row count, got none"));
+  for (int64_t r = 0; r < l.rows; ++r)
+    if (targets[r] < 0)
+      return fail(error(Code::TargetRange, "targets[" + std::to_string(r) + "]: expected a token id >= 0, got " +
+                                               std::to_string(targets[r])));
+  const auto fn = kern::token_stats_kernels().stats[static_cast<int>(l.dtype)];
+  const double inv_t = 1.0 / temperature;
+  const int64_t row_bytes = l.vocab * dtype_size(l.dtype);
+  const char* base = static_cast<const char*>(l.data);
+  std::atomic<int64_t> bad{std::numeric_limits<int64_t>::max()};
+  const bool done = parallel_blocks(ctx, l.rows, kern::rows_per_task(l.rows, l.vocab, ctx), [&](int64_t b, int64_t e, int) {
+    for (int64_t r = b; r < e; ++r) {
+      const char* row = base + r * row_bytes;
+      rowmath::SoftmaxStats s;
+      if (!fn(row, l.vocab, inv_t, &s)) {
+        kern::atomic_min(bad, r);
+        return;
+      }
+      max[r] = s.m;
+      sum_exp[r] = s.s;
+      sum_exp_x[r] = s.a;
+      const int64_t y = static_cast<int64_t>(targets[r]) - vocab_start;
+      target_logit[r] = y >= 0 && y < l.vocab ? static_cast<double>(kern::to_f32(l.dtype, row, y)) : qnan;
+    }
+  });
+  if (bad.load() != std::numeric_limits<int64_t>::max()) return fail(kern::bad_row_status(l, "shard", bad.load()));
+  if (!done) return fail(error(Code::Aborted, "tokenStatsPartial: aborted by the AbortSignal"));
+  return Status::ok();
+}
+
+Status merge_token_stats(int64_t parts, const int64_t* vocab_start, const int64_t* vocab, const double* const* max,
+                         const double* const* sum_exp, const double* const* sum_exp_x,
+                         const double* const* target_logit, int64_t rows, double temperature, float* logprob,
+                         float* entropy, float* lse) {
+  auto fail = [&](Status s) {
+    kern::fill_nan(logprob, rows);
+    kern::fill_nan(entropy, rows);
+    kern::fill_nan(lse, rows);
+    return s;
+  };
+  if (parts < 1) return fail(error(Code::Shape, "parts.length: expected at least 1, got " + std::to_string(parts)));
+  Status st = kern::check_temperature(temperature);
+  if (!st.is_ok()) return fail(st);
+  int64_t next = 0;
+  for (int64_t p = 0; p < parts; ++p) {
+    if (vocab_start[p] != next)
+      return fail(error(Code::Shape, "parts[" + std::to_string(p) + "].vocabStart: expected " + std::to_string(next) +
+                                         " (shards must tile the vocabulary in order), got " + std::to_string(vocab_start[p])));
+    if (vocab[p] < 1)
+      return fail(error(Code::Shape, "parts[" + std::to_string(p) + "].vocab: expected >= 1, got " + std::to_string(vocab[p])));
+    next += vocab[p];
+  }
+  const double inv_t = 1.0 / temperature;
+  for (int64_t r = 0; r < rows; ++r) {
+    rowmath::SoftmaxStats acc = rowmath::stats_empty();
+    double zy = 0.0;
+    int hits = 0;
+    for (int64_t p = 0; p < parts; ++p) {
+      const rowmath::SoftmaxStats s{max[p][r], sum_exp[p][r], sum_exp_x[p][r]};
+      const bool ok = !std::isnan(s.m) && s.m != INFINITY && std::isfinite(s.s) && s.s >= 0 && std::isfinite(s.a) &&
+                      ((s.s == 0) == (s.m == -INFINITY));
+      if (!ok)
+        return fail(error(Code::NonFinite, "parts[" + std::to_string(p) + "] row " + std::to_string(r) +
+                                               ": expected statistics from tokenStatsPartial, got max " + num(s.m) +
+                                               ", sumExp " + num(s.s) + ", sumExpX " + num(s.a)));
+      acc = rowmath::stats_merge(acc, s, inv_t);
+      if (!std::isnan(target_logit[p][r])) {
+        zy = target_logit[p][r];
+        ++hits;
+      }
+    }
+    if (hits != 1)
+      return fail(error(Code::TargetRange, "targets[" + std::to_string(r) + "]: expected an id inside exactly one shard of [0, " +
+                                               std::to_string(next) + "), got " + std::to_string(hits) + " shards"));
+    if (acc.s == 0.0)
+      return fail(error(Code::NonFinite, "row " + std::to_string(r) + ": expected at least one finite logit, got all -Infinity"));
+    if (lse) lse[r] = static_cast<float>(rowmath::stats_lse(acc, inv_t));
+    if (entropy) entropy[r] = static_cast<float>(rowmath::stats_entropy(acc));
+    if (logprob) logprob[r] = static_cast<float>(rowmath::stats_logprob(zy, acc, inv_t));
+  }
+  return Status::ok();
+}
+
+}  // namespace gear
