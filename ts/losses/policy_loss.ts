@@ -74,7 +74,7 @@ export interface PolicyLossArgs {
   agg?: AggMode;
   /** Global token count for `token-mean` across micro-batches / ranks. */
   globalTokens?: number;
-  /** Global non-empty row count for the `seq-mean-*` modes. */
+  /** Global non-empty row count for the `seq-mean-*` modes (and GMPO's row mean: then all rows of the global batch). */
   globalRows?: number;
   /** `seq-mean-token-sum-norm` divisor (default: the longest row's length). */
   lossScaleFactor?: number;
@@ -450,9 +450,11 @@ function clipCovTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mask: Uint
 
 /** GMPO (verl `geo_mean`): its own reduction (mean over all rows); returns value and per-token gradient. */
 function gmpo(lp: FloatArray, old: FloatArray, A: FloatArray, offsets: Int32Array, mask: Uint8Array | undefined,
-  o: Opts, isw: Float64Array | undefined): { value: number; g: Float64Array; metrics: Record<string, number> } {
+  o: Opts, isw: Float64Array | undefined, globalRows: number | undefined): { value: number; g: Float64Array; metrics: Record<string, number> } {
   const n = lp.length;
   const rows = offsets.length - 1;
+  // verl averages over this call's rows; `globalRows` makes micro-batches add up to the full batch
+  const denom = globalRows ?? rows;
   const g = new Float64Array(n);
   const gx = new Float64Array(n);
   let value = 0;
@@ -486,7 +488,7 @@ function gmpo(lp: FloatArray, old: FloatArray, A: FloatArray, offsets: Int32Arra
     value += -abar * ratio * sw;
     for (let t = offsets[i]!; t < offsets[i + 1]!; t++) {
       const mt = mask === undefined ? 1 : mask[t]!;
-      g[t] = mt ? (-abar * ratio * sw * gx[t]!) / (len + 1e-8) / rows : 0;
+      g[t] = mt ? (-abar * ratio * sw * gx[t]!) / (len + 1e-8) / denom : 0;
     }
   }
   let cnt = 0;
@@ -496,7 +498,7 @@ function gmpo(lp: FloatArray, old: FloatArray, A: FloatArray, offsets: Int32Arra
     ppo_kl: maskedMeanEps((t) => -(lp[t]! - old[t]!), n, mask),
   };
   ratioStats(n, mask, (t) => Math.exp(lp[t]! - old[t]!), metrics);
-  return { value: rows > 0 ? value / rows : 0, g, metrics };
+  return { value: rows > 0 ? value / denom : 0, g, metrics };
 }
 
 /** Result of {@link rolloutCorrectionWeights}. */
@@ -642,9 +644,21 @@ export function policyLoss(a: PolicyLossArgs): PolicyLossResult {
   const old = floats(a.oldLogprob, 'oldLogprob', n);
   const A = floats(a.advantages, 'advantages', n);
   rowsOf(a.offsets, n);
-  const mask = v.optMask(a.mask, 'mask', n);
   let kind = v.enumOpt(a.kind, 'kind', POLICY_LOSS_KINDS, 'ppo');
   if (kind === 'vanilla') kind = 'ppo';
+  // The fused native pass validates the mask values and the finiteness of valid tokens itself, in the
+  // same pass over memory; the TS path checks them here.
+  const useNative = a.native !== false && kind === 'ppo' && a.isWeights === undefined && a.rolloutCorrection === undefined &&
+    lp instanceof Float32Array && old instanceof Float32Array && A instanceof Float32Array;
+  if (a.native !== undefined && typeof a.native !== 'boolean') fail('ERR_OPTION', 'native', 'a boolean', a.native);
+  let mask: Uint8Array | undefined;
+  if (useNative && a.mask !== undefined) {
+    if (!(a.mask instanceof Uint8Array)) fail('ERR_DTYPE', 'mask', 'Uint8Array', a.mask);
+    if (a.mask.length !== n) fail('ERR_SHAPE', 'mask.length', String(n), a.mask.length);
+    mask = a.mask;
+  } else {
+    mask = v.optMask(a.mask, 'mask', n);
+  }
   if (kind === 'geo_mean') kind = 'gmpo';
   const sem = v.enumOpt(a.semantics, 'semantics', SEMANTICS, 'verl');
   const agg = v.enumOpt(a.agg, 'agg', AGG_MODES, 'token-mean');
@@ -652,6 +666,10 @@ export function policyLoss(a: PolicyLossArgs): PolicyLossResult {
     globalTokens: a.globalTokens, globalRows: a.globalRows, lossScaleFactor: a.lossScaleFactor, dpSize: a.dpSize, semantics: sem,
   }, 'policyLoss');
   const o = resolveOpts(a, kind, sem);
+  if (useNative) {
+    const r = policyLossPpoNative(lp as Float32Array, old as Float32Array, A as Float32Array, a.offsets, mask, o, agg, aggOpts);
+    return { loss: r.loss, grad: r.grad, metrics: r.metrics };
+  }
   finite(lp, 'logprob', mask);
   finite(old, 'oldLogprob', mask);
   finite(A, 'advantages', mask);
@@ -672,17 +690,10 @@ export function policyLoss(a: PolicyLossArgs): PolicyLossResult {
   }
 
   if (kind === 'gmpo') {
-    const r = gmpo(lp, old, A, a.offsets, mask, o, isw);
+    const r = gmpo(lp, old, A, a.offsets, mask, o, isw, aggOpts.globalRows);
     const grad = sameType(lp, n);
     for (let t = 0; t < n; t++) grad[t] = r.g[t]!;
     return { loss: r.value, grad, metrics: { ...r.metrics, ...extra } };
-  }
-
-  const useNative = a.native !== false && kind === 'ppo' && isw === undefined && lp instanceof Float32Array &&
-    old instanceof Float32Array && A instanceof Float32Array;
-  if (useNative) {
-    const r = policyLossPpoNative(lp, old, A, a.offsets, mask, o, agg, aggOpts);
-    return { loss: r.loss, grad: r.grad, metrics: { ...r.metrics, ...extra } };
   }
 
   let terms: Terms;
