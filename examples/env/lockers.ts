@@ -1,16 +1,18 @@
 /**
  * The built-in multi-turn tool-use environment of the demo: **locker search**.
  *
- * Four lockers each hold a distinct item (drawn from six). The prompt names the item to find. Each agent
- * turn is three tokens — a verb, a locker, `;` — and calls a tool: `open Lk ;` returns the observation
- * `obs <item>` (two tokens the policy did not generate, masked out of the loss); `answer Lk ;` ends the
- * episode with reward 1 if locker k holds the item, else 0. Malformed turns get `obs err`. After
- * {@link MAX_TURNS} turns without an answer the episode ends with reward 0. With four turns an agent can
- * open at most three lockers and still answer, so when the first three miss it has to deduce the fourth.
+ * A key is hidden in one of five lockers. The prompt gives a clue — one locker the key is *not* in —
+ * so four candidates remain. Each agent turn is three tokens, a verb, a locker and `;`, and calls a tool:
+ * `open Lk ;` returns the observation `obs key` or `obs empty` (two tokens the policy did not generate,
+ * masked out of the loss); `answer Lk ;` ends the episode with reward 1 if the key is in locker k, else 0.
+ * Malformed turns get `obs err`. After {@link MAX_TURNS} turns without an answer the episode ends with
+ * reward 0. Four turns leave room for at most three openings and the answer, so an agent that wastes a
+ * turn (opening the excluded locker, or one it already opened) runs out of turns unless it is lucky, and
+ * after three empty candidates it has to deduce the fourth.
  *
- * The ground truth of a task is the locker holding the item. The teacher's context carries it in the
- * prompt's hint slot (`hint Lk`); the student sees `hint ?` there. Token positions are identical in both
- * contexts, so student and teacher logits align 1:1.
+ * The ground truth of a task is the key's locker. The teacher's context carries it in the prompt's hint
+ * slot (`hint Lk`); the student sees `hint ?` there. Token positions are identical in both contexts, so
+ * student and teacher logits align 1:1.
  *
  * @module
  */
@@ -18,9 +20,8 @@ import { Rng, deriveSeed } from './rng.js';
 
 /** The token vocabulary, in id order. */
 export const VOCAB = [
-  '<pad>', '<bos>', 'find', 'hint', '?', 'open', 'answer', ';', 'obs', 'err',
-  'L1', 'L2', 'L3', 'L4',
-  'A', 'B', 'C', 'D', 'E', 'F',
+  '<pad>', '<bos>', 'find', 'key', 'not', 'hint', '?', 'open', 'answer', ';', 'obs', 'empty', 'err',
+  'L1', 'L2', 'L3', 'L4', 'L5',
 ] as const;
 /** A token string of {@link VOCAB}. */
 export type TokenName = (typeof VOCAB)[number];
@@ -31,51 +32,47 @@ export function tok(name: TokenName): number {
 }
 
 /** Number of lockers. */
-export const LOCKERS = 4;
-/** Number of distinct items lockers can hold. */
-export const ITEMS = 6;
+export const LOCKERS = 5;
 /** Turns per episode (tool calls plus the answer). */
 export const MAX_TURNS = 4;
 /** Tokens per agent turn: verb, locker, `;`. */
 export const TURN_TOKENS = 3;
-/** Tokens per tool observation: `obs`, item or `err`. */
+/** Tokens per tool observation: `obs`, then `key`, `empty` or `err`. */
 export const OBS_TOKENS = 2;
-/** Prompt tokens: `<bos> find <item> hint <?|Lk>`. */
-export const PROMPT_TOKENS = 5;
+/** Prompt tokens: `<bos> find key not <Lc> hint <?|Lk>`. */
+export const PROMPT_TOKENS = 7;
+/** Index of the clue (the excluded locker) inside the prompt. */
+export const CLUE_POS = 4;
 /** Index of the hint slot inside the prompt. */
-export const HINT_POS = 4;
+export const HINT_POS = 6;
 /** Longest possible episode in tokens (prompt, four turns, three observations). */
 export const MAX_LEN = PROMPT_TOKENS + MAX_TURNS * TURN_TOKENS + (MAX_TURNS - 1) * OBS_TOKENS;
 
 /** Token id of the first locker (`L1`); lockers are consecutive. */
 export const L0 = tok('L1');
-/** Token id of the first item (`A`); items are consecutive. */
-export const I0 = tok('A');
 
-/** One task: the lockers' contents, the item to find and the ground truth. */
+/** One task: where the key is and the clue. */
 export interface Task {
   /** The environment seed the task was drawn from. */
   seed: number;
-  /** Item index (0..ITEMS-1) in each locker. */
-  contents: number[];
-  /** Item index to find. */
-  target: number;
-  /** Ground truth: index (0..LOCKERS-1) of the locker holding the target. */
+  /** Ground truth: index (0..LOCKERS-1) of the locker holding the key. */
   answer: number;
+  /** Index of the locker the prompt excludes (never the answer). */
+  clue: number;
 }
 
 /** Draws the task of an environment seed (deterministic). */
 export function makeTask(seed: number): Task {
   const rng = new Rng(deriveSeed(seed, 0x10c4e5));
-  const items = rng.shuffle([...Array(ITEMS).keys()]);
-  const contents = items.slice(0, LOCKERS);
   const answer = rng.int(LOCKERS);
-  return { seed, contents, target: contents[answer]!, answer };
+  const clue = (answer + 1 + rng.int(LOCKERS - 1)) % LOCKERS;
+  return { seed, answer, clue };
 }
 
-/** The prompt tokens; with `groundTruth` the hint slot holds the answer locker (the teacher's context). */
+/** The prompt tokens; with `groundTruth` the hint slot holds the key's locker (the teacher's context). */
 export function prompt(task: Task, groundTruth = false): number[] {
-  return [tok('<bos>'), tok('find'), I0 + task.target, tok('hint'), groundTruth ? L0 + task.answer : tok('?')];
+  return [tok('<bos>'), tok('find'), tok('key'), tok('not'), L0 + task.clue, tok('hint'),
+    groundTruth ? L0 + task.answer : tok('?')];
 }
 
 /** What one agent turn did. */
@@ -98,7 +95,7 @@ export interface TurnResult {
 export class Episode {
   /** Turns taken so far. */
   turn = 0;
-  /** Item index seen in each locker, or -1 if not opened. */
+  /** Per locker: 1 = opened and holds the key, 0 = opened and empty, -1 = not opened. */
   readonly known: number[] = Array(LOCKERS).fill(-1);
   /** True once answered or out of turns. */
   done = false;
@@ -108,10 +105,10 @@ export class Episode {
   /** @param task the task being solved */
   constructor(readonly task: Task) {}
 
-  /** The current state as a canonical string (turn count and opened lockers with their items). */
+  /** The current state as a canonical string: turn count, clue, opened lockers and what they held. */
   anchor(): string {
-    const seen = this.known.map((it, l) => (it < 0 ? '' : `L${l + 1}=${VOCAB[I0 + it]}`)).filter((s) => s);
-    return `t${this.turn}|${seen.join(',')}`;
+    const seen = this.known.map((k, l) => (k < 0 ? '' : `L${l + 1}=${k ? 'key' : 'empty'}`)).filter((s) => s);
+    return `t${this.turn}|not L${this.task.clue + 1}|${seen.join(',')}`;
   }
 
   /** Applies one agent turn (three token ids) and returns the tool's observation and the reward. */
@@ -129,8 +126,9 @@ export class Episode {
     }
     let observation: number[];
     if (valid) {
-      this.known[locker] = this.task.contents[locker]!;
-      observation = [tok('obs'), I0 + this.task.contents[locker]!];
+      const hit = locker === this.task.answer;
+      this.known[locker] = hit ? 1 : 0;
+      observation = [tok('obs'), tok(hit ? 'key' : 'empty')];
     } else {
       observation = [tok('obs'), tok('err')];
     }
@@ -144,20 +142,21 @@ export class Episode {
 }
 
 /**
- * The demonstrator used for the supervised warm-start: a correct search (open the lowest unopened locker;
- * answer as soon as the item is seen, or deduce the last locker) corrupted by noise — with probability
- * `eps` the verb, and independently the locker, is replaced by a uniformly random one. With
- * `groundTruth` (the teacher's demonstrations) an answer always names the ground truth: the search is as
- * noisy as the student's, but the reference answer is used when answering.
+ * The demonstrator used for the supervised warm-start: a correct search (open the lowest candidate
+ * locker not yet opened — skipping the excluded one; answer as soon as the key is seen, or deduce the
+ * last candidate) corrupted by noise: with probability `eps` the verb, and independently the locker,
+ * is replaced by a uniformly random one. With `groundTruth` (demonstrations in the teacher's context)
+ * an answer always names the ground truth: the search is as noisy as the student's, but the reference
+ * answer is used when answering.
  */
 export function demoTurn(ep: Episode, rng: Rng, eps: number, groundTruth: boolean): number[] {
-  const found = ep.known.indexOf(ep.task.target);
-  const unopened = [...Array(LOCKERS).keys()].filter((l) => ep.known[l]! < 0);
+  const found = ep.known.indexOf(1);
+  const left = [...Array(LOCKERS).keys()].filter((l) => l !== ep.task.clue && ep.known[l]! < 0);
   let verb: number;
   let locker: number;
   if (found >= 0) [verb, locker] = [tok('answer'), found];
-  else if (unopened.length === 1) [verb, locker] = [tok('answer'), unopened[0]!];
-  else [verb, locker] = [tok('open'), unopened[0]!];
+  else if (left.length === 1) [verb, locker] = [tok('answer'), left[0]!];
+  else [verb, locker] = [tok('open'), left[0]!];
   if (rng.next() < eps) verb = rng.next() < 0.5 ? tok('open') : tok('answer');
   if (rng.next() < eps) locker = rng.int(LOCKERS);
   if (groundTruth && verb === tok('answer')) locker = ep.task.answer;

@@ -198,6 +198,7 @@ export class Policy {
     const da1 = new Float64Array(cache.rows * H1);
     const dh2 = new Float64Array(H2);
     const da2 = new Float64Array(H2);
+    const H1a = cache.h1, H2a = cache.h2;
     for (let r = 0; r < cache.rows; r++) {
       const g = r * V;
       let any = false;
@@ -211,27 +212,30 @@ export class Policy {
         gbo[v]! += d;
         const w = v * H2;
         for (let k = 0; k < H2; k++) {
-          gWo[w + k]! += d * cache.h2[h2o + k]!;
+          gWo[w + k]! += d * H2a[h2o + k]!;
           dh2[k]! += d * Wo[w + k]!;
         }
       }
       for (let k = 0; k < H2; k++) {
-        const h = cache.h2[h2o + k]!;
-        da2[k] = dh2[k]! * (1 - h * h);
-        gb2[k]! += da2[k]!;
+        const h = H2a[h2o + k]!;
+        const d = dh2[k]! * (1 - h * h);
+        da2[k] = d;
+        gb2[k]! += d;
       }
       for (let k = 0; k < H2; k++) {
         const d = da2[k]!;
+        if (d === 0) continue;
         const w = k * H1;
         for (let j = 0; j < H1; j++) {
-          gW2[w + j]! += d * cache.h1[h1o + j]!;
+          gW2[w + j]! += d * H1a[h1o + j]!;
           da1[h1o + j]! += d * W2[w + j]!;
         }
       }
       for (let j = 0; j < H1; j++) {
-        const h = cache.h1[h1o + j]!;
-        da1[h1o + j]! *= 1 - h * h;
-        gb1[j]! += da1[h1o + j]!;
+        const h = H1a[h1o + j]!;
+        const d = da1[h1o + j]! * (1 - h * h);
+        da1[h1o + j] = d;
+        gb1[j]! += d;
       }
     }
     // E[p, x_p] feeds every row at a later position of the same sequence: a reverse running sum.
