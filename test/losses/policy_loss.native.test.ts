@@ -1,0 +1,105 @@
+// The fused native PPO kernel called directly: agreement with the TS float64 path, determinism across
+// thread counts and ISAs, and its own argument checks.
+import { afterAll, describe, expect, it } from 'vitest';
+import * as rl from '../../ts/index.js';
+import { native } from '../../ts/native.js';
+import { expectClose } from '../helpers/peer.js';
+import { expectGearError, randomBatch } from './helpers.js';
+
+const params = (o: Partial<Record<string, number>> = {}) =>
+  new Float64Array([o.lo ?? 0.2, o.hi ?? 0.28, o.c ?? 3, o.clamp ?? 20, o.gt ?? -1, o.gr ?? -1, o.lsf ?? -1, o.dp ?? 1]);
+
+function big(seed: number, rows: number) {
+  const b = randomBatch(seed, rows, 300, 0.5);
+  return { ...b, lp: Float32Array.from(b.lp), old: Float32Array.from(b.old), adv: Float32Array.from(b.adv) };
+}
+
+const MODES = rl.AGG_MODES;
+
+describe('native policyLossPpo', () => {
+  const threads = rl.backend().threads;
+  afterAll(() => { rl.setNumThreads(threads); rl.setIsa(rl.backend().isa as any); });
+
+  it('equals the TS path (loss 1e-12, grad 1e-6) on a large batch, every mode and semantics', () => {
+    const b = big(11, 700); // ~100k tokens: several fixed blocks
+    for (const semantics of ['verl', 'verl-legacy', 'verl-agent'] as const) {
+      for (const agg of MODES) {
+        if (semantics !== 'verl' && agg === 'token-sum') continue;
+        const a = { logprob: b.lp, oldLogprob: b.old, advantages: b.adv, offsets: b.off, mask: b.mask, agg, semantics, clipHigh: 0.28 };
+        const nat = rl.policyLoss(a);
+        const ts = rl.policyLoss({ ...a, native: false });
+        if (Number.isNaN(ts.loss)) expect(nat.loss).toBeNaN(); // verl-agent seq-mean-token-mean with an empty row
+        else expect(Math.abs(nat.loss - ts.loss)).toBeLessThanOrEqual(1e-12 * Math.max(1, Math.abs(ts.loss)));
+        expectClose(nat.grad, ts.grad, { rtol: 1e-6, atol: 1e-12, what: `${semantics}/${agg}` });
+        let same = 0;
+        for (let t = 0; t < b.n; t++) same += nat.grad[t] === ts.grad[t] ? 1 : 0;
+        expect(same / b.n).toBeGreaterThan(0.999); // almost always bit-identical
+        for (const k of Object.keys(ts.metrics)) expect(Math.abs(nat.metrics[k]! - ts.metrics[k]!)).toBeLessThanOrEqual(1e-12 * Math.max(1, Math.abs(ts.metrics[k]!)));
+      }
+    }
+  });
+
+  it('is bit-identical across thread counts and equal across ISAs', () => {
+    const b = big(12, 900);
+    const run = () => native.policyLossPpo(b.lp, b.old, b.adv, b.off, b.mask, params(), 3, 0, null) as { grad: Float32Array; stats: Float64Array };
+    rl.setNumThreads(1);
+    const one = run();
+    rl.setNumThreads(2);
+    const two = run();
+    expect([...two.stats]).toEqual([...one.stats]);
+    expect(Buffer.from(two.grad.buffer).equals(Buffer.from(one.grad.buffer))).toBe(true);
+    rl.setIsa('baseline');
+    const base = run();
+    rl.setIsa('avx512');
+    expect(Math.abs(base.stats[0]! - one.stats[0]!)).toBeLessThanOrEqual(1e-12 * Math.abs(one.stats[0]!));
+    expectClose(base.grad, one.grad, { rtol: 1e-6, atol: 1e-12 });
+  });
+
+  it('without a mask, with log-ratio clamp off, and with |δ| beyond the clamp', () => {
+    const b = big(13, 50);
+    for (let t = 0; t < b.n; t += 17) b.lp[t] = b.old[t]! + (t % 2 ? 25 : -25);
+    for (const logRatioClamp of [20, null]) {
+      const a = { logprob: b.lp, oldLogprob: b.old, advantages: b.adv, offsets: b.off, logRatioClamp };
+      const nat = rl.policyLoss(a);
+      const ts = rl.policyLoss({ ...a, native: false });
+      expect(Math.abs(nat.loss - ts.loss)).toBeLessThanOrEqual(1e-12 * Math.max(1, Math.abs(ts.loss)));
+      expectClose(nat.grad, ts.grad, { rtol: 1e-6, atol: 1e-12 });
+    }
+  });
+
+  it('re-checks its inputs on its own', () => {
+    const b = big(14, 5);
+    const n = b.n;
+    const call = (...args: unknown[]) => () => native.policyLossPpo(...args);
+    const ok = [b.lp, b.old, b.adv, b.off, b.mask, params(), 0, 0, null] as unknown[];
+    const with_ = (i: number, v: unknown) => ok.map((x, j) => (j === i ? v : x));
+    expect(() => native.policyLossPpo(...ok)).not.toThrow();
+    expectGearError(call(...with_(0, new Float64Array(n))), 'ERR_DTYPE');
+    expectGearError(call(...with_(1, new Float32Array(n + 1))), 'ERR_SHAPE');
+    expectGearError(call(...with_(2, new Float32Array(n - 1))), 'ERR_SHAPE');
+    expectGearError(call(...with_(3, new Int32Array([0, n + 5]))), 'ERR_OFFSETS');
+    expectGearError(call(...with_(3, new Int32Array([1, n]))), 'ERR_OFFSETS');
+    expectGearError(call(...with_(3, new Int32Array(0))), 'ERR_SHAPE');
+    expectGearError(call(...with_(4, new Uint8Array(n + 1))), 'ERR_SHAPE');
+    expectGearError(call(...with_(5, new Float64Array(3))), 'ERR_SHAPE');
+    expectGearError(call(...with_(5, params({ c: 1 }))), 'ERR_OPTION');
+    expectGearError(call(...with_(5, params({ lo: -1 }))), 'ERR_OPTION');
+    expectGearError(call(...with_(5, params({ hi: NaN }))), 'ERR_OPTION');
+    expectGearError(call(...with_(5, params({ gt: 1 }))), 'ERR_OPTION');
+    expectGearError(call(...with_(5, params({ dp: 1.5 }))), 'ERR_OPTION');
+    expectGearError(call(...with_(6, 5)), 'ERR_OPTION');
+    expectGearError(call(...with_(7, -1)), 'ERR_OPTION');
+    expectGearError(call(...with_(6, 1).map((x, j) => (j === 7 ? 1 : x))), 'ERR_OPTION'); // token-sum under legacy semantics
+    expectGearError(call(...with_(8, new Float32Array(n + 1))), 'ERR_SHAPE');
+    const m = b.mask.slice(); m[1] = 7;
+    expectGearError(call(...with_(4, m)), 'ERR_OPTION');
+    const bad = b.adv.slice(); const t = b.mask.indexOf(1); bad[t] = NaN;
+    expectGearError(call(...with_(2, bad)), 'ERR_NON_FINITE');
+  });
+
+  it('handles empty batches and empty rows', () => {
+    const r = native.policyLossPpo(new Float32Array(0), new Float32Array(0), new Float32Array(0), new Int32Array([0, 0, 0]), null, params(), 0, 0, null);
+    expect(r.grad.length).toBe(0);
+    expect(r.stats[0]).toBe(0);
+  });
+});
