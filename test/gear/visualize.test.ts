@@ -1,0 +1,270 @@
+// The visualiser rendered in a real browser (Debian's headless Chromium through playwright-core), the
+// saved-batch format round trip, and the `gear-rl visualize` CLI run from dist/.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { chromium, type Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as rl from '../../ts/index.js';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const CHROMIUM = '/usr/bin/chromium';
+const out = mkdtempSync(join(tmpdir(), 'gear-vis-'));
+
+// A small batch a researcher could read: three rows, spikes, a tool-output gap, all advantage signs.
+function demoBatch(): rl.GearBatchRecord {
+  const rows: { text: string[]; d: number[]; h: number[]; m?: number[]; A: number; label: string }[] = [
+    {
+      label: 'reward 1', A: 1.2,
+      text: ['Let', ' x', ' =', ' 3', '.', ' Then', ' 2x', ' =', ' 7', ' so', ' x', ' =', ' 3.5', '.'],
+      d: [0.02, 0.01, 0.03, 0.02, 0.01, 0.05, 0.04, 0.02, 6.5, 0.3, 0.2, 0.1, 0.4, 0.02],
+      h: [0.4, 0.3, 0.1, 0.2, 0.1, 1.9, 0.2, 0.1, 2.2, 0.1, 0.1, 0.1, 0.9, 0.1],
+    },
+    {
+      label: 'reward 0', A: -0.8,
+      text: ['Call', ' search', '(', '"a"', ')', '\n', '[tool]', ' result', ' 42', '\n', 'The', ' answer', ' is', ' 41', '.', '<eos>'],
+      d: [0.01, 0.02, 0.01, 0.9, 0.01, 0.0, 0, 0, 0, 0, 0.03, 0.02, 0.05, 9.0, 0.2, 0.01],
+      h: [0.5, 0.6, 0.1, 1.5, 0.1, 0.2, 0, 0, 0, 0, 0.3, 0.3, 0.2, 0.1, 0.1, 0.0],
+      m: [1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1],
+    },
+    {
+      label: 'reward 0.5', A: 0,
+      text: ['The', ' value', ' is', ' 12', '.'],
+      d: [0.01, 0.02, 0.01, 0.02, 0.01],
+      h: [0.1, 0.2, 0.3, 0.2, 0.1],
+    },
+  ];
+  const offsets = new Int32Array(rows.length + 1);
+  rows.forEach((r, i) => (offsets[i + 1] = offsets[i]! + r.text.length));
+  const rec: rl.GearBatchRecord = {
+    advantages: rows.map((r) => r.A), offsets,
+    mask: Uint8Array.from(rows.flatMap((r) => r.m ?? r.text.map(() => 1))),
+    divergence: Float32Array.from(rows.flatMap((r) => r.d)),
+    entropy: Float32Array.from(rows.flatMap((r) => r.h)),
+    tokens: rows.flatMap((r) => r.text), rowLabels: rows.map((r) => r.label),
+    options: { peakZ: 1.5 }, meta: { step: 120, run: 'demo' },
+  };
+  const { tokens: _t, rowLabels: _l, meta: _m, ...input } = rec;
+  rec.result = rl.gear(input);
+  return rec;
+}
+
+let browser: Browser;
+beforeAll(async () => {
+  expect(existsSync(CHROMIUM)).toBe(true);
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+      '--disable-sync', '--no-first-run'],
+  });
+});
+afterAll(async () => {
+  await browser?.close();
+});
+
+const rgb = (c: readonly number[]) => `rgb(${c[0]}, ${c[1]}, ${c[2]})`;
+
+describe('visualiser in headless Chromium', () => {
+  it('renders segments, anchors, colours, masked tokens and signs with no console errors', async () => {
+    const b = demoBatch();
+    const res = b.result!;
+    // the demo must exercise what is checked: segments in two rows, a masked gap, both signs
+    expect(res.diagnostics.segments).toBeGreaterThanOrEqual(2);
+    const file = join(out, 'report.html');
+    rl.writeReport(file, b, { title: 'demo <batch>' });
+    const html = readFileSync(file, 'utf8');
+    expect(html).not.toMatch(/(src|href)=["']?(https?:)?\/\//); // no network assets
+    expect(html).toContain('demo &#60;batch&#62;');
+
+    const page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
+    const problems: string[] = [];
+    page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') problems.push(m.text()); });
+    page.on('pageerror', (e) => problems.push(String(e)));
+    page.on('request', (r) => { if (!r.url().startsWith('file:')) problems.push(`network: ${r.url()}`); });
+    await page.goto(pathToFileURL(file).href);
+
+    // structure
+    expect(await page.locator('section.row').count()).toBe(3);
+    expect(await page.locator('#rows .seg').count()).toBe(res.diagnostics.segments);
+    const anchorTs = await page.locator('.tok.anchor:not(.k)').evaluateAll((els) => els.map((e) => Number((e as HTMLElement).dataset.t)));
+    expect(anchorTs).toEqual(Array.from(res.anchors));
+    for (let s = 0; s < res.anchors.length; s++) {
+      const inSeg = await page.locator(`.seg[data-seg="${s}"] .tok`).evaluateAll((els) => els.map((e) => Number((e as HTMLElement).dataset.t)));
+      const want = [];
+      for (let t = 0; t < res.segmentId.length; t++) if (res.segmentId[t] === s) want.push(t);
+      expect(inSeg).toEqual(want);
+    }
+    const perRow = await page.locator('section.row').evaluateAll((els) => els.map((e) => Number((e as HTMLElement).dataset.segments)));
+    const wantPerRow = [0, 1, 2].map((r) => new Set(Array.from(res.segmentId.subarray(b.offsets[r]!, b.offsets[r + 1]!)).filter((x) => x >= 0)).size);
+    expect(perRow).toEqual(wantPerRow);
+    // advantage sign
+    expect(await page.locator('section.row').evaluateAll((els) => els.map((e) => e.className))).toEqual(['row pos', 'row neg', 'row zero']);
+    expect(await page.locator('.rowhead .badge').allTextContents()).toEqual(['+1.200', '\u22120.8000', '0']);
+
+    // colours mapped from values: extremes of each scale on the extreme tokens
+    const bg = (t: number) => page.locator(`.tok[data-t="${t}"]`).evaluate((e) => getComputedStyle(e).backgroundColor);
+    const validIdx = Array.from(b.mask!, (m, t) => (m ? t : -1)).filter((t) => t >= 0);
+    const argmax = (xs: ArrayLike<number>) => validIdx.reduce((a, t) => (xs[t]! > xs[a]! ? t : a), validIdx[0]!);
+    const argmin = (xs: ArrayLike<number>) => validIdx.reduce((a, t) => (xs[t]! < xs[a]! ? t : a), validIdx[0]!);
+    expect(await bg(argmax(b.divergence))).toBe(rgb(rl.REPORT_SCALES.divergence[2]!));
+    const zeroD = validIdx.find((t) => b.divergence[t] === 0)!;
+    expect(await bg(zeroD)).toBe(rgb(rl.REPORT_SCALES.divergence[0]!));
+    // masked tokens: hatched, grey text, never coloured by a value
+    const masked = await page.locator('#rows .tok.masked').evaluateAll((els) => els.map((e) => {
+      const s = getComputedStyle(e);
+      return { t: Number((e as HTMLElement).dataset.t), img: s.backgroundImage, color: s.color };
+    }));
+    expect(masked.map((m) => m.t)).toEqual([b.offsets[1]! + 6, b.offsets[1]! + 7, b.offsets[1]! + 8, b.offsets[1]! + 9]);
+    for (const m of masked) {
+      expect(m.img).toContain('repeating-linear-gradient');
+      expect(m.color).toBe('rgb(153, 153, 153)');
+    }
+    // a segment token takes its anchor's weight: same colour under the weight metric
+    await page.locator('input[value=weight]').check();
+    expect(await page.evaluate(() => document.body.dataset.metric)).toBe('weight');
+    expect(await bg(argmax(res.weights))).toBe(rgb(rl.REPORT_SCALES.weight[2]!));
+    expect(await bg(argmin(res.weights))).toBe(rgb(rl.REPORT_SCALES.weight[0]!));
+    const seg0 = Array.from(res.segmentId).flatMap((s, t) => (s === 0 ? [t] : []));
+    const segColours = await Promise.all(seg0.map(bg));
+    expect(new Set(segColours).size).toBe(1);
+    await page.screenshot({ path: join(out, 'report-weight.png'), fullPage: true });
+    await page.locator('input[value=entropy]').check();
+    expect(await bg(argmax(b.entropy))).toBe(rgb(rl.REPORT_SCALES.entropy[2]!));
+    // legend redraws for the active metric
+    expect(await page.locator('#legend-bar stop').count()).toBe(3);
+    expect(await page.locator('#legend-bar stop').first().getAttribute('stop-color')).toBe(`rgb(${rl.REPORT_SCALES.entropy[0]!.join(',')})`);
+    // filter rows without segments
+    await page.locator('#only-seg').check();
+    expect(await page.locator('section.row:not(.hidden)').count()).toBe(wantPerRow.filter((x) => x > 0).length);
+    await page.locator('#only-seg').uncheck();
+
+    await page.locator('input[value=divergence]').check();
+    const shot = join(out, 'report.png');
+    await page.screenshot({ path: shot, fullPage: true });
+    expect(statSync(shot).size).toBeGreaterThan(10_000);
+    console.log(`[visualize] screenshot: ${shot}`);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('renders a large random batch without errors and caps the rows shown', async () => {
+    const R = 40, L = 120;
+    const offsets = Int32Array.from({ length: R + 1 }, (_, i) => i * L);
+    let s = 7;
+    const rnd = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+    const divergence = Float32Array.from({ length: R * L }, () => (rnd() < 0.05 ? 2 + rnd() * 30 : rnd() * 0.2));
+    const entropy = Float32Array.from({ length: R * L }, () => rnd() * 2);
+    const file = join(out, 'large.html');
+    rl.writeReport(file, { advantages: Array.from({ length: R }, (_, i) => (i % 3) - 1), offsets, divergence, entropy }, { maxRows: 25 });
+    const page = await browser.newPage();
+    const problems: string[] = [];
+    page.on('console', (m) => { if (m.type() === 'error') problems.push(m.text()); });
+    page.on('pageerror', (e) => problems.push(String(e)));
+    await page.goto(pathToFileURL(file).href);
+    expect(await page.locator('section.row').count()).toBe(25);
+    expect(await page.locator('.warn').textContent()).toContain('first 25 of 40');
+    // divergences above the cap (20 nats) all take the extreme colour
+    const capped = await page.locator('.tok').evaluateAll((els) => els
+      .filter((e) => Number((e as HTMLElement).dataset.d) >= 20).map((e) => getComputedStyle(e).backgroundColor));
+    expect(capped.length).toBeGreaterThan(0);
+    expect(new Set(capped)).toEqual(new Set([rgb(rl.REPORT_SCALES.divergence[2]!)]));
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+});
+
+describe('saved-batch format', () => {
+  it('round-trips through saveBatch / loadBatch, including non-finite values', () => {
+    const b = demoBatch();
+    b.divergence[0] = Infinity;
+    b.logratio = Float32Array.from(b.divergence, (_, i) => (i % 2 ? -Infinity : 0.5));
+    const file = join(out, 'batch.json');
+    rl.saveBatch(file, b);
+    const raw = JSON.parse(readFileSync(file, 'utf8'));
+    expect(raw.format).toBe('gear-rl/batch');
+    expect(raw.version).toBe(1);
+    expect(raw.divergence[0]).toBe('Infinity');
+    const back = rl.loadBatch(file);
+    expect(Array.from(back.divergence)).toEqual(Array.from(b.divergence));
+    expect(Array.from(back.logratio!)).toEqual(Array.from(b.logratio));
+    expect(Array.from(back.mask!)).toEqual(Array.from(b.mask!));
+    expect(Array.from(back.offsets)).toEqual(Array.from(b.offsets));
+    expect(back.tokens).toEqual(b.tokens);
+    expect(back.rowLabels).toEqual(b.rowLabels);
+    expect(back.options).toEqual(b.options);
+    expect(back.meta).toEqual(b.meta);
+    expect(Array.from(back.result!.weights)).toEqual(Array.from(b.result!.weights));
+    expect(Array.from(back.result!.segmentId)).toEqual(Array.from(b.result!.segmentId));
+    expect(back.result!.diagnostics).toEqual(b.result!.diagnostics);
+  });
+
+  it('rejects malformed files with GearError codes', () => {
+    const good = rl.toSavedBatch(demoBatch());
+    const code = (obj: unknown) => {
+      try { rl.fromSavedBatch(obj); } catch (e) { expect(e).toBeInstanceOf(rl.GearError); return (e as rl.GearError).code; }
+      return 'no error';
+    };
+    expect(code(good)).toBe('no error');
+    expect(code({ ...good, format: 'other' })).toBe('ERR_OPTION');
+    expect(code({ ...good, version: 2 })).toBe('ERR_OPTION');
+    expect(code({ ...good, extra: 1 })).toBe('ERR_OPTION');
+    expect(code({ ...good, entropy: good.entropy.slice(1) })).toBe('ERR_SHAPE');
+    expect(code({ ...good, offsets: [0, 3, 2, 35] })).toBe('ERR_OFFSETS');
+    expect(code({ ...good, divergence: good.divergence.map((x, i) => (i ? x : 'big')) })).toBe('ERR_DTYPE');
+    expect(code({ ...good, tokens: good.tokens!.slice(1) })).toBe('ERR_SHAPE');
+    expect(code({ ...good, result: { ...good.result!, anchors: [999] } })).toBe('ERR_SHAPE');
+    expect(code({ ...good, result: { ...good.result!, segmentId: good.result!.segmentId.map(() => 5) } })).toBe('ERR_SHAPE');
+    expect(code({ ...good, mask: good.mask!.map(() => 2) })).toBe('ERR_OPTION');
+  });
+});
+
+describe('gear-rl visualize (CLI from dist/)', () => {
+  const cli = join(root, 'dist/cli.js');
+  beforeAll(() => {
+    // dist is compiled by the pretest script; recompile when a source is newer (running this file alone)
+    const src = ['ts/cli.ts', 'ts/gear/visualize.ts', 'ts/gear/gear.ts'].map((p) => statSync(join(root, p)).mtimeMs);
+    const stale = !existsSync(cli) || ['dist/cli.js', 'dist/gear/visualize.js', 'dist/gear/gear.js']
+      .some((p, i) => !existsSync(join(root, p)) || statSync(join(root, p)).mtimeMs < src[i]!);
+    if (stale) spawnSync('npx', ['tsc', '-p', 'tsconfig.json'], { cwd: root, stdio: 'ignore' });
+    expect(existsSync(cli)).toBe(true);
+  });
+
+  it('writes the report from a saved batch (stored result and recomputed)', () => {
+    const b = demoBatch();
+    const input = join(out, 'cli-batch.json');
+    rl.saveBatch(input, b);
+    const html = join(out, 'cli-report.html');
+    const stdout = execFileSync(process.execPath, [cli, 'visualize', input, '-o', html, '--metric', 'weight', '--title', 'CLI run'], { encoding: 'utf8' });
+    expect(stdout).toContain(`${b.result!.diagnostics.segments} segments`);
+    const text = readFileSync(html, 'utf8');
+    expect(text).toContain('<title>CLI run</title>');
+    expect(text).toContain('"metric":"weight"');
+    // without a stored result the CLI runs gear with the file's options: same segments
+    const { result: _r, ...noResult } = b;
+    const input2 = join(out, 'cli-batch-noresult.json');
+    rl.saveBatch(input2, noResult);
+    const html2 = join(out, 'cli-report2.html');
+    execFileSync(process.execPath, [cli, 'visualize', input2, '-o', html2], { encoding: 'utf8' });
+    const seg = (s: string) => JSON.parse(s.match(/<script type="application\/json" id="gear-data">(.*?)<\/script>/s)![1]!).seg;
+    expect(seg(readFileSync(html2, 'utf8'))).toEqual(seg(text));
+    expect(readFileSync(cli, 'utf8').startsWith('#!/usr/bin/env node')).toBe(true);
+  });
+
+  it('fails with a GearError code and exit status 1 on bad input; prints usage', () => {
+    const bad = join(out, 'bad.json');
+    writeFileSync(bad, JSON.stringify({ format: 'gear-rl/batch', version: 1, offsets: [0, 2], advantages: [1], divergence: [0, 'x'], entropy: [0, 0] }));
+    const r = spawnSync(process.execPath, [cli, 'visualize', bad, '-o', join(out, 'x.html')], { encoding: 'utf8' });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('ERR_DTYPE');
+    const r2 = spawnSync(process.execPath, [cli, 'visualize', bad], { encoding: 'utf8' });
+    expect(r2.status).toBe(1);
+    expect(r2.stderr).toContain('ERR_OPTION');
+    const r3 = spawnSync(process.execPath, [cli, 'visualize', join(out, 'missing.json'), '-o', join(out, 'y.html')], { encoding: 'utf8' });
+    expect(r3.status).toBe(1);
+    const help = spawnSync(process.execPath, [cli, '--help'], { encoding: 'utf8' });
+    expect(help.status).toBe(0);
+    expect(help.stdout).toContain('usage: gear-rl visualize');
+  });
+});
