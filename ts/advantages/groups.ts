@@ -183,11 +183,13 @@ export function batchStats(values: ArrayLike<number>, skipNaN = false): { mean: 
 
 /**
  * `num / (std + epsilon)` with the shared conventions: an exactly zero numerator gives exactly 0
- * (exact ties stay 0 even with `epsilon = 0`), and the denominator is floored at {@link STD_FLOOR}.
+ * (exact ties stay 0 even with `epsilon = 0`), the denominator is floored at {@link STD_FLOOR}, and a
+ * NaN std (undefined: fewer than two values) gives NaN.
  */
 export function scaled(num: number, std: number, epsilon: number): number {
   if (num === 0) return 0;
   const d = std + epsilon;
+  if (d !== d) return NaN; // an undefined std (fewer than two values) stays undefined
   return num / (d > STD_FLOOR ? d : STD_FLOOR);
 }
 

@@ -22,7 +22,8 @@ export interface GrpoArgs {
   /** Group id per row (rows sampled from the same prompt); numbers or strings, rows need not be contiguous. */
   groups: ArrayLike<GroupId>;
   /** `'group'` (default): divide by the group's std + epsilon; `'batch'`: by the std of every reward in
-   *  the batch + epsilon (TRL `scale_rewards='batch'`); `'none'`: no division (Dr. GRPO). */
+   *  the batch + epsilon (TRL `scale_rewards='batch'`; a one-row batch gives 0 as TRL); `'none'`: no
+   *  division (Dr. GRPO). */
   scale?: GrpoScale;
   /** Added to the std before dividing (default 1e-6 as verl; TRL uses 1e-4). */
   epsilon?: number;
@@ -70,6 +71,8 @@ export function grpo(a: GrpoArgs): Float64Array {
     const num = r - st.mean[g]!;
     out[i] = scale === 'none' ? num : scaled(num, scale === 'group' ? st.std[g]! : batchStd, eps);
   }
+  // A batch std over fewer than two rows is undefined: like TRL's nan_to_num, those advantages are 0.
+  if (scale === 'batch') for (let i = 0; i < out.length; i++) if (Number.isNaN(out[i]!)) out[i] = 0;
   return out;
 }
 

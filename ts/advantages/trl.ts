@@ -7,7 +7,7 @@
  */
 import { fail } from '../errors.js';
 import * as v from '../validate.js';
-import { type GroupId, type GroupIndex, batchStats, groupIndex, groupStats, objectArg, rewardsArg } from './groups.js';
+import { type GroupId, type GroupIndex, batchStats, groupIndex, groupStats, objectArg, rewardsArg, scaled } from './groups.js';
 
 /** Arguments of {@link trlAdvantages}. */
 export interface TrlAdvantagesArgs {
@@ -115,7 +115,7 @@ export function trlAdvantages(a: TrlAdvantagesArgs): TrlAdvantages {
     for (let i = 0; i < N; i++) {
       const g = idx.ids[i]!;
       const d = r[i]! - mean[g]!;
-      const x = scale === 'none' ? d : d === 0 ? 0 : d / (std[i]! + eps);
+      const x = scale === 'none' ? d : scaled(d, std[i]!, eps);
       adv[i] = Number.isNaN(x) ? 0 : x;
     }
   } else {
@@ -126,7 +126,7 @@ export function trlAdvantages(a: TrlAdvantagesArgs): TrlAdvantages {
       const sd = groupNanStd(c, idx);
       for (let i = 0; i < N; i++) {
         const d = c[i]! - mean[idx.ids[i]!]!;
-        const z = d === 0 ? 0 : d / (sd[i]! + eps);
+        const z = scaled(d, sd[i]!, eps);
         if (!Number.isNaN(z)) r[i] += w[k]! * z;
       }
     }
@@ -135,7 +135,7 @@ export function trlAdvantages(a: TrlAdvantagesArgs): TrlAdvantages {
     std = new Float64Array(N).fill(bs.std);
     for (let i = 0; i < N; i++) {
       const d = r[i]! - bs.mean;
-      const x = d === 0 ? 0 : d / (bs.std + eps);
+      const x = scaled(d, bs.std, eps);
       adv[i] = Number.isNaN(x) ? 0 : x;
     }
   }
