@@ -164,7 +164,7 @@ export class LRScheduler {
     if (typeof schedule !== 'function') fail('ERR_OPTION', 'schedule', 'a function (step) => lr', schedule);
     this.#target = optimizer;
     this.#schedule = schedule;
-    this.#apply();
+    this.#apply(0);
   }
 
   /** Scheduler steps taken so far. */
@@ -179,8 +179,7 @@ export class LRScheduler {
 
   /** Advances one step and writes the new learning rate into the optimizer. */
   step(): void {
-    this.#step++;
-    this.#apply();
+    this.#apply(this.#step + 1);
   }
 
   /** The scheduler's position, for checkpoints. */
@@ -198,15 +197,16 @@ export class LRScheduler {
     if (typeof s !== 'number' || !Number.isInteger(s) || s < 0) {
       throw new GearError('ERR_STATE', `state.step: expected an integer >= 0, got ${String(s)}`);
     }
-    this.#step = s;
-    this.#apply();
+    this.#apply(s);
   }
 
-  #apply(): void {
-    const lr = this.#schedule(this.#step);
+  /** Moves to `step` only if the schedule gives a valid lr there (a failed call changes nothing). */
+  #apply(step: number): void {
+    const lr = this.#schedule(step);
     if (typeof lr !== 'number' || !Number.isFinite(lr) || lr < 0) {
-      fail('ERR_OPTION', `schedule(${this.#step})`, 'a finite learning rate >= 0', lr);
+      fail('ERR_OPTION', `schedule(${step})`, 'a finite learning rate >= 0', lr);
     }
     this.#target.lr = lr;
+    this.#step = step;
   }
 }
