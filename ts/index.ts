@@ -57,15 +57,19 @@ export { maskedMean, maskedVar, maskedWhiten } from './advantages/masked.js';
 
 // GEAR (GEAR-proposed reweighting, teacher context, distillation term, visualiser)
 export { gear, resolveGearOptions, GEAR_DEFAULTS, GEAR_OPTION_KEYS } from './gear/gear.js';
+export type {
+  GearOptions, ResolvedGearOptions, GearInput, GearResult, GearDiagnostics, GearQuantiles,
+  GearPeakRule, GearSegmentEnd, GearSignMode, GearNormalize, GearAblation,
+} from './gear/gear.js';
 export {
   saveBatch, loadBatch, toSavedBatch, fromSavedBatch, renderReport, writeReport,
   SAVED_BATCH_FORMAT, SAVED_BATCH_VERSION, REPORT_SCALES,
 } from './gear/visualize.js';
 export type { SavedBatch, GearBatchRecord, ReportOptions, ReportMetric, JsonNumber } from './gear/visualize.js';
-export type {
-  GearOptions, ResolvedGearOptions, GearInput, GearResult, GearDiagnostics, GearQuantiles,
-  GearPeakRule, GearSegmentEnd, GearSignMode, GearNormalize, GearAblation,
-} from './gear/gear.js';
+export {
+  teacherInput, teacherMessages, formatReference, gatherRows, DEFAULT_TEACHER_TEMPLATE,
+} from './gear/teacher.js';
+export type { ChatMessage, TeacherReference, TeacherInputArgs, TeacherInput, LogitsRows } from './gear/teacher.js';
 
 // Optimizers (AdamW / Adam / SGD, gradient clipping, learning-rate schedules)
 export * from './optim/index.js';

@@ -1,0 +1,228 @@
+/**
+ * The teacher side of GEAR-proposed self-distillation: the same model, prompted with the ground-truth
+ * answer. These helpers build the teacher context from the student's chat prompt and keep the response
+ * tokens aligned 1:1, so per-position logits of the two passes can be compared directly.
+ *
+ * The reference text is inserted at the end of the last user message (before its end-of-turn tokens);
+ * the assistant prefix and the sampled response are reused token for token. Because the response ids are
+ * copied rather than re-tokenised, the alignment holds for any tokenizer.
+ *
+ * @module
+ */
+import { fail } from '../errors.js';
+import * as v from '../validate.js';
+
+/**
+ * Default reference template of the GEAR-proposed design (algorithms.md section 10.3, ours: the paper's
+ * teacher prompt is not public). `{ground_truth}` is replaced by the answer.
+ */
+export const DEFAULT_TEACHER_TEMPLATE =
+  '\n\nReference answer: {ground_truth}\nUse it only to check your reasoning; do not mention it.';
+
+/** A chat message (OpenAI / Hugging Face chat-template shape). */
+export interface ChatMessage {
+  /** `'system'`, `'user'`, `'assistant'`, `'tool'`, ... */
+  role: string;
+  /** Message text. */
+  content: string;
+}
+
+/**
+ * Fills the reference template with the ground-truth answer.
+ *
+ * @param groundTruth the answer (or reference) text
+ * @param template text containing `{ground_truth}` (default {@link DEFAULT_TEACHER_TEMPLATE})
+ * @returns the text to append to the last user message
+ * @throws GearError `ERR_OPTION` when the template lacks `{ground_truth}` or an argument is not a string
+ */
+export function formatReference(groundTruth: string, template: string = DEFAULT_TEACHER_TEMPLATE): string {
+  if (typeof groundTruth !== 'string') fail('ERR_OPTION', 'groundTruth', 'a string', groundTruth);
+  if (typeof template !== 'string' || !template.includes('{ground_truth}')) {
+    fail('ERR_OPTION', 'template', 'a string containing {ground_truth}', template);
+  }
+  return template.split('{ground_truth}').join(groundTruth);
+}
+
+/**
+ * Builds the teacher's chat messages: a copy of the student's messages with the formatted reference
+ * appended to the last user message. Render both lists with the same chat template (with the generation
+ * prompt) and tokenise; then use {@link teacherInput} to align the response.
+ *
+ * @param messages the student's messages
+ * @param groundTruth the ground-truth answer
+ * @param template reference template (default {@link DEFAULT_TEACHER_TEMPLATE})
+ * @returns new message objects (the input is not modified)
+ * @throws GearError `ERR_OPTION` when there is no user message
+ */
+export function teacherMessages(messages: readonly ChatMessage[], groundTruth: string, template?: string): ChatMessage[] {
+  if (!Array.isArray(messages)) fail('ERR_OPTION', 'messages', 'an array of { role, content }', messages);
+  const out = messages.map((m, i) => {
+    if (typeof m !== 'object' || m === null || typeof m.role !== 'string' || typeof m.content !== 'string') {
+      fail('ERR_OPTION', `messages[${i}]`, '{ role: string, content: string }', m);
+    }
+    return { ...m };
+  });
+  let last = -1;
+  for (let i = out.length - 1; i >= 0; i--) if (out[i]!.role === 'user') { last = i; break; }
+  if (last < 0) fail('ERR_OPTION', 'messages', 'at least one user message', `${out.length} messages, none from the user`);
+  out[last]!.content += formatReference(groundTruth, template);
+  return out;
+}
+
+/** The reference to insert: token ids, or text with a tokenizer callback. */
+export type TeacherReference =
+  | ArrayLike<number>
+  | {
+      /** The ground-truth answer. */
+      groundTruth: string;
+      /** Tokenizer callback: text to token ids, without special tokens. */
+      encode: (text: string) => ArrayLike<number>;
+      /** Reference template (default {@link DEFAULT_TEACHER_TEMPLATE}). */
+      template?: string;
+    };
+
+/** Arguments of {@link teacherInput}. */
+export interface TeacherInputArgs {
+  /**
+   * The student's prompt token ids, rendered with the chat template including the assistant prefix — or
+   * already split as `{ before, after }` around the insertion point.
+   */
+  prompt: ArrayLike<number> | { before: ArrayLike<number>; after: ArrayLike<number> };
+  /** With a flat `prompt`: the index where the reference goes (end of the last user message's content). */
+  insertAt?: number;
+  /** The sampled response token ids. */
+  response: ArrayLike<number>;
+  /** The reference: ids, or `{ groundTruth, encode, template? }`. */
+  reference: TeacherReference;
+  /** Optional vocabulary size: every id must be < vocab. */
+  vocab?: number;
+}
+
+/** Result of {@link teacherInput}: both sequences and the logits rows that score each response token. */
+export interface TeacherInput {
+  /** Student sequence: prompt ++ response. */
+  studentIds: Int32Array;
+  /** Teacher sequence: prompt[0, insertAt) ++ reference ++ prompt[insertAt, end) ++ response. */
+  teacherIds: Int32Array;
+  /** The reference token ids that were inserted. */
+  referenceIds: Int32Array;
+  /** Index of the first response token in the student / teacher sequence. */
+  responseStart: { student: number; teacher: number };
+  /** Per response token j: the student position whose logits predict it (`responseStart.student - 1 + j`). */
+  studentRows: Int32Array;
+  /** Per response token j: the teacher position whose logits predict it (`responseStart.teacher - 1 + j`). */
+  teacherRows: Int32Array;
+}
+
+function ids(x: unknown, what: string, vocab: number | undefined): Int32Array {
+  const a = v.numArray(x, what);
+  const out = new Int32Array(a.length);
+  for (let i = 0; i < a.length; i++) {
+    const t = a[i]!;
+    if (!Number.isInteger(t) || t < 0 || t > 2147483647 || (vocab !== undefined && t >= vocab)) {
+      fail('ERR_TARGET_RANGE', `${what}[${i}]`, vocab === undefined ? 'an integer token id >= 0' : `an integer token id in [0, ${vocab})`, t);
+    }
+    out[i] = t;
+  }
+  return out;
+}
+
+/**
+ * Builds the ground-truth-conditioned teacher input at the token level and the position mapping that
+ * keeps the response aligned 1:1 with the student's: response token j is predicted by student logits row
+ * `studentRows[j]` and teacher logits row `teacherRows[j]` of the respective full-sequence forward passes
+ * (causal LM: the logits at position p predict token p+1).
+ *
+ * @param a prompt (flat + `insertAt`, or `{ before, after }`), response ids and the reference
+ * @returns both sequences, the inserted ids and the row mapping
+ * @throws GearError `ERR_TARGET_RANGE` on a bad token id, `ERR_SHAPE` on an empty prompt or `insertAt`
+ *   out of range, `ERR_OPTION` on a missing `insertAt` or a bad reference / template
+ */
+export function teacherInput(a: TeacherInputArgs): TeacherInput {
+  if (typeof a !== 'object' || a === null) fail('ERR_OPTION', 'teacherInput(a)', 'an object', a);
+  v.knownKeys(a, 'teacherInput(a)', ['prompt', 'insertAt', 'response', 'reference', 'vocab']);
+  const vocab = a.vocab === undefined ? undefined : v.numOpt(a.vocab, 'vocab', 0, { min: 1, int: true, max: 2147483647 });
+  let before: Int32Array, after: Int32Array;
+  const p = a.prompt as unknown;
+  if (typeof p === 'object' && p !== null && !Array.isArray(p) && !ArrayBuffer.isView(p)) {
+    const pp = p as { before: unknown; after: unknown };
+    v.knownKeys(pp, 'prompt', ['before', 'after']);
+    if (a.insertAt !== undefined) fail('ERR_OPTION', 'insertAt', 'undefined with a { before, after } prompt', a.insertAt);
+    before = ids(pp.before, 'prompt.before', vocab);
+    after = ids(pp.after, 'prompt.after', vocab);
+  } else {
+    const flat = ids(p, 'prompt', vocab);
+    if (a.insertAt === undefined) fail('ERR_OPTION', 'insertAt', 'the index of the end of the last user message', undefined);
+    const at = v.numOpt(a.insertAt, 'insertAt', 0, { min: 0, max: flat.length, int: true });
+    before = flat.subarray(0, at);
+    after = flat.subarray(at);
+  }
+  const response = ids(a.response, 'response', vocab);
+  let ref: Int32Array;
+  const r = a.reference as unknown;
+  if (typeof r === 'object' && r !== null && !Array.isArray(r) && !ArrayBuffer.isView(r)) {
+    const rr = r as { groundTruth: unknown; encode: unknown; template?: unknown };
+    v.knownKeys(rr, 'reference', ['groundTruth', 'encode', 'template']);
+    if (typeof rr.encode !== 'function') fail('ERR_OPTION', 'reference.encode', 'a function (text) => token ids', rr.encode);
+    const text = formatReference(rr.groundTruth as string, (rr.template ?? DEFAULT_TEACHER_TEMPLATE) as string);
+    ref = ids((rr.encode as (t: string) => ArrayLike<number>)(text), 'reference.encode(text)', vocab);
+  } else {
+    ref = ids(r, 'reference', vocab);
+  }
+  const sp = before.length + after.length;
+  if (sp === 0) fail('ERR_SHAPE', 'prompt.length', 'at least 1 token (the first response token needs a predicting position)', 0);
+  const tp = sp + ref.length;
+  const studentIds = new Int32Array(sp + response.length);
+  studentIds.set(before, 0);
+  studentIds.set(after, before.length);
+  studentIds.set(response, sp);
+  const teacherIds = new Int32Array(tp + response.length);
+  teacherIds.set(before, 0);
+  teacherIds.set(ref, before.length);
+  teacherIds.set(after, before.length + ref.length);
+  teacherIds.set(response, tp);
+  return {
+    studentIds, teacherIds, referenceIds: ref,
+    responseStart: { student: sp, teacher: tp },
+    studentRows: Int32Array.from(response, (_, j) => sp - 1 + j),
+    teacherRows: Int32Array.from(response, (_, j) => tp - 1 + j),
+  };
+}
+
+/** Row-major logits as in the rest of the library (`rows x vocab`; Float32Array, or Uint16Array + dtype). */
+export interface LogitsRows {
+  /** `rows * vocab` elements. */
+  data: Float32Array | Uint16Array;
+  /** Number of rows. */
+  rows: number;
+  /** Row length. */
+  vocab: number;
+  /** `'float32'`, `'bfloat16'` or `'float16'`. */
+  dtype?: 'float32' | 'bfloat16' | 'float16';
+}
+
+/**
+ * Copies the selected rows of a logits matrix, in order — e.g. the rows of a full-sequence forward pass
+ * that predict the response tokens ({@link TeacherInput.studentRows} / {@link TeacherInput.teacherRows}),
+ * so student and teacher logits line up for `divergence`.
+ *
+ * @param logits the full logits
+ * @param rows row indices in `[0, logits.rows)`
+ * @returns a new logits object with `rows.length` rows, same vocab and dtype
+ */
+export function gatherRows<L extends LogitsRows>(logits: L, rows: ArrayLike<number>): L {
+  if (typeof logits !== 'object' || logits === null) fail('ERR_DTYPE', 'logits', 'a Logits object', logits);
+  const { data, vocab } = logits;
+  if (!(data instanceof Float32Array || data instanceof Uint16Array)) fail('ERR_DTYPE', 'logits.data', 'a Float32Array or Uint16Array', data);
+  if (!Number.isSafeInteger(vocab) || vocab < 1 || !Number.isSafeInteger(logits.rows) || logits.rows * vocab !== data.length) {
+    fail('ERR_SHAPE', 'logits', `rows * vocab = data.length`, `${logits.rows} x ${vocab} vs ${data.length}`);
+  }
+  const idx = v.numArray(rows, 'rows');
+  const out = new (data.constructor as { new (n: number): Float32Array | Uint16Array })(idx.length * vocab);
+  for (let j = 0; j < idx.length; j++) {
+    const r = idx[j]!;
+    if (!Number.isInteger(r) || r < 0 || r >= logits.rows) fail('ERR_SHAPE', `rows[${j}]`, `a row index in [0, ${logits.rows})`, r);
+    out.set(data.subarray(r * vocab, (r + 1) * vocab), j * vocab);
+  }
+  return { ...logits, data: out, rows: idx.length };
+}
