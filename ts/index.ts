@@ -14,6 +14,17 @@ export type { BackendInfo } from './ops/backend.js';
 export { segmentReduce, segmentReduceAsync, segmentBroadcast, segmentBroadcastAsync } from './ops/segment.js';
 export type { SegmentOp, AsyncOptions } from './ops/segment.js';
 
+// Logits kernels (tokenStats, divergence)
+export {
+  tokenStats, tokenStatsAsync, tokenStatsBackward, tokenStatsBackwardAsync,
+  tokenStatsPartial, tokenStatsPartialAsync, mergeTokenStats, mergeTokenStatsAsync,
+} from './ops/token_stats.js';
+export type {
+  Logits, LogitsDType, TokenStats, TokenStatsOptions, TokenStatsGrad, TokenStatsBackwardOptions,
+  PartialStats, TokenStatsPartialOptions,
+} from './ops/token_stats.js';
+export { divergence, divergenceAsync, divergenceBackward, divergenceBackwardAsync } from './ops/divergence.js';
+
 // Benchmark utilities (bandwidth)
 export { memoryBandwidth } from './ops/bandwidth.js';
 export type { BandwidthMode, MemoryBandwidthOptions, MemoryBandwidthResult } from './ops/bandwidth.js';
