@@ -1,0 +1,202 @@
+/**
+ * Token-wise divergence between a student and a teacher distribution at the same positions (both
+ * `softmax(logits / temperature)`), computed natively: reverse KL (the GEAR signal), forward KL and the
+ * generalised Jensen-Shannon divergence, with the student's entropy, both logsumexps and both log-probs
+ * of the sampled tokens from the same pass; and the gradient with respect to the student logits.
+ *
+ * Semantics:
+ * - `-Infinity` logits are masked entries with `0 * log 0 = 0`. A divergence is `+Infinity` only for a
+ *   true support mismatch: reverse KL when the teacher has `-Infinity` where the student has a finite
+ *   logit, forward KL the other way round; JSD is always finite. (TRL's SDPO helpers, built on
+ *   `F.kl_div(log_target=True)`, return NaN when the target side has a `-Infinity` log-prob; here such
+ *   entries contribute 0 — a deliberate difference.)
+ * - `NaN` / `+Infinity` logits, rows with no finite logit: `ERR_NON_FINITE` naming the row and side.
+ * - Student and teacher share shape and dtype (float32, bfloat16 or float16).
+ * - On any error, output buffers are filled with NaN. Results are bit-identical for every thread count,
+ *   batch split, and for sync vs async calls.
+ *
+ * @module
+ */
+import { fail } from '../errors.js';
+import { native } from '../native.js';
+import * as v from '../validate.js';
+import type { AsyncOptions } from './segment.js';
+import { type Logits, checkLogits, checkTargets, checkTemperature, claimBuffers, runAsync } from './token_stats.js';
+
+/** Which divergence {@link divergence} computes. */
+export type DivergenceKind = 'reverse_kl' | 'forward_kl' | 'jsd';
+const KINDS: readonly DivergenceKind[] = ['reverse_kl', 'forward_kl', 'jsd'];
+
+/** Per-row results of {@link divergence}, Float32Array of length `rows` each. */
+export interface Divergence {
+  /** `KL(p_s || p_t)`, `KL(p_t || p_s)` or `JSD(beta)` (capped at `klCap`). */
+  value: Float32Array;
+  /** Entropy of the student distribution. */
+  studentEntropy: Float32Array;
+  /** `logsumexp(student / T)`. */
+  studentLogsumexp: Float32Array;
+  /** `logsumexp(teacher / T)`. */
+  teacherLogsumexp: Float32Array;
+  /** Student log-prob of each target (only when `targets` are given). */
+  studentLogprob?: Float32Array;
+  /** Teacher log-prob of each target (only when `targets` are given). */
+  teacherLogprob?: Float32Array;
+}
+
+/** Options shared by {@link divergence} and {@link divergenceBackward}. */
+export interface DivergenceCommonOptions {
+  /** `'reverse_kl'` (default), `'forward_kl'` or `'jsd'`. */
+  kind?: DivergenceKind;
+  /**
+   * JSD mixture weight in [0, 1] (default 0.5), as TRL / OPSD: `M = (1 - beta) p_s + beta p_t`,
+   * `JSD = beta KL(p_t || M) + (1 - beta) KL(p_s || M)`; beta = 1 is reverse KL and beta = 0 forward KL.
+   */
+  beta?: number;
+  /** Divides both logits first (default 1). */
+  temperature?: number;
+  /** Caps the value at this many nats (default `Infinity`); capped rows get a zero gradient. */
+  klCap?: number;
+}
+
+/** Options of {@link divergence}. */
+export interface DivergenceOptions extends DivergenceCommonOptions {
+  /** Sampled token ids (Int32Array of `rows`): adds `studentLogprob` / `teacherLogprob`. */
+  targets?: Int32Array;
+  /** Output arrays to fill instead of allocating. */
+  out?: Partial<Divergence>;
+}
+
+/** Options of {@link divergenceBackward}. */
+export interface DivergenceBackwardOptions extends DivergenceCommonOptions {
+  /**
+   * The forward's `value`, `studentLogsumexp` and `teacherLogsumexp` (same options), reused to skip the
+   * statistics pass (reverse / forward KL; JSD recomputes its mixture term).
+   */
+  stats?: Pick<Divergence, 'value' | 'studentLogsumexp' | 'teacherLogsumexp'>;
+  /** Output (Float32Array of `rows * vocab`) instead of a new array. */
+  out?: Float32Array;
+}
+
+function commonArgs(student: Logits, teacher: Logits, opts: DivergenceCommonOptions | undefined) {
+  const s = checkLogits(student, 'student');
+  const t = checkLogits(teacher, 'teacher');
+  if (s.rows !== t.rows || s.vocab !== t.vocab) {
+    fail('ERR_SHAPE', 'teacher', `the student's shape ${s.rows} x ${s.vocab}`, `${t.rows} x ${t.vocab}`);
+  }
+  if (s.dtype !== t.dtype) fail('ERR_DTYPE', 'teacher.dtype', `the student's dtype '${s.dtype}'`, t.dtype);
+  const kind = v.enumOpt(opts?.kind, 'kind', KINDS, 'reverse_kl');
+  const beta = v.numOpt(opts?.beta, 'beta', 0.5, { min: 0, max: 1 });
+  const temperature = checkTemperature(opts?.temperature);
+  const klCap = v.numOpt(opts?.klCap, 'klCap', Infinity, { min: 0, minOpen: true });
+  return { s, t, kind: KINDS.indexOf(kind), beta, temperature, klCap };
+}
+
+const OUT_KEYS = ['value', 'studentEntropy', 'studentLogsumexp', 'teacherLogsumexp', 'studentLogprob', 'teacherLogprob'] as const;
+
+function forwardArgs(student: Logits, teacher: Logits, opts: DivergenceOptions | undefined) {
+  v.knownKeys(opts, 'options', ['kind', 'beta', 'temperature', 'klCap', 'targets', 'out', 'signal']);
+  const c = commonArgs(student, teacher, opts);
+  const targets = opts?.targets === undefined ? null : checkTargets(opts.targets, 'targets', c.s.rows, c.s.vocab);
+  const out = opts?.out;
+  v.knownKeys(out, 'out', OUT_KEYS);
+  const outs: Partial<Divergence> = {};
+  const writes: [string, Float32Array][] = [];
+  for (const k of OUT_KEYS) {
+    const a = out?.[k];
+    if (a === undefined) continue;
+    if ((k === 'studentLogprob' || k === 'teacherLogprob') && targets === null) {
+      fail('ERR_OPTION', `out.${k}`, 'targets to be given', 'no targets');
+    }
+    outs[k] = v.f32(a, `out.${k}`, c.s.rows);
+    writes.push([`out.${k}`, outs[k]!]);
+  }
+  const reads: [string, ArrayBufferView | null][] = [['student.data', c.s.data], ['teacher.data', c.t.data], ['targets', targets]];
+  return { ...c, targets, outs, reads, writes };
+}
+
+/**
+ * Per row, in one pass over both arrays (JSD: two, the second from cache): the divergence between the
+ * student and teacher distributions, the student's entropy and both logsumexps; with `targets`, also
+ * both log-probs of the sampled token (for the sampled-token log-ratio).
+ *
+ * Matches TRL's SDPO `compute_full_logit_self_distillation_loss` (full vocabulary, `distillation_alpha`
+ * = `beta`) on finite logits; see the module notes for `-Infinity` entries.
+ *
+ * @param student student logits `rows x vocab`
+ * @param teacher teacher logits, same shape and dtype
+ * @param opts `kind`, `beta`, `temperature`, `klCap`, `targets`, `out`
+ * @returns the {@link Divergence} arrays
+ */
+export function divergence(student: Logits, teacher: Logits, opts?: DivergenceOptions): Divergence {
+  const a = forwardArgs(student, teacher, opts);
+  claimBuffers(a.reads, a.writes, false);
+  return native.divergence(a.s.data, a.t.data, a.s.rows, a.s.vocab, a.s.code, a.kind, a.beta, a.temperature,
+    a.klCap, a.targets, a.outs, false, null) as Divergence;
+}
+
+/** Async form of {@link divergence} (abortable; bit-identical to the sync form; `ERR_BUSY` on buffers in use). */
+export function divergenceAsync(student: Logits, teacher: Logits, opts?: DivergenceOptions & AsyncOptions): Promise<Divergence> {
+  const a = forwardArgs(student, teacher, opts);
+  const release = claimBuffers(a.reads, a.writes, true);
+  return runAsync(opts?.signal, release, (flag) =>
+    native.divergence(a.s.data, a.t.data, a.s.rows, a.s.vocab, a.s.code, a.kind, a.beta, a.temperature, a.klCap,
+      a.targets, a.outs, true, flag) as Promise<Divergence>);
+}
+
+function backwardArgs(student: Logits, teacher: Logits, grad: Float32Array, opts: DivergenceBackwardOptions | undefined) {
+  v.knownKeys(opts, 'options', ['kind', 'beta', 'temperature', 'klCap', 'stats', 'out', 'signal']);
+  const c = commonArgs(student, teacher, opts);
+  const g = v.f32(grad, 'grad', c.s.rows);
+  v.allFinite(g, 'grad');
+  let value: Float32Array | null = null;
+  let sl: Float32Array | null = null;
+  let tl: Float32Array | null = null;
+  const stats = opts?.stats;
+  if (stats !== undefined) {
+    if (typeof stats !== 'object' || stats === null) fail('ERR_DTYPE', 'stats', 'a Divergence object', stats);
+    value = v.f32(stats.value, 'stats.value', c.s.rows);
+    sl = v.f32(stats.studentLogsumexp, 'stats.studentLogsumexp', c.s.rows);
+    tl = v.f32(stats.teacherLogsumexp, 'stats.teacherLogsumexp', c.s.rows);
+    v.allFinite(sl, 'stats.studentLogsumexp');
+    v.allFinite(tl, 'stats.teacherLogsumexp');
+  }
+  const out = opts?.out === undefined ? null : v.f32(opts.out, 'out', c.s.rows * c.s.vocab);
+  if (out && (out.buffer === c.s.data.buffer || out.buffer === c.t.data.buffer)) {
+    fail('ERR_OPTION', 'out', 'a buffer other than the student or teacher logits', out);
+  }
+  const reads: [string, ArrayBufferView | null][] = [['student.data', c.s.data], ['teacher.data', c.t.data], ['grad', g],
+    ['stats.value', value], ['stats.studentLogsumexp', sl], ['stats.teacherLogsumexp', tl]];
+  return { ...c, g, value, sl, tl, out, reads, writes: [['out', out]] as [string, Float32Array | null][] };
+}
+
+/**
+ * Gradient of `L = sum_r grad[r] * value[r]` with respect to the student logits (the teacher gets none),
+ * in one streaming pass (non-temporal stores):
+ * reverse KL `p_s (log p_s - log p_t - D) / T`; forward KL `(p_s - p_t) / T`;
+ * JSD `(1 - beta) p_s (log p_s - log M - KL(p_s || M)) / T`; each times `grad[r]`.
+ * Rows whose divergence reached `klCap` get 0 (the cap is flat). A `+Infinity` divergence (support
+ * mismatch) without a finite `klCap` throws `ERR_NON_FINITE`: its gradient is undefined.
+ *
+ * @param student student logits
+ * @param teacher teacher logits (same shape and dtype)
+ * @param grad dLoss/dvalue per row, Float32Array of `rows` (finite)
+ * @param opts the forward's `kind` / `beta` / `temperature` / `klCap`, optional `stats`, `out`
+ * @returns dLoss/dstudent, Float32Array of `rows * vocab`
+ */
+export function divergenceBackward(student: Logits, teacher: Logits, grad: Float32Array,
+  opts?: DivergenceBackwardOptions): Float32Array {
+  const a = backwardArgs(student, teacher, grad, opts);
+  claimBuffers(a.reads, a.writes, false);
+  return native.divergenceBackward(a.s.data, a.t.data, a.s.rows, a.s.vocab, a.s.code, a.kind, a.beta, a.temperature,
+    a.klCap, a.g, a.value, a.sl, a.tl, a.out, false, null) as Float32Array;
+}
+
+/** Async form of {@link divergenceBackward}. */
+export function divergenceBackwardAsync(student: Logits, teacher: Logits, grad: Float32Array,
+  opts?: DivergenceBackwardOptions & AsyncOptions): Promise<Float32Array> {
+  const a = backwardArgs(student, teacher, grad, opts);
+  const release = claimBuffers(a.reads, a.writes, true);
+  return runAsync(opts?.signal, release, (flag) =>
+    native.divergenceBackward(a.s.data, a.t.data, a.s.rows, a.s.vocab, a.s.code, a.kind, a.beta, a.temperature,
+      a.klCap, a.g, a.value, a.sl, a.tl, a.out, true, flag) as Promise<Float32Array>);
+}

@@ -1,0 +1,430 @@
+/**
+ * Token statistics of LLM logits, computed natively in one streaming pass per row: the log-prob of the
+ * sampled token, the entropy and the logsumexp of `softmax(logits / temperature)`; their gradient; and the
+ * vocabulary-sharded form (tensor-parallel vocabularies).
+ *
+ * Semantics shared by every function here:
+ * - `-Infinity` logits are masked vocabulary entries: they get probability 0 and `0 * log 0 = 0`, so a row
+ *   with masked entries has a finite entropy. (verl's `entropy_from_logits` and TRL's `entropy_from_logits`
+ *   return NaN on such rows; this is a deliberate difference.) A target whose logit is `-Infinity` has
+ *   log-prob `-Infinity`.
+ * - `NaN` or `+Infinity` logits, and rows with no finite logit, throw `ERR_NON_FINITE` naming the row.
+ * - Every output is of the scaled logits `z / temperature`; gradients are with respect to `z`.
+ * - On any error, output buffers are filled with NaN: nothing is left looking valid.
+ * - Results are bit-identical for every thread count, batch split, and for sync vs async calls.
+ *
+ * @module
+ */
+import { GearError, fail } from '../errors.js';
+import { abortable, native } from '../native.js';
+import * as v from '../validate.js';
+import type { AsyncOptions } from './segment.js';
+
+/** Element type of a logits buffer. */
+export type LogitsDType = 'float32' | 'bfloat16' | 'float16';
+
+/**
+ * Row-major `rows x vocab` logits (one row per token position). A `Float32Array` is float32; a
+ * `Uint16Array` holds raw bfloat16 or float16 words and needs `dtype`. `rows * vocab` may exceed 2^31.
+ */
+export interface Logits {
+  /** The logits, `rows * vocab` elements. */
+  data: Float32Array | Uint16Array;
+  /** Number of rows (token positions). */
+  rows: number;
+  /** Vocabulary size (row length). */
+  vocab: number;
+  /** `'float32'` (default for a Float32Array), or `'bfloat16'` / `'float16'` for a Uint16Array. */
+  dtype?: LogitsDType;
+}
+
+/** Per-row statistics returned by {@link tokenStats}, each a Float32Array of length `rows`. */
+export interface TokenStats {
+  /** `log softmax(z / T)[target]`. */
+  logprob: Float32Array;
+  /** `-sum_v p_v log p_v` of `softmax(z / T)`. */
+  entropy: Float32Array;
+  /** `logsumexp(z / T)`. */
+  logsumexp: Float32Array;
+}
+
+/** Options of {@link tokenStats}. */
+export interface TokenStatsOptions {
+  /** Divides the logits first (default 1; finite and > 0). */
+  temperature?: number;
+  /** Output arrays to fill instead of allocating (each a Float32Array of length `rows`). */
+  out?: Partial<TokenStats>;
+}
+
+/** Upstream gradients of {@link tokenStatsBackward}: dLoss/dlogprob and dLoss/dentropy per row. */
+export interface TokenStatsGrad {
+  /** dLoss/dlogprob, length `rows` (omitted = 0). */
+  logprob?: Float32Array;
+  /** dLoss/dentropy, length `rows` (omitted = 0). */
+  entropy?: Float32Array;
+}
+
+/** Options of {@link tokenStatsBackward}. */
+export interface TokenStatsBackwardOptions {
+  /** The forward's temperature (default 1). */
+  temperature?: number;
+  /**
+   * The forward's statistics: its `logsumexp` (and `entropy` when an entropy gradient is given) are
+   * reused, saving one pass over each row. Without them each row's statistics are recomputed.
+   */
+  stats?: Pick<TokenStats, 'logsumexp'> & Partial<TokenStats>;
+  /** Output (Float32Array of `rows * vocab`) instead of a new array. */
+  out?: Float32Array;
+  /**
+   * Writes the gradient over the (float32) logits themselves, halving peak memory. The logits are gone
+   * afterwards; if an error is raised after writing began they are filled with NaN.
+   */
+  inPlace?: boolean;
+}
+
+/**
+ * Statistics of one vocabulary shard `[vocabStart, vocabStart + vocab)` of each row, from
+ * {@link tokenStatsPartial}; merge all shards with {@link mergeTokenStats}. Sums are relative to the
+ * shard's largest raw logit `max`: `sumExp = sum exp((z - max)/T)`,
+ * `sumExpX = sum exp((z - max)/T) * (z - max)/T`.
+ */
+export interface PartialStats {
+  /** First vocabulary id of the shard. */
+  vocabStart: number;
+  /** Shard width. */
+  vocab: number;
+  /** Number of rows. */
+  rows: number;
+  /** Temperature the statistics were computed with. */
+  temperature: number;
+  /** Per row: largest raw logit of the shard (`-Infinity` for a fully masked shard row). */
+  max: Float64Array;
+  /** Per row: `sum exp((z - max) / T)` over the shard. */
+  sumExp: Float64Array;
+  /** Per row: `sum exp((z - max) / T) * (z - max) / T` over the shard. */
+  sumExpX: Float64Array;
+  /** Per row: the raw logit of the row's target when it falls in this shard, NaN otherwise. */
+  targetLogit: Float64Array;
+}
+
+const DTYPE_CODE: Record<LogitsDType, number> = { float32: 0, bfloat16: 1, float16: 2 };
+
+/** Validated logits: the native dtype code plus the shape. @internal */
+export interface CheckedLogits {
+  data: Float32Array | Uint16Array;
+  rows: number;
+  vocab: number;
+  dtype: LogitsDType;
+  code: number;
+}
+
+/** Validates a {@link Logits} argument (shape, dtype tag, length). @internal */
+export function checkLogits(l: unknown, what: string): CheckedLogits {
+  if (typeof l !== 'object' || l === null) fail('ERR_DTYPE', what, 'a Logits object { data, rows, vocab, dtype? }', l);
+  v.knownKeys(l, what, ['data', 'rows', 'vocab', 'dtype']);
+  const { data, rows, vocab, dtype } = l as Logits;
+  if (!Number.isSafeInteger(rows) || rows < 0) fail('ERR_SHAPE', `${what}.rows`, 'an integer >= 0', rows);
+  if (!Number.isSafeInteger(vocab) || vocab < 1) fail('ERR_SHAPE', `${what}.vocab`, 'an integer >= 1', vocab);
+  let dt: LogitsDType;
+  if (data instanceof Float32Array) {
+    if (dtype !== undefined && dtype !== 'float32') {
+      fail('ERR_DTYPE', `${what}.dtype`, `'float32' for a Float32Array`, dtype);
+    }
+    dt = 'float32';
+  } else if (data instanceof Uint16Array) {
+    if (dtype !== 'bfloat16' && dtype !== 'float16') {
+      fail('ERR_DTYPE', `${what}.dtype`, `'bfloat16' or 'float16' for a Uint16Array`, dtype);
+    }
+    dt = dtype;
+  } else {
+    fail('ERR_DTYPE', `${what}.data`, 'a Float32Array, or a Uint16Array with dtype bfloat16/float16', data);
+  }
+  if (rows * vocab !== data.length) {
+    fail('ERR_SHAPE', `${what}.data.length`, `rows * vocab = ${rows} * ${vocab} = ${rows * vocab}`, data.length);
+  }
+  return { data, rows, vocab, dtype: dt, code: DTYPE_CODE[dt] };
+}
+
+/** Validates token ids: an Int32Array of `rows` ids in [0, vocab). @internal */
+export function checkTargets(t: unknown, what: string, rows: number, vocab: number): Int32Array {
+  const a = v.i32(t, what, rows);
+  for (let r = 0; r < a.length; r++) {
+    const y = a[r]!;
+    if (y < 0 || y >= vocab) fail('ERR_TARGET_RANGE', `${what}[${r}]`, `a token id in [0, ${vocab})`, y);
+  }
+  return a;
+}
+
+/** Validates a temperature option (finite, > 0; default 1). @internal */
+export function checkTemperature(t: unknown): number {
+  return v.numOpt(t, 'temperature', 1, { min: 0, minOpen: true, max: Infinity, maxOpen: true });
+}
+
+// ---- buffers in use by pending async calls (ERR_BUSY) ----
+const pendingWrites = new Map<ArrayBufferLike, number>();
+const pendingReads = new Map<ArrayBufferLike, number>();
+
+function bump(m: Map<ArrayBufferLike, number>, b: ArrayBufferLike, d: number): void {
+  const n = (m.get(b) ?? 0) + d;
+  if (n <= 0) m.delete(b);
+  else m.set(b, n);
+}
+
+/**
+ * Rejects a call that would write a buffer a pending async call reads or writes, or read a buffer a
+ * pending async call writes (`ERR_BUSY`). For async calls, marks the buffers until `release` is called.
+ * @internal
+ */
+export function claimBuffers(
+  reads: [string, ArrayBufferView | undefined | null][],
+  writes: [string, ArrayBufferView | undefined | null][],
+  isAsync: boolean,
+): () => void {
+  for (const [what, w] of writes) {
+    if (w && (pendingWrites.has(w.buffer) || pendingReads.has(w.buffer))) {
+      throw new GearError('ERR_BUSY', `${what}: expected a buffer not in use by a pending async call, got one in use`);
+    }
+  }
+  for (const [what, r] of reads) {
+    if (r && pendingWrites.has(r.buffer)) {
+      throw new GearError('ERR_BUSY', `${what}: expected a buffer not being written by a pending async call, got one in use`);
+    }
+  }
+  if (!isAsync) return () => {};
+  const rb = reads.flatMap(([, r]) => (r ? [r.buffer] : []));
+  const wb = writes.flatMap(([, w]) => (w ? [w.buffer] : []));
+  rb.forEach((b) => bump(pendingReads, b, 1));
+  wb.forEach((b) => bump(pendingWrites, b, 1));
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    rb.forEach((b) => bump(pendingReads, b, -1));
+    wb.forEach((b) => bump(pendingWrites, b, -1));
+  };
+}
+
+/** Runs an async native call with buffer claims and abort support. @internal */
+export async function runAsync<T>(
+  signal: AbortSignal | undefined,
+  release: () => void,
+  call: (flag: Int32Array | null) => Promise<T>,
+): Promise<T> {
+  try {
+    return await abortable(signal, call);
+  } finally {
+    release();
+  }
+}
+
+function statsArgs(logits: Logits, targets: Int32Array, opts: TokenStatsOptions | undefined) {
+  v.knownKeys(opts, 'options', ['temperature', 'out', 'signal']);
+  const l = checkLogits(logits, 'logits');
+  const t = checkTargets(targets, 'targets', l.rows, l.vocab);
+  const temperature = checkTemperature(opts?.temperature);
+  const out = opts?.out;
+  v.knownKeys(out, 'out', ['logprob', 'entropy', 'logsumexp']);
+  const lp = out?.logprob === undefined ? null : v.f32(out.logprob, 'out.logprob', l.rows);
+  const en = out?.entropy === undefined ? null : v.f32(out.entropy, 'out.entropy', l.rows);
+  const ls = out?.logsumexp === undefined ? null : v.f32(out.logsumexp, 'out.logsumexp', l.rows);
+  return { l, t, temperature, lp, en, ls };
+}
+
+/**
+ * Per row: log-prob of the target, entropy and logsumexp of `softmax(logits / temperature)`, in ONE
+ * streaming pass over the row (no `rows x vocab` temporary). Equals verl's `logprobs_from_logits` /
+ * `entropy_from_logits` and TRL's `selective_log_softmax` / `entropy_from_logits` (float32 outputs),
+ * except that rows with `-Infinity` logits get the mathematically defined entropy (`0 log 0 = 0`) where
+ * the peers return NaN.
+ *
+ * @param logits `rows x vocab` logits (float32, bfloat16 or float16)
+ * @param targets sampled token id per row, Int32Array of length `rows`, each in [0, vocab)
+ * @param opts `temperature` (default 1) and optional `out` arrays
+ * @returns `{ logprob, entropy, logsumexp }`, Float32Array of length `rows` each
+ * @throws GearError `ERR_SHAPE`, `ERR_DTYPE`, `ERR_TARGET_RANGE`, `ERR_NON_FINITE`, `ERR_OPTION`, `ERR_BUSY`
+ */
+export function tokenStats(logits: Logits, targets: Int32Array, opts?: TokenStatsOptions): TokenStats {
+  const a = statsArgs(logits, targets, opts);
+  claimBuffers([['logits.data', a.l.data], ['targets', a.t]],
+    [['out.logprob', a.lp], ['out.entropy', a.en], ['out.logsumexp', a.ls]], false);
+  return native.tokenStats(a.l.data, a.l.rows, a.l.vocab, a.l.code, a.t, a.temperature, a.lp, a.en, a.ls, false, null) as TokenStats;
+}
+
+/**
+ * Async form of {@link tokenStats}: runs off the main thread on the addon's thread pool. Bit-identical
+ * to the sync form. Aborting rejects with `ERR_ABORTED` (supplied `out` arrays are then NaN). While it
+ * is pending, its `out` arrays cannot be used by another call and its inputs cannot be written by one
+ * (`ERR_BUSY`).
+ */
+export function tokenStatsAsync(
+  logits: Logits, targets: Int32Array, opts?: TokenStatsOptions & AsyncOptions,
+): Promise<TokenStats> {
+  const a = statsArgs(logits, targets, opts);
+  const release = claimBuffers([['logits.data', a.l.data], ['targets', a.t]],
+    [['out.logprob', a.lp], ['out.entropy', a.en], ['out.logsumexp', a.ls]], true);
+  return runAsync(opts?.signal, release, (flag) =>
+    native.tokenStats(a.l.data, a.l.rows, a.l.vocab, a.l.code, a.t, a.temperature, a.lp, a.en, a.ls, true, flag) as Promise<TokenStats>);
+}
+
+function backwardArgs(logits: Logits, targets: Int32Array | undefined, grad: TokenStatsGrad,
+  opts: TokenStatsBackwardOptions | undefined) {
+  v.knownKeys(opts, 'options', ['temperature', 'stats', 'out', 'inPlace', 'signal']);
+  const l = checkLogits(logits, 'logits');
+  if (typeof grad !== 'object' || grad === null) fail('ERR_DTYPE', 'grad', 'an object { logprob?, entropy? }', grad);
+  v.knownKeys(grad, 'grad', ['logprob', 'entropy']);
+  const gl = grad.logprob === undefined ? null : v.f32(grad.logprob, 'grad.logprob', l.rows);
+  const ge = grad.entropy === undefined ? null : v.f32(grad.entropy, 'grad.entropy', l.rows);
+  if (gl) v.allFinite(gl, 'grad.logprob');
+  if (ge) v.allFinite(ge, 'grad.entropy');
+  const t = gl !== null || targets !== undefined ? checkTargets(targets, 'targets', l.rows, l.vocab) : null;
+  const temperature = checkTemperature(opts?.temperature);
+  const stats = opts?.stats;
+  let lse: Float32Array | null = null;
+  let ent: Float32Array | null = null;
+  if (stats !== undefined) {
+    if (typeof stats !== 'object' || stats === null) fail('ERR_DTYPE', 'stats', 'a TokenStats object', stats);
+    lse = v.f32(stats.logsumexp, 'stats.logsumexp', l.rows);
+    v.allFinite(lse, 'stats.logsumexp');
+    if (ge) {
+      ent = v.f32(stats.entropy, 'stats.entropy', l.rows);
+      v.allFinite(ent, 'stats.entropy');
+    }
+  }
+  const inPlace = opts?.inPlace ?? false;
+  if (typeof inPlace !== 'boolean') fail('ERR_OPTION', 'inPlace', 'a boolean', inPlace);
+  let out: Float32Array | null = null;
+  if (inPlace) {
+    if (!(l.data instanceof Float32Array)) fail('ERR_DTYPE', 'inPlace', 'float32 logits (a Float32Array)', l.data);
+    if (opts?.out !== undefined) fail('ERR_OPTION', 'out', 'no out buffer with inPlace', opts.out);
+  } else if (opts?.out !== undefined) {
+    out = v.f32(opts.out, 'out', l.rows * l.vocab);
+    if (out.buffer === l.data.buffer) fail('ERR_OPTION', 'out', 'a buffer other than the logits (use inPlace)', out);
+  }
+  return { l, t, gl, ge, temperature, lse, ent, inPlace, out };
+}
+
+function backwardClaims(a: ReturnType<typeof backwardArgs>, isAsync: boolean) {
+  const reads: [string, ArrayBufferView | null][] = [['targets', a.t], ['grad.logprob', a.gl], ['grad.entropy', a.ge],
+    ['stats.logsumexp', a.lse], ['stats.entropy', a.ent]];
+  if (!a.inPlace) reads.push(['logits.data', a.l.data]);
+  return claimBuffers(reads, [[a.inPlace ? 'logits.data (inPlace)' : 'out', a.inPlace ? a.l.data : a.out]], isAsync);
+}
+
+/**
+ * Gradient of `L = sum_r grad.logprob[r] * logprob[r] + grad.entropy[r] * entropy[r]` with respect to
+ * the (unscaled) logits, in one streaming pass (one exp per logit, non-temporal stores):
+ * `dL/dz_v = (grad.logprob * (1[v = target] - p_v) - grad.entropy * p_v (log p_v + H)) / T`.
+ * Masked (`-Infinity`) entries get 0 (a masked target still gets `grad.logprob / T`).
+ *
+ * @param logits the forward's logits
+ * @param targets the forward's targets (required with `grad.logprob`)
+ * @param grad dLoss/dlogprob and/or dLoss/dentropy per row (finite)
+ * @param opts `temperature`, the forward's `stats`, `out`, `inPlace`
+ * @returns dLoss/dlogits, Float32Array of `rows * vocab` (the logits' own array when `inPlace`)
+ */
+export function tokenStatsBackward(logits: Logits, targets: Int32Array | undefined, grad: TokenStatsGrad,
+  opts?: TokenStatsBackwardOptions): Float32Array {
+  const a = backwardArgs(logits, targets, grad, opts);
+  backwardClaims(a, false);
+  return native.tokenStatsBackward(a.l.data, a.l.rows, a.l.vocab, a.l.code, a.t, a.gl, a.ge, a.temperature, a.lse,
+    a.ent, a.out, a.inPlace, false, null) as Float32Array;
+}
+
+/** Async form of {@link tokenStatsBackward} (abortable; `ERR_BUSY` rules as {@link tokenStatsAsync}). */
+export function tokenStatsBackwardAsync(logits: Logits, targets: Int32Array | undefined, grad: TokenStatsGrad,
+  opts?: TokenStatsBackwardOptions & AsyncOptions): Promise<Float32Array> {
+  const a = backwardArgs(logits, targets, grad, opts);
+  const release = backwardClaims(a, true);
+  return runAsync(opts?.signal, release, (flag) =>
+    native.tokenStatsBackward(a.l.data, a.l.rows, a.l.vocab, a.l.code, a.t, a.gl, a.ge, a.temperature, a.lse,
+      a.ent, a.out, a.inPlace, true, flag) as Promise<Float32Array>);
+}
+
+/** Options of {@link tokenStatsPartial}. */
+export interface TokenStatsPartialOptions {
+  /** Vocabulary id of the shard's first column (integer >= 0). */
+  vocabStart: number;
+  /** Temperature (default 1); every shard of a row must use the same. */
+  temperature?: number;
+}
+
+function partialArgs(shard: Logits, targets: Int32Array, opts: TokenStatsPartialOptions) {
+  if (typeof opts !== 'object' || opts === null) fail('ERR_OPTION', 'options', 'an object with vocabStart', opts);
+  v.knownKeys(opts, 'options', ['vocabStart', 'temperature', 'signal']);
+  const l = checkLogits(shard, 'shard');
+  const vocabStart = v.numOpt(opts.vocabStart, 'vocabStart', NaN, { min: 0, max: 2 ** 31 - 1, int: true });
+  if (Number.isNaN(vocabStart)) fail('ERR_OPTION', 'vocabStart', 'an integer >= 0', opts.vocabStart);
+  const t = v.i32(targets, 'targets', l.rows);
+  for (let r = 0; r < t.length; r++) if (t[r]! < 0) fail('ERR_TARGET_RANGE', `targets[${r}]`, 'a token id >= 0', t[r]);
+  return { l, t, vocabStart, temperature: checkTemperature(opts.temperature) };
+}
+
+function partialResult(a: ReturnType<typeof partialArgs>, r: Omit<PartialStats, 'vocabStart' | 'vocab' | 'rows' | 'temperature'>): PartialStats {
+  return { vocabStart: a.vocabStart, vocab: a.l.vocab, rows: a.l.rows, temperature: a.temperature, ...r };
+}
+
+/**
+ * Statistics of one vocabulary shard of each row (tensor-parallel vocabulary, or rows too wide for one
+ * call). `targets` are ids in the FULL vocabulary; a row's target contributes only to the shard that
+ * holds it. Merge every shard with {@link mergeTokenStats}.
+ */
+export function tokenStatsPartial(shard: Logits, targets: Int32Array, opts: TokenStatsPartialOptions): PartialStats {
+  const a = partialArgs(shard, targets, opts);
+  claimBuffers([['shard.data', a.l.data], ['targets', a.t]], [], false);
+  return partialResult(a, native.tokenStatsPartial(a.l.data, a.l.rows, a.l.vocab, a.l.code, a.t, a.vocabStart,
+    a.temperature, false, null));
+}
+
+/** Async form of {@link tokenStatsPartial}. */
+export async function tokenStatsPartialAsync(shard: Logits, targets: Int32Array,
+  opts: TokenStatsPartialOptions & AsyncOptions): Promise<PartialStats> {
+  const a = partialArgs(shard, targets, opts);
+  const release = claimBuffers([['shard.data', a.l.data], ['targets', a.t]], [], true);
+  const r = await runAsync(opts.signal, release, (flag) => native.tokenStatsPartial(a.l.data, a.l.rows, a.l.vocab,
+    a.l.code, a.t, a.vocabStart, a.temperature, true, flag) as Promise<PartialStats>);
+  return partialResult(a, r);
+}
+
+function mergeArgs(parts: PartialStats[]) {
+  if (!Array.isArray(parts) || parts.length === 0) fail('ERR_SHAPE', 'parts', 'a non-empty array of PartialStats', parts);
+  const first = parts[0]!;
+  if (typeof first !== 'object' || first === null) fail('ERR_DTYPE', 'parts[0]', 'a PartialStats object', first);
+  const sorted = [...parts].sort((x, y) => x.vocabStart - y.vocabStart);
+  let next = 0;
+  sorted.forEach((p, i) => {
+    if (typeof p !== 'object' || p === null) fail('ERR_DTYPE', `parts[${i}]`, 'a PartialStats object', p);
+    if (p.rows !== first.rows) fail('ERR_SHAPE', `parts[${i}].rows`, `the same row count ${first.rows}`, p.rows);
+    if (p.temperature !== first.temperature) {
+      fail('ERR_OPTION', `parts[${i}].temperature`, `the same temperature ${first.temperature}`, p.temperature);
+    }
+    if (p.vocabStart !== next) {
+      fail('ERR_SHAPE', `shard starting at ${p.vocabStart}`, `vocabStart ${next} (shards must tile [0, V) without gaps or overlaps)`, p.vocabStart);
+    }
+    next += p.vocab;
+    for (const k of ['max', 'sumExp', 'sumExpX', 'targetLogit'] as const) v.f64(p[k], `parts[${i}].${k}`, first.rows);
+  });
+  return { sorted, rows: first.rows, temperature: first.temperature };
+}
+
+/**
+ * Merges the shard statistics of {@link tokenStatsPartial} (any order; they must tile the vocabulary)
+ * into the statistics of the whole rows: exact log-sum-exp rules in float64, equal to {@link tokenStats}
+ * on the unsharded logits up to rounding. Each row's target must lie in exactly one shard
+ * (`ERR_TARGET_RANGE` otherwise).
+ */
+export function mergeTokenStats(parts: PartialStats[]): TokenStats {
+  const a = mergeArgs(parts);
+  return native.mergeTokenStats(a.sorted, a.rows, a.temperature, false) as TokenStats;
+}
+
+/** Async form of {@link mergeTokenStats}. */
+export function mergeTokenStatsAsync(parts: PartialStats[], opts?: AsyncOptions): Promise<TokenStats> {
+  const a = mergeArgs(parts);
+  const reads = a.sorted.flatMap((p, i) => (['max', 'sumExp', 'sumExpX', 'targetLogit'] as const)
+    .map((k) => [`parts[${i}].${k}`, p[k]] as [string, ArrayBufferView]));
+  const release = claimBuffers(reads, [], true);
+  return runAsync(opts?.signal, release, async () => {
+    if (opts?.signal?.aborted) throw new GearError('ERR_ABORTED', 'aborted: the AbortSignal had already fired');
+    return native.mergeTokenStats(a.sorted, a.rows, a.temperature, true) as Promise<TokenStats>;
+  });
+}
