@@ -223,10 +223,14 @@ Status policy_loss_ppo(const float* logprob, const float* old_logprob, const flo
       int64_t c = 0;
       if (!mask) c = t1 - t0;
       else {
+        uint8_t mx = 0;  // count and max stay vectorisable; the bad index is searched only on error
         for (int64_t t = t0; t < t1; ++t) {
           c += mask[t] != 0;
-          if (mask[t] > 1 && bad_mask[b / 4096] < 0) bad_mask[b / 4096] = t;
+          mx = mask[t] > mx ? mask[t] : mx;
         }
+        if (mx > 1 && bad_mask[b / 4096] < 0)
+          for (int64_t t = t0; t < t1; ++t)
+            if (mask[t] > 1) { bad_mask[b / 4096] = t; break; }
       }
       cnt[r] = static_cast<double>(c);
     }
