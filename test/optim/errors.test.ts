@@ -14,7 +14,7 @@ function snapshot(params: Float32Array[], opt: rl.Optimizer) {
 
 function fresh(kind: 'adamw' | 'adam' | 'sgd') {
   const params = randomTensors(1, LENGTHS);
-  const opt = kind === 'adamw' ? new rl.AdamW(params, { amsgrad: true }) : kind === 'adam' ? new rl.Adam(params) : new rl.SGD(params, { momentum: 0.9 });
+  const opt = kind === 'adamw' ? new rl.AdamW(params, { amsgrad: true }) : kind === 'adam' ? new rl.Adam(params) : new rl.SGD(params, { lr: 0.01, momentum: 0.9 });
   opt.step(randomTensors(2, LENGTHS)); // non-trivial state
   return { params, opt };
 }
@@ -79,13 +79,15 @@ describe('constructor and lr validation', () => {
     ['amsgrad not boolean', () => new rl.AdamW(p(), { amsgrad: 1 as unknown as boolean }), 'ERR_OPTION'],
     ['unknown option (snake case)', () => new rl.AdamW(p(), { weight_decay: 0.1 } as unknown as rl.AdamOptions), 'ERR_OPTION'],
     ['params not an array', () => new rl.AdamW(new Float32Array(3) as unknown as Float32Array[]), 'ERR_DTYPE'],
-    ['a Float64Array param', () => new rl.SGD([new Float64Array(3) as unknown as Float32Array]), 'ERR_DTYPE'],
+    ['a Float64Array param', () => new rl.SGD([new Float64Array(3) as unknown as Float32Array], { lr: 0.1 }), 'ERR_DTYPE'],
     ['a param listed twice', () => { const a = new Float32Array(3); return new rl.AdamW([a, a]); }, 'ERR_SHAPE'],
-    ['overlapping params', () => { const a = new Float32Array(6); return new rl.SGD([a.subarray(0, 4), a.subarray(3)]); }, 'ERR_SHAPE'],
-    ['SGD momentum < 0', () => new rl.SGD(p(), { momentum: -0.9 }), 'ERR_OPTION'],
-    ['SGD dampening > 1', () => new rl.SGD(p(), { momentum: 0.9, dampening: 1.5 }), 'ERR_OPTION'],
-    ['SGD nesterov without momentum', () => new rl.SGD(p(), { nesterov: true }), 'ERR_OPTION'],
-    ['SGD nesterov with dampening', () => new rl.SGD(p(), { nesterov: true, momentum: 0.9, dampening: 0.1 }), 'ERR_OPTION'],
+    ['overlapping params', () => { const a = new Float32Array(6); return new rl.SGD([a.subarray(0, 4), a.subarray(3)], { lr: 0.1 }); }, 'ERR_SHAPE'],
+    ['SGD without lr', () => new rl.SGD(p(), { momentum: 0.9 } as rl.SGDOptions), 'ERR_OPTION'],
+    ['SGD without options', () => new (rl.SGD as unknown as new (p: Float32Array[]) => rl.SGD)(p()), 'ERR_OPTION'],
+    ['SGD momentum < 0', () => new rl.SGD(p(), { lr: 0.1, momentum: -0.9 }), 'ERR_OPTION'],
+    ['SGD dampening > 1', () => new rl.SGD(p(), { lr: 0.1, momentum: 0.9, dampening: 1.5 }), 'ERR_OPTION'],
+    ['SGD nesterov without momentum', () => new rl.SGD(p(), { lr: 0.1, nesterov: true }), 'ERR_OPTION'],
+    ['SGD nesterov with dampening', () => new rl.SGD(p(), { lr: 0.1, nesterov: true, momentum: 0.9, dampening: 0.1 }), 'ERR_OPTION'],
   ];
   for (const [name, make, c] of cases) it(`${name} -> ${c}`, () => expect(make).toThrow(code(c)));
 
@@ -115,7 +117,7 @@ describe('fromState rejects a state that does not fit', () => {
   };
   const cases: [string, (s: rl.AdamState) => unknown, string][] = [
     ['another kind', (s) => ({ ...s, kind: 'adam' }), 'ERR_STATE'],
-    ['an SGD state', () => new rl.SGD(randomTensors(5, LENGTHS)).state(), 'ERR_STATE'],
+    ['an SGD state', () => new rl.SGD(randomTensors(5, LENGTHS), { lr: 0.1 }).state(), 'ERR_STATE'],
     ['a wrong version', (s) => ({ ...s, version: 2 }), 'ERR_STATE'],
     ['a negative step', (s) => ({ ...s, step: -1 }), 'ERR_STATE'],
     ['a fractional step', (s) => ({ ...s, step: 1.5 }), 'ERR_STATE'],
@@ -140,7 +142,7 @@ describe('fromState rejects a state that does not fit', () => {
     expect(() => rl.AdamW.fromState(randomTensors(5, [4, 0]), st)).toThrow(code('ERR_STATE'));
   });
   it('SGD: momentum buffers of a momentum-free state -> ERR_STATE', () => {
-    const s = new rl.SGD(randomTensors(5, LENGTHS), { momentum: 0.9 }).state();
+    const s = new rl.SGD(randomTensors(5, LENGTHS), { lr: 0.1, momentum: 0.9 }).state();
     expect(() => rl.SGD.fromState(randomTensors(5, LENGTHS), { ...s, momentum: 0 })).toThrow(code('ERR_STATE'));
     expect(() => rl.SGD.fromState(randomTensors(5, LENGTHS), { ...s, momentumBuffer: null })).toThrow(code('ERR_STATE'));
   });

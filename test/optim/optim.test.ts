@@ -166,7 +166,7 @@ describe('determinism', () => {
     rl.setNumThreads(threads);
     rl.setIsa(isa);
     const params = randomTensors(3, lengths);
-    const opt = kind === 'adamw' ? new rl.AdamW(params, { amsgrad: true }) : new rl.SGD(params, { momentum: 0.9, nesterov: true, weightDecay: 1e-2 });
+    const opt = kind === 'adamw' ? new rl.AdamW(params, { amsgrad: true }) : new rl.SGD(params, { lr: 0.01, momentum: 0.9, nesterov: true, weightDecay: 1e-2 });
     for (let s = 0; s < 3; s++) {
       const g = randomTensors(300 + s, lengths);
       const norm = rl.clipGradNorm(g, 50);
@@ -223,7 +223,7 @@ describe('state export / import', () => {
     roundTrip((p) => new rl.SGD(p, { lr: 0.01, momentum: 0.9, dampening: 0.1 }), (p, s) => rl.SGD.fromState(p, s as rl.SGDState));
     // restored before any step: the buffer must still be initialised from the first gradient
     const a = randomTensors(5, lengths), b = clone(a);
-    const optA = new rl.SGD(a, { momentum: 0.9 });
+    const optA = new rl.SGD(a, { lr: 0.01, momentum: 0.9 });
     const optB = rl.SGD.fromState(b, optA.state());
     const g = randomTensors(6, lengths);
     optA.step(g);
@@ -261,7 +261,7 @@ describe('stepAsync', () => {
   it('an already-aborted signal rejects with ERR_ABORTED and changes nothing', async () => {
     const p = randomTensors(12, [10, 20]);
     const before = bits(p);
-    const opt = new rl.SGD(p, { momentum: 0.9 });
+    const opt = new rl.SGD(p, { lr: 0.01, momentum: 0.9 });
     const ac = new AbortController();
     ac.abort();
     await expect(opt.stepAsync(randomTensors(13, [10, 20]), { signal: ac.signal })).rejects.toMatchObject({ code: 'ERR_ABORTED' });

@@ -11,10 +11,10 @@ import { Optimizer } from './optimizer.js';
 import { asStateError, boolOpt, checkLr, nonNeg, requireFields, stateBuffers, stateHeader } from './state.js';
 import type { SGDState } from './state.js';
 
-/** Options of {@link SGD} (defaults are PyTorch's, except that `lr` has a default of 1e-3). */
+/** Options of {@link SGD} (defaults are PyTorch's; as there, `lr` is required). */
 export interface SGDOptions {
-  /** Learning rate, >= 0 (default 1e-3). */
-  lr?: number;
+  /** Learning rate, >= 0 (required). */
+  lr: number;
   /** Momentum factor, >= 0 (default 0: plain SGD). */
   momentum?: number;
   /** Dampening of the momentum update, in [0, 1] (default 0). */
@@ -51,10 +51,12 @@ export class SGD extends Optimizer {
    * @param params parameter tensors, updated in place
    * @param opts hyper-parameters
    */
-  constructor(params: Float32Array[], opts?: SGDOptions) {
+  constructor(params: Float32Array[], opts: SGDOptions) {
+    if (typeof opts !== 'object' || opts === null) fail('ERR_OPTION', 'options', 'an object with lr', opts);
     v.knownKeys(opts, 'options', KEYS);
-    const o = opts ?? {};
-    const lr = checkLr(o.lr, 1e-3);
+    const o = opts;
+    if (o.lr === undefined) fail('ERR_OPTION', 'lr', 'a number (SGD has no default learning rate)', o.lr);
+    const lr = checkLr(o.lr, NaN);
     super(params, lr);
     this.#momentum = nonNeg(o.momentum, 'momentum', 0);
     this.#dampening = v.numOpt(o.dampening, 'dampening', 0, { min: 0, max: 1 });
