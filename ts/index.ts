@@ -39,6 +39,8 @@ export type { KlEstimator, KlSemantics, KlPenaltyArgs, KlPenaltyResult, KlContro
 export { aggregate, effectiveRowWeights, AGG_MODES } from './losses/aggregate.js';
 export type { AggMode, AggregateOptions, AggregateResult } from './losses/aggregate.js';
 export type { FloatArray, Semantics } from './losses/common.js';
+export { lossGradToLogits, entropyBonus } from './losses/chain.js';
+export type { LossGradToLogitsArgs, DistillTerm, EntropyBonusResult } from './losses/chain.js';
 
 // Advantage estimators (ts/advantages)
 export { grpo, grpoPassK, groupMeanStd } from './advantages/grpo.js';
