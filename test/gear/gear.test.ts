@@ -593,6 +593,24 @@ describe('gear: bad input throws GearError with a code', () => {
     }
   });
 
+  it('caller-owned outputs are filled in place and checked', () => {
+    const n = b.divergence.length;
+    const out = { advantages: new Float32Array(n).fill(9), weights: new Float32Array(n).fill(9), segmentId: new Int32Array(n).fill(9) };
+    const fresh = rl.gear(base);
+    const res = rl.gear({ ...base, out });
+    expect(res.advantages).toBe(out.advantages);
+    expect(res.weights).toBe(out.weights);
+    expect(res.segmentId).toBe(out.segmentId);
+    expect(Array.from(out.advantages)).toEqual(Array.from(fresh.advantages));
+    expect(Array.from(out.weights)).toEqual(Array.from(fresh.weights));
+    expect(Array.from(out.segmentId)).toEqual(Array.from(fresh.segmentId));
+    expect(code(() => rl.gear({ ...base, out: { advantages: new Float32Array(3) } }))).toBe('ERR_SHAPE');
+    expect(code(() => rl.gear({ ...base, out: { segmentId: new Float32Array(n) as unknown as Int32Array } }))).toBe('ERR_DTYPE');
+    const same = new Float32Array(n);
+    expect(code(() => rl.gear({ ...base, out: { advantages: same, weights: same } }))).toBe('ERR_SHAPE');
+    expect(code(() => rl.gear({ ...base, out: { advantage: same } as never }))).toBe('ERR_OPTION');
+  });
+
   it('the native layer re-checks its arguments on its own', () => {
     const P = () => Float64Array.from([20, 0, 2, 0.25, 0.95, 0.8, NaN, 0, 256, 1, 0.95, 0, 0.2, 0, 0, 0, 0, 0.5, NaN]);
     const call = (over: Partial<Record<'adv' | 'off' | 'mask' | 'd' | 'h' | 'lr' | 'p', unknown>>) => code(() =>

@@ -180,6 +180,8 @@ export interface GearInput {
   logratio?: Float32Array;
   /** GEAR options; see {@link GearOptions}. */
   options?: GearOptions;
+  /** Output arrays to fill instead of allocating (length N each, three distinct buffers); reuse them across steps. */
+  out?: { advantages?: Float32Array; weights?: Float32Array; segmentId?: Int32Array };
 }
 
 /** Exact batch quantiles (over valid tokens, linear interpolation) reported in the diagnostics. */
@@ -249,7 +251,7 @@ export interface GearResult {
   diagnostics: GearDiagnostics;
 }
 
-const INPUT_KEYS = ['advantages', 'offsets', 'mask', 'divergence', 'entropy', 'logratio', 'options'] as const;
+const INPUT_KEYS = ['advantages', 'offsets', 'mask', 'divergence', 'entropy', 'logratio', 'options', 'out'] as const;
 const ENUM_CODES = {
   peakRule: { zscore: 0, quantile: 1 },
   segmentEnd: { next_fork: 0, entropy_settles: 1 },
@@ -317,10 +319,16 @@ export function gear(a: GearInput): GearResult {
   const adv = a.advantages instanceof Float64Array ? a.advantages : Float64Array.from(v.numArray(a.advantages, 'advantages'));
   if (adv.length !== rows) fail('ERR_SHAPE', 'advantages.length', `the row count ${rows}`, adv.length);
   v.allFinite(adv, 'advantages');
-  const mask = v.optMask(a.mask, 'mask', n);
+  // mask values (0/1) are checked natively, in the same pass that reads them
+  if (a.mask !== undefined && !(a.mask instanceof Uint8Array)) fail('ERR_DTYPE', 'mask', 'Uint8Array', a.mask);
+  if (a.mask !== undefined && a.mask.length !== n) fail('ERR_SHAPE', 'mask.length', String(n), a.mask.length);
   const lr = a.logratio === undefined ? undefined : v.f32(a.logratio, 'logratio', n);
   if (o.signMode === 'rlsd' && lr === undefined) fail('ERR_OPTION', 'logratio', "a Float32Array (signMode 'rlsd')", undefined);
-  const r = native.gearScan(adv, a.offsets, mask ?? null, div, a.entropy, lr ?? null, gearParams(o)) as {
+  v.knownKeys(a.out, 'out', ['advantages', 'weights', 'segmentId']);
+  const oa = a.out?.advantages === undefined ? null : v.f32(a.out.advantages, 'out.advantages', n);
+  const ow = a.out?.weights === undefined ? null : v.f32(a.out.weights, 'out.weights', n);
+  const os = a.out?.segmentId === undefined ? null : v.i32(a.out.segmentId, 'out.segmentId', n);
+  const r = native.gearScan(adv, a.offsets, a.mask ?? null, div, a.entropy, lr ?? null, gearParams(o), oa, ow, os) as {
     advantages: Float32Array; weights: Float32Array; segmentId: Int32Array; anchors: Int32Array; stats: Float64Array;
   };
   const s = r.stats;

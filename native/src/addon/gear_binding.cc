@@ -2,7 +2,8 @@
 // layer calls them):
 //   gearScan(advantages: Float64Array(R), offsets: Int32Array(R+1), mask: Uint8Array|null,
 //            divergence: Float32Array(N), entropy: Float32Array(N), logratio: Float32Array|null,
-//            params: Float64Array(kGearParamCount))
+//            params: Float64Array(kGearParamCount), outAdvantages: Float32Array(N)|null,
+//            outWeights: Float32Array(N)|null, outSegmentId: Int32Array(N)|null)
 //     -> { advantages: Float32Array, weights: Float32Array, segmentId: Int32Array, anchors: Int32Array,
 //          stats: Float64Array }   (stats layout: see kStat* below)
 //   gearQuantiles(values: Float32Array, mask: Uint8Array|null, q: Float64Array) -> Float64Array
@@ -37,9 +38,18 @@ static Napi::Value GearScan(const Napi::CallbackInfo& info) {
   GearParams p;
   Check(env, gear_params_from_array(par.data, par.length, &p));
 
-  Napi::Float32Array oadv = Napi::Float32Array::New(env, static_cast<size_t>(n));
-  Napi::Float32Array ow = Napi::Float32Array::New(env, static_cast<size_t>(n));
-  Napi::Int32Array oseg = Napi::Int32Array::New(env, static_cast<size_t>(n));
+  // Optional caller-owned outputs (reused across steps, they skip allocation and first-touch faults).
+  auto out_f32 = [&](int i, const char* what) {
+    return IsNullish(info[i]) ? Napi::Float32Array::New(env, static_cast<size_t>(n))
+                              : F32(info[i], what, n).value.As<Napi::Float32Array>();
+  };
+  Napi::Float32Array oadv = out_f32(7, "out.advantages");
+  Napi::Float32Array ow = out_f32(8, "out.weights");
+  Napi::Int32Array oseg = IsNullish(info[9]) ? Napi::Int32Array::New(env, static_cast<size_t>(n))
+                                             : I32(info[9], "out.segmentId", n).value.As<Napi::Int32Array>();
+  if (n > 0 && (oadv.Data() == ow.Data() || static_cast<void*>(oadv.Data()) == static_cast<void*>(oseg.Data()) ||
+                static_cast<void*>(ow.Data()) == static_cast<void*>(oseg.Data())))
+    Throw(env, Code::Shape, "out: expected three distinct arrays, got the same buffer twice");
   GearInputs in;
   in.advantages = adv.data;
   in.offsets = off.data;
