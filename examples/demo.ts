@@ -5,7 +5,9 @@
  *     npm run demo                 # full comparison (5 methods x 3 seeds)
  *     npm run demo -- --quick      # 3 methods x 3 seeds, short runs (what the tests run)
  *
- * Options: --out <dir> (default demo-output), --seeds <n>, --steps <n>, --methods grpo,gigpo,gear,...
+ * Options: --out <dir> (default demo-output), --seeds <n>, --steps <n>, --methods grpo,gigpo,gear,...,
+ * --lr <x>, --tasks <n> (tasks per step), --group-size <n> (rollouts per task), --eps <x> (noise of the
+ * warm-start demonstrator).
  *
  * Writes to the output directory: results.json (settings, warm-start, every step's metrics of every
  * run, summary), learning-curves.svg, gear-batch.json (one GEAR batch in the visualiser's format:
@@ -25,7 +27,10 @@ import { Progress, learningCurveSvg, meanStd, pm, table } from './report/report.
 
 const COLORS: Record<Method, string> = { grpo: '#1f77b4', gigpo: '#2ca02c', gear: '#d62728', drgrpo: '#9467bd', rloo: '#ff7f0e' };
 
-interface Cli { quick: boolean; out: string; seeds?: number; steps?: number; methods?: Method[] }
+interface Cli {
+  quick: boolean; out: string; seeds?: number; steps?: number; methods?: Method[];
+  lr?: number; groupSize?: number; tasks?: number; eps?: number;
+}
 
 function parseArgs(argv: string[]): Cli {
   const cli: Cli = { quick: false, out: 'demo-output' };
@@ -45,13 +50,21 @@ function parseArgs(argv: string[]): Cli {
     else if (a === '--out') cli.out = val();
     else if (a === '--seeds') cli.seeds = int(val());
     else if (a === '--steps') cli.steps = int(val());
+    else if (a === '--group-size') cli.groupSize = int(val());
+    else if (a === '--tasks') cli.tasks = int(val());
+    else if (a === '--lr' || a === '--eps') {
+      const x = Number(val());
+      if (!(x > 0 && x < 1)) throw new Error(`${a}: expected a number in (0, 1)`);
+      if (a === '--lr') cli.lr = x; else cli.eps = x;
+    }
     else if (a === '--methods') {
       cli.methods = val().split(',').map((m) => {
         if (!(METHODS as readonly string[]).includes(m)) throw new Error(`--methods: expected some of ${METHODS.join(',')}, got ${m}`);
         return m as Method;
       });
     } else if (a === '--help' || a === '-h') {
-      process.stdout.write('usage: demo [--quick] [--out dir] [--seeds n] [--steps n] [--methods grpo,gigpo,gear,drgrpo,rloo]\n');
+      process.stdout.write('usage: demo [--quick] [--out dir] [--seeds n] [--steps n] [--methods grpo,gigpo,gear,drgrpo,rloo]\n' +
+        '            [--lr x] [--tasks n] [--group-size n] [--eps x (warm-start demonstrator noise)]\n');
       process.exit(0);
     } else throw new Error(`unknown option ${a} (try --help)`);
   }
@@ -63,10 +76,10 @@ function main(): void {
   const t0 = performance.now();
   const methods = cli.methods ?? (cli.quick ? (['grpo', 'gigpo', 'gear'] as Method[]) : [...METHODS]);
   const seeds = cli.seeds ?? 3;
-  const warm: WarmStartConfig = { steps: cli.quick ? 160 : 240, batch: 64, eps: 0.2, lr: 0.06, seed: 12345 };
+  const warm: WarmStartConfig = { steps: cli.quick ? 160 : 240, batch: 64, eps: cli.eps ?? 0.2, lr: 0.06, seed: 12345 };
   const base: Omit<RunConfig, 'method' | 'seed'> = {
-    steps: cli.steps ?? (cli.quick ? 16 : 40), tasksPerStep: 8, groupSize: 8, updatesPerBatch: 2,
-    lr: 0.01, maxGradNorm: 1.0, clip: 0.2, evalEvery: cli.quick ? 4 : 5, evalEpisodes: cli.quick ? 200 : 400,
+    steps: cli.steps ?? (cli.quick ? 16 : 40), tasksPerStep: cli.tasks ?? 8, groupSize: cli.groupSize ?? 8, updatesPerBatch: 2,
+    lr: cli.lr ?? 0.01, maxGradNorm: 1.0, clip: 0.2, evalEvery: cli.quick ? 4 : 5, evalEpisodes: cli.quick ? 200 : 400,
   };
   mkdirSync(cli.out, { recursive: true });
   const b = rl.backend();

@@ -144,3 +144,14 @@ describe('demo (quick)', () => {
     expect(html).toContain('answer');
   });
 });
+
+describe('own-model example', () => {
+  it('runs the rollouts-to-update path on plain Float32Array logits and the reward goes up', () => {
+    execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.examples.json'], { cwd: ROOT });
+    const stdout = execFileSync(process.execPath, ['dist-examples/own-model.js'], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
+    const rewards = [...stdout.matchAll(/mean reward (\d\.\d+)/g)].map((m) => Number(m[1]));
+    expect(rewards.length).toBe(4);
+    expect(rewards[3]!).toBeGreaterThan(rewards[0]! + 0.3);
+  });
+});
+
