@@ -83,6 +83,10 @@ export {
   teacherInput, teacherMessages, formatReference, gatherRows, DEFAULT_TEACHER_TEMPLATE,
 } from './gear/teacher.js';
 export type { ChatMessage, TeacherReference, TeacherInputArgs, TeacherInput, LogitsRows } from './gear/teacher.js';
+export { gearFromLogits } from './gear/from_logits.js';
+export type { GearFromLogitsInput, GearFromLogitsResult } from './gear/from_logits.js';
+export { distillLoss } from './gear/distill.js';
+export type { DistillArgs, DistillResult } from './gear/distill.js';
 
 // Optimizers (AdamW / Adam / SGD, gradient clipping, learning-rate schedules)
 export * from './optim/index.js';

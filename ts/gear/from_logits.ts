@@ -1,0 +1,91 @@
+/**
+ * One call from student and teacher logits to GEAR-proposed advantages: the fused `divergence` pass
+ * (reverse KL, student entropy and both sampled-token log-probs) feeds {@link gear}; optionally the
+ * self-distillation term reuses the same forward statistics.
+ *
+ * @module
+ */
+import { fail } from '../errors.js';
+import { divergence } from '../ops/divergence.js';
+import type { Divergence } from '../ops/divergence.js';
+import type { Logits } from '../ops/token_stats.js';
+import * as v from '../validate.js';
+import { distillLoss } from './distill.js';
+import type { DistillResult } from './distill.js';
+import { gear, resolveGearOptions } from './gear.js';
+import type { GearOptions, GearResult } from './gear.js';
+
+/** Arguments of {@link gearFromLogits}. */
+export interface GearFromLogitsInput {
+  /** Student logits (the rollout policy), one row per packed token: `rows = offsets[R]`. Masked rows must still hold finite logits. */
+  student: Logits;
+  /** Ground-truth-conditioned teacher logits at the same positions (see `teacherInput` / `gatherRows`). */
+  teacher: Logits;
+  /** The sampled token of each row. */
+  targets: Int32Array;
+  /** Per row of the batch: the trajectory-level (GRPO) advantage. */
+  advantages: ArrayLike<number>;
+  /** Packed-row offsets, length R+1. */
+  offsets: Int32Array;
+  /** Optional 0/1 mask per token. */
+  mask?: Uint8Array;
+  /** Rollout sampling temperature (default 1). */
+  temperature?: number;
+  /** GEAR options (its `klCap` also caps the divergence pass). */
+  options?: GearOptions;
+  /** When > 0, also returns the self-distillation term (see `distillLoss`). Default 0. */
+  distillCoef?: number;
+}
+
+/** Result of {@link gearFromLogits}: the {@link GearResult} plus the token signals it was computed from. */
+export interface GearFromLogitsResult extends GearResult {
+  /** The per-token signals fed to `gear`. */
+  signals: {
+    /** Capped reverse KL(student ‖ teacher). */
+    divergence: Float32Array;
+    /** Student entropy. */
+    entropy: Float32Array;
+    /** Teacher minus student log-prob of the sampled token. */
+    logratio: Float32Array;
+  };
+  /** The full output of the `divergence` pass. */
+  stats: Divergence;
+  /** The self-distillation term, when `distillCoef > 0`. */
+  distill?: DistillResult;
+}
+
+/**
+ * Student and teacher logits to GEAR-proposed advantages in one call: `divergence(student, teacher,
+ * { kind: 'reverse_kl', targets, temperature, klCap })` gives D, the student entropy H and both
+ * sampled-token log-probs (logratio = teacher − student), then `gear(...)` reweights the advantages.
+ *
+ * @param a logits, sampled tokens, batch layout, temperature, GEAR options, optional `distillCoef`
+ * @returns the GEAR result, the signals, the divergence statistics and the optional distillation term
+ */
+export function gearFromLogits(a: GearFromLogitsInput): GearFromLogitsResult {
+  if (typeof a !== 'object' || a === null) fail('ERR_OPTION', 'gearFromLogits(a)', 'an object', a);
+  v.knownKeys(a, 'gearFromLogits(a)',
+    ['student', 'teacher', 'targets', 'advantages', 'offsets', 'mask', 'temperature', 'options', 'distillCoef']);
+  const o = resolveGearOptions(a.options);
+  const distillCoef = v.numOpt(a.distillCoef, 'distillCoef', 0, { min: 0, max: Number.MAX_VALUE });
+  const rows = a.student?.rows;
+  v.offsets(a.offsets, 'offsets', rows);
+  const fwd = { kind: 'reverse_kl' as const, temperature: a.temperature ?? 1, klCap: o.klCap };
+  const stats = divergence(a.student, a.teacher, { ...fwd, targets: a.targets });
+  const sl = stats.studentLogprob!, tl = stats.teacherLogprob!;
+  const logratio = new Float32Array(rows);
+  for (let t = 0; t < rows; t++) logratio[t] = tl[t]! - sl[t]!;
+  const res = gear({
+    advantages: a.advantages, offsets: a.offsets, mask: a.mask, divergence: stats.value, entropy: stats.studentEntropy,
+    logratio, options: a.options,
+  });
+  const out: GearFromLogitsResult = {
+    ...res, signals: { divergence: stats.value, entropy: stats.studentEntropy, logratio }, stats,
+  };
+  if (distillCoef > 0) {
+    out.distill = distillLoss({
+      student: a.student, teacher: a.teacher, mask: a.mask, distillCoef, temperature: fwd.temperature, klCap: o.klCap, stats,
+    });
+  }
+  return out;
+}
