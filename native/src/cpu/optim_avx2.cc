@@ -4,6 +4,7 @@
 
 #include "optim_internal.h"
 
+#if defined(__x86_64__) || defined(__i386__)
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
 #pragma GCC optimize("fp-contract=off")
@@ -11,3 +12,9 @@ namespace gear::optim_detail::avx2 {
 #include "optim_kernels.inc"
 }  // namespace gear::optim_detail::avx2
 #pragma GCC pop_options
+#else
+// Not an x86 build: dispatch never selects this ISA; keep the symbol for the table lookup.
+namespace gear::optim_detail::avx2 {
+const Kernels kKernels = baseline::kKernels;
+}  // namespace gear::optim_detail::avx2
+#endif
