@@ -142,15 +142,22 @@ function klRow(pLog: Float64Array, qLog: Float64Array): number {
   // KL(p || q) = sum p (log p - log q), 0 log 0 = 0, +Infinity where p > 0 and q = 0
   let d = 0;
   for (let v = 0; v < pLog.length; v++) {
-    if (pLog[v] === -Infinity) continue;
-    d += Math.exp(pLog[v]!) * (pLog[v]! - qLog[v]!);
+    const w = Math.exp(pLog[v]!);
+    if (w === 0) continue; // masked or underflowed: 0 log 0 = 0
+    d += w * (pLog[v]! - qLog[v]!);
   }
   return d;
 }
 
 function mixtureLog(a: Float64Array, b: Float64Array, beta: number): Float64Array {
   const out = new Float64Array(a.length);
-  for (let v = 0; v < a.length; v++) out[v] = Math.log((1 - beta) * Math.exp(a[v]!) + beta * Math.exp(b[v]!));
+  // log((1-beta) e^a + beta e^b) in log space (no underflow): logaddexp(a + log(1-beta), b + log(beta))
+  for (let v = 0; v < a.length; v++) {
+    const x = a[v]! + Math.log(1 - beta);
+    const y = b[v]! + Math.log(beta);
+    const hi = Math.max(x, y);
+    out[v] = hi === -Infinity ? -Infinity : hi + Math.log(Math.exp(x - hi) + Math.exp(y - hi));
+  }
   return out;
 }
 

@@ -211,13 +211,13 @@ Status divergence_backward(const LogitsView& s, const LogitsView& t, DivKind kin
       }
       if (k == DivKind::ReverseKl) p.value = v;
       float* o = out + r * s.vocab;
+      if (v == INFINITY && kl_cap == INFINITY) {  // support mismatch, no cap: undefined gradient
+        atomic_min(infinite, r);
+        return;
+      }
       if (v >= kl_cap) {  // capped (or +Infinity under a finite cap): the clamp is flat, gradient 0
         for (int64_t i = 0; i < s.vocab; ++i) o[i] = 0.0f;
         continue;
-      }
-      if (v == INFINITY) {
-        atomic_min(infinite, r);
-        return;
       }
       int side = 0;
       if (!grad_fn(sr, tr, o, s.vocab, p, true, &side)) {
