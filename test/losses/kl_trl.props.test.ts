@@ -162,3 +162,39 @@ describe('trlLoss properties', () => {
     expectGearError(() => rl.trlLoss({ ...a, advantages: Float64Array.from(b.rowAdv, () => NaN) }), 'ERR_NON_FINITE');
   });
 });
+
+describe('clip_cov selection', () => {
+  const b = randomBatch(77, 10, 9, 0.4);
+  const a = { logprob: b.lp, oldLogprob: b.old, advantages: b.adv, offsets: b.off, mask: b.mask, kind: 'clip_cov' as const, clipCovLb: -10, clipCovUb: 10 };
+  it('picks max(int(ratio·Σm), 1) candidates, reproducibly for a seed', () => {
+    const all = rl.policyLoss({ ...a, clipCovRatio: 1 });
+    const nValid = b.mask.reduce((s, x) => s + x, 0);
+    const candidates = Math.round(all.metrics.pg_clipfrac! * (nValid + 1e-8));
+    expect(candidates).toBeGreaterThan(4);
+    const ratio = 3.5 / nValid; // int(3.5) = 3 tokens
+    const one = rl.policyLoss({ ...a, clipCovRatio: ratio, seed: 5 });
+    expect(Math.round(one.metrics.pg_clipfrac! * (nValid + 1e-8))).toBe(3);
+    const again = rl.policyLoss({ ...a, clipCovRatio: ratio, seed: 5 });
+    expect([...again.grad]).toEqual([...one.grad]);
+    const none = rl.policyLoss({ ...a, clipCovLb: 1e9, clipCovUb: 2e9 }); // no candidate at all
+    const picks = new Set<string>();
+    for (let seed = 0; seed < 20; seed++) {
+      const r = rl.policyLoss({ ...a, clipCovRatio: ratio, seed });
+      picks.add(Array.from(r.grad, (g, t) => (g === 0 && none.grad[t] !== 0 ? 1 : 0)).join(''));
+    }
+    expect(picks.size).toBeGreaterThan(1);
+  });
+});
+
+describe('trlLoss with per-token advantages', () => {
+  const b = randomBatch(55, 5, 6, 0.4);
+  it('equals the per-row form for token-level losses', () => {
+    for (const lossType of ['grpo', 'bnpo', 'dr_grpo', 'dapo', 'cispo', 'sapo', 'vespo'] as const) {
+      const a = { logprob: b.lp, oldLogprob: b.old, offsets: b.off, mask: b.mask, lossType };
+      const row = rl.trlLoss({ ...a, advantages: b.rowAdv });
+      const tok = rl.trlLoss({ ...a, advantages: b.adv });
+      expectCloseScalar(tok.loss, row.loss, { rtol: 1e-14, atol: 1e-16 });
+      expectClose(tok.grad, row.grad, { rtol: 1e-14, atol: 1e-16 });
+    }
+  });
+});

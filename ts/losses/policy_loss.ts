@@ -690,6 +690,10 @@ export function policyLoss(a: PolicyLossArgs): PolicyLossResult {
   }
 
   if (kind === 'gmpo') {
+    const rows = a.offsets.length - 1;
+    if (aggOpts.globalRows !== undefined && aggOpts.globalRows < rows) {
+      fail('ERR_OPTION', 'globalRows', `>= the ${rows} rows of this call (GMPO averages over all rows)`, aggOpts.globalRows);
+    }
     const r = gmpo(lp, old, A, a.offsets, mask, o, isw, aggOpts.globalRows);
     const grad = sameType(lp, n);
     for (let t = 0; t < n; t++) grad[t] = r.g[t]!;
