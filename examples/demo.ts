@@ -156,7 +156,7 @@ function main(): void {
     const { batch, adv } = gearBatch;
     const record: rl.GearBatchRecord = {
       ...adv.gear!.input, result: adv.gear!.result, tokens: tokenTexts(batch),
-      rowLabels: batch.trajectories.map((t, r) => `task ${t.group} · key L${t.task.answer + 1} · reward ${t.reward} · row ${r}`),
+      rowLabels: batch.trajectories.map((t) => `task ${t.group} · key in L${t.task.answer + 1} · not L${t.task.clue + 1} · reward ${t.reward}`),
       meta: { run: 'GEAR seed 1', step: 0, environment: 'locker-search' },
     };
     rl.saveBatch(join(cli.out, 'gear-batch.json'), record);
