@@ -342,18 +342,11 @@ export function trlLoss(a: TrlLossArgs & { clipLow?: number; clipHigh?: number }
       if (level === 'token') g[t] = g[t]! + r[t]! * dLw[t]!;
       else gw += r[t]! * dLw[t]!;
     }
-    if (level === 'sequence' && !onPolicy && gw !== 0) {
+    if (level === 'sequence' && gw !== 0) {
+      // d log w_i / d ℓ_t = m_t / max(|y_i|, 1); on-policy too (old = sg(ℓ): value 0, same gradient)
       const d = Math.max(len[i]!, 1);
       for (let t = off[i]!; t < off[i + 1]!; t++) g[t] = g[t]! + (gw * mk(t)) / d;
     }
-    if (level === 'sequence' && onPolicy && gw !== 0) {
-      // on-policy: old = sg(ℓ), so log w = Σ (ℓ − sg ℓ) m / |y| still carries gradient m_t / |y|
-      const d = Math.max(len[i]!, 1);
-      for (let t = off[i]!; t < off[i + 1]!; t++) g[t] = g[t]! + (gw * mk(t)) / d;
-    }
-  }
-  if (level === 'token' && onPolicy) {
-    // log w = ℓ − sg(ℓ): value 0, gradient 1 — already included through dLw above.
   }
 
   const metrics: Record<string, number> = {};
