@@ -1,10 +1,12 @@
 /**
- * Loads the native addon (a prebuilt binary from `prebuilds/`, or a local build) and registers
- * {@link GearError} with it so that native argument checks throw the same error class.
+ * Loads the native addon (a prebuilt binary from `prebuilds/`, or a local build; or the optional CUDA
+ * module, see `GEAR_RL_VARIANT`) and registers {@link GearError} with it so that native argument checks
+ * throw the same error class.
  *
  * @internal
  * @module
  */
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,18 +28,65 @@ export interface NativeAddon {
   [name: string]: NativeFn;
 }
 
-function load(): NativeAddon {
+/** Where the optional CUDA module is looked for: `GEAR_RL_CUDA_ADDON`, then a local `npm run build:cuda`. */
+function cudaCandidates(): string[] {
+  const env = process.env.GEAR_RL_CUDA_ADDON;
+  return [...(env ? [resolve(env)] : []), resolve(PACKAGE_ROOT, 'build-cuda', 'Release', 'gear_rl_cuda.node')];
+}
+
+/**
+ * Loads the CUDA module if one exists, loads, and reports a device; otherwise returns why not. A
+ * GPU-less machine typically reports `cudaErrorInsufficientDriver` or `cudaErrorNoDevice`.
+ */
+function tryCuda(): { addon?: NativeAddon; reason: string } {
+  const found = cudaCandidates().filter((p) => existsSync(p));
+  if (found.length === 0) return { reason: `no CUDA module (looked for ${cudaCandidates().join(', ')})` };
+  const path = found[0]!;
   let addon: NativeAddon;
   try {
+    addon = require(path) as NativeAddon;
+  } catch (e) {
+    return { reason: `the CUDA module ${path} does not load (${(e as Error).message})` };
+  }
+  const dev = addon.cudaDevices() as { count: number; error: string };
+  if (!(dev.count > 0)) return { reason: `no CUDA device (${dev.error || 'cudaGetDeviceCount returned 0'})` };
+  return { addon, reason: '' };
+}
+
+function loadCpu(): NativeAddon {
+  const explicit = process.env.GEAR_RL_ADDON;
+  try {
+    // GEAR_RL_ADDON: a specific CPU build (e.g. build-asan/ or build-cmake/), else prebuild or local build.
+    if (explicit) return require(resolve(explicit)) as NativeAddon;
     const gypBuild = require('node-gyp-build') as (dir: string) => NativeAddon;
-    addon = gypBuild(PACKAGE_ROOT);
+    return gypBuild(PACKAGE_ROOT);
   } catch (e) {
     throw new GearError(
       'ERR_NATIVE',
-      `gear-rl native addon: expected a prebuilt binary for ${process.platform}-${process.arch} or a local build, ` +
-        `got none that loads (${(e as Error).message}). Rebuild with \`npm rebuild gear-rl\` (needs a C++17 compiler).`,
+      `gear-rl native addon: expected ${explicit ? `a loadable addon at GEAR_RL_ADDON=${explicit}` : `a prebuilt binary for ${process.platform}-${process.arch} or a local build`}, ` +
+        `got none that loads (${(e as Error).message}). Build it from source with \`npm rebuild gear-rl\` (needs a C++17 compiler and Python 3).`,
     );
   }
+}
+
+/**
+ * Picks the variant: `GEAR_RL_VARIANT=cpu` (CPU only), `cuda` (the CUDA module, or an ERR_NATIVE
+ * saying why not) or `auto` (default: CUDA when its module loads and reports a device, else CPU).
+ */
+function load(): NativeAddon {
+  const want = process.env.GEAR_RL_VARIANT ?? 'auto';
+  if (want !== 'cpu' && want !== 'cuda' && want !== 'auto') {
+    throw new GearError('ERR_OPTION', `GEAR_RL_VARIANT: expected 'cpu', 'cuda' or 'auto', got "${want}"`);
+  }
+  let addon: NativeAddon | undefined;
+  if (want !== 'cpu') {
+    const cuda = tryCuda();
+    if (want === 'cuda' && !cuda.addon) {
+      throw new GearError('ERR_NATIVE', `GEAR_RL_VARIANT=cuda: expected a CUDA module that loads and reports a device, got ${cuda.reason}`);
+    }
+    addon = cuda.addon;
+  }
+  addon ??= loadCpu();
   addon.setErrorClass(GearError);
   return addon;
 }

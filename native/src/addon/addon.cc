@@ -17,6 +17,9 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   RegisterPolicyLoss(env, exports);
   RegisterTokenStats(env, exports);
   RegisterDivergence(env, exports);
+#ifdef GEAR_RL_CUDA
+  RegisterCuda(env, exports);  // last: replaces backend() with the device's
+#endif
   return exports;
 }
 

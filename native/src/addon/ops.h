@@ -12,4 +12,5 @@ void RegisterOptim(Napi::Env env, Napi::Object exports);       // optim_binding.
 void RegisterPolicyLoss(Napi::Env env, Napi::Object exports);  // policy_loss_binding.cc
 void RegisterTokenStats(Napi::Env env, Napi::Object exports);  // token_stats_binding.cc
 void RegisterDivergence(Napi::Env env, Napi::Object exports);  // divergence_binding.cc
+void RegisterCuda(Napi::Env env, Napi::Object exports);        // cuda/cuda_binding.cc (CUDA module only)
 }  // namespace gear::addon

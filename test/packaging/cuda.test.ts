@@ -1,0 +1,165 @@
+// The optional CUDA module: its sources compile and link (one architecture, cached under
+// build-cuda/test-sm80), and the loader's variant choice on this GPU-less machine: `auto` falls back to
+// the CPU addon, `cuda` forced is a clear ERR_NATIVE, and CMake configures without nvcc.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const OUT = join(ROOT, 'build-cuda', 'test-sm80');
+const MODULE = join(OUT, 'Release', 'gear_rl_cuda.node');
+const DIST = pathToFileURL(join(ROOT, 'dist', 'index.js')).href;
+const NVCC_DIRS = ['/usr/local/cuda/bin', ...(process.env.PATH ?? '').split(delimiter)];
+const nvcc = NVCC_DIRS.map((d) => join(d, 'nvcc')).find((p) => existsSync(p));
+const scratch = mkdtempSync(join(tmpdir(), 'gear-rl-cuda-'));
+
+function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env, cwd = ROOT) {
+  return spawnSync(cmd, args, { cwd, env, encoding: 'utf8', maxBuffer: 64 * 2 ** 20 });
+}
+
+/** Runs `code` (ESM) in a child with `env` added; returns its exit status, stdout and stderr. */
+function child(code: string, env: Record<string, string>) {
+  const clean = { ...process.env };
+  for (const k of ['GEAR_RL_VARIANT', 'GEAR_RL_CUDA_ADDON', 'GEAR_RL_ADDON']) delete clean[k];
+  return run(process.execPath, ['--input-type=module', '-e', code], { ...clean, ...env });
+}
+
+beforeAll(() => {
+  expect(nvcc, 'nvcc in /usr/local/cuda/bin or on PATH').toBeDefined();
+  expect(existsSync(join(ROOT, 'dist', 'index.js')), 'dist/index.js (npm run build:ts)').toBe(true);
+  const env = { ...process.env, PATH: `${dirname(nvcc!)}${delimiter}${process.env.PATH}`, CUDACXX: nvcc! };
+  // Incremental: only changed sources recompile. Serialised with other builds of this folder.
+  const r = run('flock', [join(tmpdir(), 'gear-rl-cuda-build.lock'), 'npx', 'cmake-js', 'build', '--out', OUT,
+    '-T', 'gear_rl_cuda', '-p', '2', '--CDGEAR_CUDA_ARCHS=80-real'], env);
+  if (r.status !== 0) throw new Error(`CUDA build failed:\n${r.stdout.slice(-4000)}\n${r.stderr.slice(-4000)}`);
+}, 900_000);
+
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+describe('CUDA module build', () => {
+  it('compiles every .cu of native/sources.json to sm_80 device code and links gear_rl_cuda.node', () => {
+    expect(existsSync(MODULE)).toBe(true);
+    const sources = JSON.parse(readFileSync(join(ROOT, 'native/sources.json'), 'utf8')) as { cuda: string[] };
+    const cu = sources.cuda.filter((s) => s.endsWith('.cu'));
+    expect(cu.map((s) => s.split('/').pop()).sort()).toEqual(['common.cu', 'divergence.cu', 'segment.cu', 'token_stats.cu']);
+    // device code is embedded (fat binary section) and every kernel has its host launch stub
+    const sections = run('readelf', ['-S', '-W', MODULE]).stdout;
+    expect(sections).toContain('.nv_fatbin');
+    const syms = run('strings', [MODULE]).stdout;
+    for (const k of ['stats_kernel', 'grad_kernel', 'divergence_kernel', 'divergence_grad_kernel', 'reduce_kernel', 'broadcast_kernel']) {
+      expect(syms, k).toContain(k);
+    }
+    expect(syms).toContain('sm_80');
+  });
+
+  it('loads with every symbol resolved (RTLD_NOW) and reports no device here', () => {
+    const code = `
+      import { constants } from 'node:os';
+      const m = { exports: {} };
+      process.dlopen(m, ${JSON.stringify(MODULE)}, constants.dlopen.RTLD_NOW);
+      const a = m.exports;
+      console.log(JSON.stringify({ names: Object.keys(a).sort(), dev: a.cudaDevices(), backend: a.backend() }));`;
+    const r = child(code, {});
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    expect(out.dev.count).toBe(0);
+    expect(out.dev.error).toMatch(/^cudaError\w+ \(.+\)$/);
+    expect(out.dev.runtimeVersion).toBeGreaterThanOrEqual(12000);
+    expect(out.backend.variant).toBe('cuda');
+    expect(out.backend.isa).toBe('cuda (no device)');
+    // the same op surface as the CPU addon, plus the device probe
+    const cpu = child(`import { native } from ${JSON.stringify(pathToFileURL(join(ROOT, 'dist', 'native.js')).href)};
+      console.log(JSON.stringify(Object.keys(native).sort()));`, { GEAR_RL_VARIANT: 'cpu' });
+    expect(cpu.status, cpu.stderr).toBe(0);
+    const cpuNames = JSON.parse(cpu.stdout.trim().split('\n').pop()!) as string[];
+    expect(out.names).toEqual([...cpuNames, 'cudaDevices'].sort());
+  });
+
+  it('a CUDA op called without a device fails with ERR_NATIVE naming the CUDA error, never a crash', () => {
+    const code = `
+      const m = { exports: {} };
+      process.dlopen(m, ${JSON.stringify(MODULE)});
+      const { GearError } = await import(${JSON.stringify(DIST)});
+      m.exports.setErrorClass(GearError);
+      try {
+        m.exports.segmentReduce(new Float64Array([1, 2, 3]), new Int32Array([0, 1, 3]), null, 0, null, false, null);
+        console.log(JSON.stringify({ ok: true }));
+      } catch (e) {
+        console.log(JSON.stringify({ isGear: e instanceof GearError, code: e.code, message: e.message }));
+      }`;
+    const r = child(code, {});
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    expect(out.isGear).toBe(true);
+    expect(out.code).toBe('ERR_NATIVE');
+    expect(out.message).toMatch(/^cudaMalloc: expected cudaSuccess, got cudaError\w+/);
+  });
+});
+
+describe('variant selection (GEAR_RL_VARIANT)', () => {
+  const probe = `
+    const rl = await import(${JSON.stringify(DIST)});
+    const sums = Array.from(rl.segmentReduce(new Float64Array([1, 2, 3, 4]), new Int32Array([0, 1, 4]), 'sum'));
+    console.log(JSON.stringify({ backend: rl.backend(), sums }));`;
+
+  it('auto (the default) falls back to the CPU addon when the CUDA module finds no device', () => {
+    for (const env of [{ GEAR_RL_CUDA_ADDON: MODULE }, { GEAR_RL_CUDA_ADDON: MODULE, GEAR_RL_VARIANT: 'auto' }]) {
+      const r = child(probe, env);
+      expect(r.status, r.stderr).toBe(0);
+      const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
+      expect(out.backend.variant).toBe('cpu');
+      expect(out.sums).toEqual([1, 2 + 3 + 4]);
+    }
+  });
+
+  it('cuda forced without a device is a GearError ERR_NATIVE saying why', () => {
+    const code = `
+      try { await import(${JSON.stringify(DIST)}); console.log(JSON.stringify({ loaded: true })); }
+      catch (e) { console.log(JSON.stringify({ name: e.name, code: e.code, message: e.message })); }`;
+    const r = child(code, { GEAR_RL_VARIANT: 'cuda', GEAR_RL_CUDA_ADDON: MODULE });
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    expect(out.name).toBe('GearError');
+    expect(out.code).toBe('ERR_NATIVE');
+    expect(out.message).toMatch(/^GEAR_RL_VARIANT=cuda: expected a CUDA module that loads and reports a device, got no CUDA device \(cudaError\w+/);
+  });
+
+  it('cuda forced with no CUDA module at all names the paths it looked at', () => {
+    const missing = join(scratch, 'nope.node');
+    const code = `
+      try { await import(${JSON.stringify(DIST)}); console.log(JSON.stringify({ loaded: true })); }
+      catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }`;
+    // a copy of dist without a build-cuda/ beside it is not needed: point the default path away by cwd-independent env
+    const r = child(code, { GEAR_RL_VARIANT: 'cuda', GEAR_RL_CUDA_ADDON: missing });
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    expect(out.code).toBe('ERR_NATIVE');
+    expect(out.message).toContain('GEAR_RL_VARIANT=cuda');
+  });
+
+  it('cpu never loads the CUDA module; an unknown value is ERR_OPTION', () => {
+    const r = child(probe, { GEAR_RL_VARIANT: 'cpu', GEAR_RL_CUDA_ADDON: MODULE });
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout.trim().split('\n').pop()!).backend.variant).toBe('cpu');
+    const bad = child(`try { await import(${JSON.stringify(DIST)}) } catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })) }`,
+      { GEAR_RL_VARIANT: 'gpu' });
+    const out = JSON.parse(bad.stdout.trim().split('\n').pop()!);
+    expect(out.code).toBe('ERR_OPTION');
+    expect(out.message).toBe(`GEAR_RL_VARIANT: expected 'cpu', 'cuda' or 'auto', got "gpu"`);
+  });
+});
+
+describe('CMake without nvcc', () => {
+  it('configures the CPU module and skips the CUDA one', () => {
+    const dir = join(scratch, 'nocuda');
+    // PATH without any CUDA directory and a CUDA compiler that does not exist
+    const env = { ...process.env, PATH: '/usr/bin:/bin', CUDACXX: join(scratch, 'no-nvcc') };
+    const r = run('npx', ['cmake-js', 'configure', '--out', dir], env);
+    const log = r.stdout + r.stderr;
+    expect(r.status, log.slice(-3000)).toBe(0);
+    expect(log).toContain('gear-rl: no CUDA compiler found');
+  }, 120_000);
+});
