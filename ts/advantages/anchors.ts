@@ -95,7 +95,18 @@ export function anchorIds(anchors: ArrayLike<unknown>, what = 'anchors'): Int32A
   const ids = new Int32Array(anchors.length);
   let next = 0;
   for (let i = 0; i < anchors.length; i++) {
-    const k = anchorKey(anchors[i], `${what}[${i}]`);
+    const x = anchors[i];
+    if (typeof x === 'string') {
+      // Hot path: text states.
+      let id = prim.get(x);
+      if (id === undefined) {
+        id = next++;
+        prim.set(x, id);
+      }
+      ids[i] = id;
+      continue;
+    }
+    const k = anchorKey(x, `${what}[${i}]`);
     const map = typeof k === 'object' ? structured : prim;
     const key = typeof k === 'object' ? k.s : k;
     let id = (map as Map<string | number, number>).get(key);

@@ -131,16 +131,28 @@ let mI = 0;
 let mJ = 0;
 let mK = 0;
 
-function findLongest(a: Int32Array, B: PreparedText, alo: number, ahi: number, blo: number, bhi: number): void {
+function findLongest(a: Int32Array, rel: Int32Array, nrel: number, B: PreparedText, alo: number, ahi: number, blo: number, bhi: number): void {
   const b = B.seq;
   const start = B.start;
   const pos = B.pos;
-  const A = start.length - 1;
   let besti = alo;
   let bestj = blo;
   let bestsize = 0;
+  // Only positions of a whose character has entries in b2j can seed or continue a match (`rel`,
+  // ascending); an i without entries leaves difflib's j2len empty, so the next i starts afresh.
+  let q = 0;
+  let hiq = nrel;
+  while (q < hiq) {
+    const mid = (q + hiq) >>> 1;
+    if (rel[mid]! < alo) q = mid + 1;
+    else hiq = mid;
+  }
   let prevEpoch = -1;
-  for (let i = alo; i < ahi; i++) {
+  let prevI = -2;
+  for (; q < nrel; q++) {
+    const i = rel[q]!;
+    if (i >= ahi) break;
+    if (i !== prevI + 1) prevEpoch = -1;
     const cur = ++epoch;
     const odd = (i & 1) === 1;
     const curLen = odd ? lenB : lenA;
@@ -148,35 +160,34 @@ function findLongest(a: Int32Array, B: PreparedText, alo: number, ahi: number, b
     const prevLen = odd ? lenA : lenB;
     const prevStamp = odd ? stampA : stampB;
     const c = a[i]!;
-    if (c < A) {
-      let p = start[c]!;
-      const e = start[c + 1]!;
-      // Skip positions before blo (binary search; difflib skips them one by one, same result).
-      if (p < e && pos[p]! < blo) {
-        let lo = p;
-        let hi = e;
-        while (lo < hi) {
-          const mid = (lo + hi) >>> 1;
-          if (pos[mid]! < blo) lo = mid + 1;
-          else hi = mid;
-        }
-        p = lo;
+    let p = start[c]!;
+    const e = start[c + 1]!;
+    // Skip positions before blo (binary search; difflib skips them one by one, same result).
+    if (pos[p]! < blo) {
+      let lo = p;
+      let hi = e;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (pos[mid]! < blo) lo = mid + 1;
+        else hi = mid;
       }
-      for (; p < e; p++) {
-        const j = pos[p]!;
-        if (j >= bhi) break;
-        // j2len is indexed by j + 1 so that j - 1 = -1 maps to slot 0.
-        const k = (prevStamp[j] === prevEpoch ? prevLen[j]! : 0) + 1;
-        curLen[j + 1] = k;
-        curStamp[j + 1] = cur;
-        if (k > bestsize) {
-          besti = i - k + 1;
-          bestj = j - k + 1;
-          bestsize = k;
-        }
+      p = lo;
+    }
+    for (; p < e; p++) {
+      const j = pos[p]!;
+      if (j >= bhi) break;
+      // j2len is indexed by j + 1 so that j - 1 = -1 maps to slot 0.
+      const k = (prevStamp[j] === prevEpoch ? prevLen[j]! : 0) + 1;
+      curLen[j + 1] = k;
+      curStamp[j + 1] = cur;
+      if (k > bestsize) {
+        besti = i - k + 1;
+        bestj = j - k + 1;
+        bestsize = k;
       }
     }
     prevEpoch = cur;
+    prevI = i;
   }
   // Extend with equal characters (difflib's junk-free extension; popular characters extend here).
   while (besti > alo && bestj > blo && a[besti - 1] === b[bestj - 1]) {
@@ -191,6 +202,7 @@ function findLongest(a: Int32Array, B: PreparedText, alo: number, ahi: number, b
 }
 
 const stack: number[] = [];
+let relBuf = new Int32Array(256);
 
 /**
  * Matched characters M of `SequenceMatcher(None, a, b)`; with a `decide` threshold it may stop early
@@ -201,6 +213,15 @@ function matches(a: Int32Array, B: PreparedText, decide?: { need: (m: number) =>
   const la = a.length;
   const lb = B.seq.length;
   ensureScratch(lb);
+  if (relBuf.length < la) relBuf = new Int32Array(Math.max(la, relBuf.length * 2));
+  const rel = relBuf;
+  let nrel = 0;
+  const start = B.start;
+  const A = start.length - 1;
+  for (let i = 0; i < la; i++) {
+    const c = a[i]!;
+    if (c < A && start[c]! < start[c + 1]!) rel[nrel++] = i;
+  }
   stack.length = 0;
   stack.push(0, la, 0, lb);
   let m = 0;
@@ -211,7 +232,7 @@ function matches(a: Int32Array, B: PreparedText, decide?: { need: (m: number) =>
     const ahi = stack.pop()!;
     const alo = stack.pop()!;
     pending -= Math.min(ahi - alo, bhi - blo);
-    findLongest(a, B, alo, ahi, blo, bhi);
+    findLongest(a, rel, nrel, B, alo, ahi, blo, bhi);
     const i = mI;
     const j = mJ;
     const k = mK;

@@ -122,15 +122,32 @@ function buildStepGroups(anchors: ArrayLike<unknown>, gids: Int32Array, G: numbe
   const first = new Int32Array(R);
   if (threshold === undefined) {
     const aid = anchorIds(anchors, `${fn}: anchors`);
-    const firstOf = new Map<number, number>();
+    // A state usually occurs in one episode group only: remember the group and first row of each
+    // state's first occurrence, and fall back to a map keyed by (state, group) for the others.
+    let A = 0;
+    for (let i = 0; i < R; i++) if (aid[i]! >= A) A = aid[i]! + 1;
+    const firstGroup = new Int32Array(A).fill(-1);
+    const firstRow = new Int32Array(A);
+    let other: Map<number, number> | undefined;
     for (let i = 0; i < R; i++) {
-      const key = aid[i]! * G + gids[i]!;
-      const f = firstOf.get(key);
-      if (f === undefined) {
-        firstOf.set(key, i);
+      const a = aid[i]!;
+      const g = gids[i]!;
+      if (firstGroup[a] === -1) {
+        firstGroup[a] = g;
+        firstRow[a] = i;
         first[i] = i;
+      } else if (firstGroup[a] === g) {
+        first[i] = firstRow[a]!;
       } else {
-        first[i] = f;
+        other ??= new Map();
+        const key = a * G + g;
+        const f = other.get(key);
+        if (f === undefined) {
+          other.set(key, i);
+          first[i] = i;
+        } else {
+          first[i] = f;
+        }
       }
     }
     return first;
@@ -209,9 +226,8 @@ export function gigpo(a: GigpoArgs): GigpoResult {
   }
 
   // Episode level.
-  const contributes = new Uint8Array(R);
-  if (cross) contributes.fill(1);
-  else {
+  const contributes = new Uint8Array(cross ? 0 : R);
+  if (!cross) {
     const seen = new Uint8Array(traj.count);
     for (let i = 0; i < R; i++) {
       if (!seen[traj.ids[i]!]) {
@@ -220,8 +236,13 @@ export function gigpo(a: GigpoArgs): GigpoResult {
       }
     }
   }
-  const masked = Float64Array.from(s, (x, i) => (contributes[i] ? x : NaN));
-  const est = groupStats(masked, idx, { skipNaN: true });
+  let est;
+  if (cross) est = groupStats(s, idx);
+  else {
+    const masked = new Float64Array(R);
+    for (let i = 0; i < R; i++) masked[i] = contributes[i] ? s[i]! : NaN;
+    est = groupStats(masked, idx, { skipNaN: true });
+  }
   const std = mode === 'mean_std_norm';
   const episode = new Float64Array(R);
   for (let i = 0; i < R; i++) {

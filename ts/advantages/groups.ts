@@ -46,6 +46,11 @@ export function groupIndex(groups: ArrayLike<GroupId>, what = 'groups', rows?: n
   if (!(Array.isArray(groups) || v.isTypedArray(groups))) fail('ERR_DTYPE', what, 'an array of numbers or strings', groups);
   const n = groups.length;
   if (rows !== undefined && n !== rows) fail('ERR_SHAPE', `${what}.length`, `the row count ${rows}`, n);
+  if (groups instanceof Int32Array || groups instanceof Uint32Array || groups instanceof Uint16Array ||
+      groups instanceof Int16Array || groups instanceof Uint8Array || groups instanceof Int8Array) {
+    const dense = denseIntegers(groups);
+    if (dense) return dense;
+  }
   const ids = new Int32Array(n);
   const map = new Map<GroupId, number>();
   const labels: GroupId[] = [];
@@ -71,6 +76,40 @@ export function groupIndex(groups: ArrayLike<GroupId>, what = 'groups', rows?: n
     ids[i] = id;
   }
   return { ids, count: labels.length, sizes: Int32Array.from(sizes), firstRow: Int32Array.from(first), labels };
+}
+
+/**
+ * Fast path for integer typed-array ids spanning a compact range: a lookup table instead of a Map.
+ * Same numbering (order of first appearance) as the general path.
+ */
+function denseIntegers(groups: ArrayLike<number>): GroupIndex | null {
+  const n = groups.length;
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (let i = 0; i < n; i++) {
+    const g = groups[i]!;
+    if (g < lo) lo = g;
+    if (g > hi) hi = g;
+  }
+  if (n === 0 || hi - lo > 4 * n + 1024) return null;
+  const table = new Int32Array(hi - lo + 1).fill(-1);
+  const ids = new Int32Array(n);
+  const first: number[] = [];
+  const labels: GroupId[] = [];
+  for (let i = 0; i < n; i++) {
+    const k = groups[i]! - lo;
+    let id = table[k]!;
+    if (id < 0) {
+      id = labels.length;
+      table[k] = id;
+      labels.push(groups[i]!);
+      first.push(i);
+    }
+    ids[i] = id;
+  }
+  const sizes = new Int32Array(labels.length);
+  for (let i = 0; i < n; i++) sizes[ids[i]!]!++;
+  return { ids, count: labels.length, sizes, firstRow: Int32Array.from(first), labels };
 }
 
 /** Per-group statistics from {@link groupStats}. */
@@ -100,6 +139,7 @@ export interface GroupStats {
 export function groupStats(
   values: ArrayLike<number>, idx: GroupIndex, opts: { skipNaN?: boolean; weights?: ArrayLike<number> } = {},
 ): GroupStats {
+  if (opts.skipNaN !== true && opts.weights === undefined) return plainStats(values, idx);
   const G = idx.count;
   const n = idx.ids.length;
   const ids = idx.ids;
@@ -146,6 +186,46 @@ export function groupStats(
   const std = new Float64Array(G);
   for (let g = 0; g < G; g++) {
     if (!tie[g] && count[g]! > 1) std[g] = Math.sqrt(ss[g]! / (count[g]! - 1));
+  }
+  return { mean, std, count, tie };
+}
+
+/** {@link groupStats} without NaN skipping or weights: the hot path of every row-level estimator. */
+function plainStats(values: ArrayLike<number>, idx: GroupIndex): GroupStats {
+  const G = idx.count;
+  const n = idx.ids.length;
+  const ids = idx.ids;
+  const sum = new Float64Array(G);
+  const firstVal = new Float64Array(G);
+  const tie = new Uint8Array(G).fill(1);
+  const count = new Int32Array(G);
+  const firstRow = idx.firstRow;
+  for (let g = 0; g < G; g++) firstVal[g] = values[firstRow[g]!]!;
+  for (let i = 0; i < n; i++) {
+    const g = ids[i]!;
+    const x = values[i]!;
+    sum[g] += x;
+    if (x !== firstVal[g]) tie[g] = 0;
+  }
+  const mean = new Float64Array(G);
+  const sizes = idx.sizes;
+  for (let g = 0; g < G; g++) {
+    const c = sizes[g]!;
+    count[g] = c;
+    const f = firstVal[g]!;
+    if (f !== f) tie[g] = 0;
+    mean[g] = tie[g] ? f : sum[g]! / c;
+  }
+  const ss = new Float64Array(G);
+  for (let i = 0; i < n; i++) {
+    const g = ids[i]!;
+    const d = values[i]! - mean[g]!;
+    ss[g] += d * d;
+  }
+  const std = new Float64Array(G);
+  for (let g = 0; g < G; g++) {
+    const c = count[g]!;
+    if (!tie[g] && c > 1) std[g] = Math.sqrt(ss[g]! / (c - 1));
   }
   return { mean, std, count, tie };
 }

@@ -58,18 +58,33 @@ export function grpo(a: GrpoArgs): Float64Array {
   const st = groupStats(rewards, idx);
   const batchStd = scale === 'batch' ? batchStats(rewards).std : 0;
   const out = new Float64Array(rewards.length);
+  const ids = idx.ids;
+  const sizes = idx.sizes;
+  if (scale === 'group') {
+    // Hot path (the default): exact-tie groups are left at 0 without touching the division.
+    const mean = st.mean;
+    const std = st.std;
+    const tie = st.tie;
+    const single = singletonDenominator(eps);
+    for (let i = 0; i < rewards.length; i++) {
+      const g = ids[i]!;
+      const r = rewards[i]!;
+      if (sizes[g] === 1) out[i] = singleton === 'zero' ? 0 : r / single;
+      else if (!tie[g]) out[i] = scaled(r - mean[g]!, std[g]!, eps);
+    }
+    return out;
+  }
   for (let i = 0; i < rewards.length; i++) {
-    const g = idx.ids[i]!;
+    const g = ids[i]!;
     const r = rewards[i]!;
-    if (idx.sizes[g] === 1) {
+    if (sizes[g] === 1) {
       if (singleton === 'zero') out[i] = 0;
-      else if (scale === 'group') out[i] = r / singletonDenominator(eps);
       else if (scale === 'batch') out[i] = scaled(r, batchStd, eps);
       else out[i] = r;
       continue;
     }
     const num = r - st.mean[g]!;
-    out[i] = scale === 'none' ? num : scaled(num, scale === 'group' ? st.std[g]! : batchStd, eps);
+    out[i] = scale === 'none' ? num : scaled(num, batchStd, eps);
   }
   // A batch std over fewer than two rows is undefined: like TRL's nan_to_num, those advantages are 0.
   if (scale === 'batch') for (let i = 0; i < out.length; i++) if (Number.isNaN(out[i]!)) out[i] = 0;
