@@ -230,6 +230,23 @@ describe('state export / import', () => {
     optB.step(g);
     expect(bits(b)).toEqual(bits(a));
   });
+  it('state() is a snapshot: later steps do not change it', () => {
+    const a = randomTensors(15, lengths);
+    const opt = new rl.AdamW(a);
+    opt.step(randomTensors(16, lengths));
+    const snap = opt.state();
+    const frozen = bits([...snap.expAvg, ...snap.expAvgSq]);
+    opt.step(randomTensors(17, lengths));
+    expect(snap.step).toBe(1);
+    expect(bits([...snap.expAvg, ...snap.expAvgSq])).toEqual(frozen);
+    expect(bits(opt.state().expAvg)).not.toEqual(bits(snap.expAvg));
+  });
+  it('an empty parameter list steps (and counts steps) without error', () => {
+    const opt = new rl.AdamW([]);
+    opt.step([]);
+    expect(opt.stepCount).toBe(1);
+    expect(rl.AdamW.fromState([], opt.state()).stepCount).toBe(1);
+  });
   it('state survives structuredClone (worker / storage transfer)', () => {
     const a = randomTensors(7, lengths);
     const opt = new rl.AdamW(a);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +18,27 @@
 // No contraction anywhere in this file: the scalars below follow Python's double arithmetic.
 #pragma GCC optimize("fp-contract=off")
 namespace gear::optim_detail::baseline {
+#if defined(__FMA__) || defined(__aarch64__)
+static inline float fma32(float a, float b, float c) { return std::fma(a, b, c); }
+#else
+// Correctly rounded float32 fma without FMA hardware (glibc's fmaf is a slow out-of-line call): a*b is
+// exact in double; the double sum s plus its exact error e (TwoSum) give s rounded to odd, and
+// rounding a round-to-odd double (53 >= 2*24 + 2 bits) to float is the correctly rounded result.
+static inline float fma32(float a, float b, float c) {
+  const double p = static_cast<double>(a) * static_cast<double>(b);
+  const double cd = static_cast<double>(c);
+  const double s = p + cd;
+  const double bb = s - p;
+  const double e = (p - (s - bb)) + (cd - bb);
+  uint64_t u;
+  std::memcpy(&u, &s, sizeof u);
+  // inexact and s even: step one ulp toward the exact value (s finite; e is NaN otherwise)
+  if (e != 0 && e == e && (u & 1) == 0) u += ((e > 0) == (s > 0)) ? 1 : static_cast<uint64_t>(-1);
+  double r;
+  std::memcpy(&r, &u, sizeof r);
+  return static_cast<float>(r);
+}
+#endif
 #include "optim_kernels.inc"
 }  // namespace gear::optim_detail::baseline
 

@@ -9,6 +9,7 @@
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")
 #pragma GCC optimize("fp-contract=off")
 namespace gear::optim_detail::avx512 {
+static inline float fma32(float a, float b, float c) { return std::fma(a, b, c); }  // one vfmadd
 #include "optim_kernels.inc"
 }  // namespace gear::optim_detail::avx512
 #pragma GCC pop_options
