@@ -192,9 +192,8 @@ export class Policy {
   backward(cache: ForwardCache, dlogits: Float32Array): void {
     const { vocab: V, hidden1: H1, hidden2: H2 } = this.cfg;
     if (dlogits.length !== cache.rows * V) throw new Error(`Policy.backward: expected ${cache.rows * V} gradients, got ${dlogits.length}`);
-    const [E, , W2, , Wo] = this.params as [Float32Array, Float32Array, Float32Array, Float32Array, Float32Array, Float32Array];
+    const W2 = this.params[2]!, Wo = this.params[4]!;
     const [gE, gb1, gW2, gb2, gWo, gbo] = this.grads as [Float32Array, Float32Array, Float32Array, Float32Array, Float32Array, Float32Array];
-    void E;
     const da1 = new Float64Array(cache.rows * H1);
     const dh2 = new Float64Array(H2);
     const da2 = new Float64Array(H2);
