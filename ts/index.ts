@@ -66,7 +66,7 @@ export type { AnchorState } from './advantages/anchors.js';
 export { sequenceMatcherRatio, quickRatio, realQuickRatio, similarityClusters, PreparedText } from './advantages/difflib.js';
 export { groupIndex, groupStats, batchStats, STD_FLOOR } from './advantages/groups.js';
 export type { GroupId, GroupIndex, GroupStats, SingletonPolicy } from './advantages/groups.js';
-export { maskedMean, maskedVar, maskedWhiten } from './advantages/masked.js';
+export { maskedMean, maskedRowMean, maskedVar, maskedWhiten } from './advantages/masked.js';
 
 // GEAR (GEAR-proposed reweighting, teacher context, distillation term, visualiser)
 export { gear, resolveGearOptions, GEAR_DEFAULTS, GEAR_OPTION_KEYS } from './gear/gear.js';

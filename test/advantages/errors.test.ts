@@ -184,7 +184,7 @@ describe('masked helpers vs verl torch_functional', () => {
         if (c.function === 'masked_mean') {
           expectClose([rl.maskedMean(x, m)], data(c.outputs!.all), { rtol: 1e-12, what: 'all' });
           const off = Int32Array.from({ length: B + 1 }, (_, i) => i * T);
-          expectClose(rl.maskedMean(x, m, off), data(c.outputs!['axis_-1']), { rtol: 1e-12, what: 'rows' });
+          expectClose(rl.maskedRowMean(x, off, m), data(c.outputs!['axis_-1']), { rtol: 1e-12, what: 'rows' });
           return;
         }
         const out = run()!;

@@ -18,29 +18,37 @@ function valuesArg(values: unknown, what: string): ArrayLike<number> {
 
 /**
  * verl `masked_mean` over all elements: `Σ_{m≠0} x / (Σ m + 1e-8)`. Values under a 0 mask are ignored
- * even when NaN (current verl). With `offsets` (packed rows) the mean is taken per row instead
- * (verl's `axis=-1`) and a Float64Array of length R is returned.
+ * even when NaN (current verl).
  *
  * @param values per-element values
  * @param mask optional 0/1 mask of the same length (all ones when omitted)
- * @param offsets optional packed-row offsets (length R + 1) for per-row means
- * @returns the scalar mean, or per-row means when `offsets` is given
+ * @returns the masked mean
  */
-export function maskedMean(values: ArrayLike<number>, mask?: Uint8Array): number;
-export function maskedMean(values: ArrayLike<number>, mask: Uint8Array | undefined, offsets: Int32Array): Float64Array;
-export function maskedMean(values: ArrayLike<number>, mask?: Uint8Array, offsets?: Int32Array): number | Float64Array {
+export function maskedMean(values: ArrayLike<number>, mask?: Uint8Array): number {
   const x = valuesArg(values, 'values');
   const m = v.optMask(mask, 'mask', x.length);
-  if (offsets === undefined) {
-    let s = 0;
-    let c = 0;
-    for (let i = 0; i < x.length; i++) {
-      if (m && !m[i]) continue;
-      s += x[i]!;
-      c++;
-    }
-    return s / (c + 1e-8);
+  let s = 0;
+  let c = 0;
+  for (let i = 0; i < x.length; i++) {
+    if (m && !m[i]) continue;
+    s += x[i]!;
+    c++;
   }
+  return s / (c + 1e-8);
+}
+
+/**
+ * verl `masked_mean(..., axis=-1)` on packed rows: per row `Σ_{m≠0} x / (Σ m + 1e-8)` (0 for a row
+ * without counted tokens).
+ *
+ * @param values per-token values, length N
+ * @param offsets packed-row offsets, length R + 1
+ * @param mask optional 0/1 mask of length N (all ones when omitted)
+ * @returns per-row means (Float64Array, length R)
+ */
+export function maskedRowMean(values: ArrayLike<number>, offsets: Int32Array, mask?: Uint8Array): Float64Array {
+  const x = valuesArg(values, 'values');
+  const m = v.optMask(mask, 'mask', x.length);
   const R = v.offsets(offsets, 'offsets', x.length);
   const out = new Float64Array(R);
   for (let r = 0; r < R; r++) {
