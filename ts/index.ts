@@ -43,7 +43,7 @@ export { lossGradToLogits, entropyBonus } from './losses/chain.js';
 export type { LossGradToLogitsArgs, DistillTerm, EntropyBonusResult } from './losses/chain.js';
 
 // Advantage estimators (ts/advantages)
-export { grpo, grpoPassK, groupMeanStd } from './advantages/grpo.js';
+export { grpo, grpoPassK, groupMeanStd, asTorchIndex } from './advantages/grpo.js';
 export type { GrpoArgs, GrpoScale, GrpoPassKArgs } from './advantages/grpo.js';
 export { rloo } from './advantages/rloo.js';
 export type { RlooArgs } from './advantages/rloo.js';

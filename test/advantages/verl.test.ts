@@ -49,6 +49,18 @@ describe('groupMeanStd vs verl group_mean_std', () => {
   }
 });
 
+describe('asTorchIndex vs verl as_torch_index', () => {
+  for (const c of loadPeer('verl_group_mean_std.json').cases.filter((c) => c.function === 'as_torch_index')) {
+    it(c.name, () => {
+      expect(Array.from(rl.asTorchIndex(data(c.inputs.index)))).toEqual(data(c.outputs!.gidx));
+    });
+  }
+  it('ranks non-integer floats and rejects mixed labels', () => {
+    expect(Array.from(rl.asTorchIndex([0.5, 2.25, 0.5]))).toEqual([0, 1, 0]);
+    expect(() => rl.asTorchIndex([1, 'a'])).toThrow(GearError);
+  });
+});
+
 describe('grpoPassK vs verl grpo_passk', () => {
   for (const file of ['verl_grpo_passk_advantage.json', 'verl_legacy_grpo_passk_advantage.json']) {
     for (const c of loadPeer(file).cases) {

@@ -223,3 +223,44 @@ export function grpoPassK(a: GrpoPassKArgs): Float64Array {
   }
   return out;
 }
+
+/**
+ * verl `as_torch_index`: maps group labels to integer indices as verl's vectorised estimators do.
+ * Integer labels are kept as they are; floats within 1e-6 of an integer are rounded to it; any other
+ * labels (strings, or floats that are not near-integers) are replaced by their rank among the sorted
+ * distinct labels (strings by code point, as Python sorts them).
+ *
+ * @param labels one label per row (all numbers, or all strings)
+ * @returns one integer index per row
+ */
+export function asTorchIndex(labels: ArrayLike<GroupId>): Int32Array {
+  if (!(Array.isArray(labels) || v.isTypedArray(labels))) fail('ERR_DTYPE', 'asTorchIndex: labels', 'an array', labels);
+  const n = labels.length;
+  const out = new Int32Array(n);
+  const allNum = Array.from({ length: n }, (_, i) => typeof labels[i] === 'number').every(Boolean);
+  const allStr = Array.from({ length: n }, (_, i) => typeof labels[i] === 'string').every(Boolean);
+  if (!allNum && !allStr) fail('ERR_DTYPE', 'asTorchIndex: labels', 'all numbers or all strings', labels);
+  if (allNum) {
+    let nearInt = true;
+    for (let i = 0; i < n; i++) {
+      const x = labels[i] as number;
+      if (!Number.isFinite(x) || Math.abs(x - Math.round(x)) > 1e-6 || Math.abs(Math.round(x)) > 0x7fffffff) nearInt = false;
+    }
+    if (nearInt) {
+      for (let i = 0; i < n; i++) out[i] = Math.round(labels[i] as number);
+      return out;
+    }
+  }
+  const distinct = [...new Set(Array.from({ length: n }, (_, i) => labels[i]!))];
+  distinct.sort(allNum
+    ? (a, b) => (a as number) - (b as number)
+    : (a, b) => {
+      const x = [...(a as string)].map((c) => c.codePointAt(0)!);
+      const y = [...(b as string)].map((c) => c.codePointAt(0)!);
+      for (let k = 0; k < Math.min(x.length, y.length); k++) if (x[k] !== y[k]) return x[k]! - y[k]!;
+      return x.length - y.length;
+    });
+  const rank = new Map(distinct.map((d, k) => [d, k]));
+  for (let i = 0; i < n; i++) out[i] = rank.get(labels[i]!)!;
+  return out;
+}
