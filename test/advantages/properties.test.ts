@@ -93,6 +93,20 @@ describe('properties', () => {
     }));
   });
 
+  it('typed-array group ids (dense fast path) give the same groups as plain arrays', () => {
+    fc.assert(fc.property(fc.array(fc.integer({ min: -5, max: 40 }), { minLength: 1, maxLength: 60 }), (ids) => {
+      const a = rl.groupIndex(ids);
+      const b = rl.groupIndex(Int32Array.from(ids));
+      expect(Array.from(b.ids)).toEqual(Array.from(a.ids));
+      expect(Array.from(b.sizes)).toEqual(Array.from(a.sizes));
+      expect(Array.from(b.firstRow)).toEqual(Array.from(a.firstRow));
+      expect(b.labels).toEqual(a.labels);
+      expect(b.count).toBe(a.count);
+    }));
+    // A sparse id range falls back to the map.
+    expect(Array.from(rl.groupIndex(Int32Array.of(2 ** 30, 0, 2 ** 30)).ids)).toEqual([0, 1, 0]);
+  });
+
   it('exact-tie groups give exactly 0 (epsilon 0 included)', () => {
     fc.assert(fc.property(fc.double({ min: -1e6, max: 1e6, noNaN: true }), fc.integer({ min: 2, max: 9 }), (x, n) => {
       const r = new Array(n).fill(x);

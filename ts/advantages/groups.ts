@@ -92,24 +92,27 @@ function denseIntegers(groups: ArrayLike<number>): GroupIndex | null {
     if (g > hi) hi = g;
   }
   if (n === 0 || hi - lo > 4 * n + 1024) return null;
-  const table = new Int32Array(hi - lo + 1).fill(-1);
+  const span = hi - lo + 1;
+  const table = new Int32Array(span).fill(-1);
   const ids = new Int32Array(n);
-  const first: number[] = [];
-  const labels: GroupId[] = [];
+  const counts = new Int32Array(Math.min(span, n));
+  const first = new Int32Array(Math.min(span, n));
+  let G = 0;
   for (let i = 0; i < n; i++) {
     const k = groups[i]! - lo;
     let id = table[k]!;
     if (id < 0) {
-      id = labels.length;
+      id = G++;
       table[k] = id;
-      labels.push(groups[i]!);
-      first.push(i);
+      first[id] = i;
     }
     ids[i] = id;
+    counts[id]!++;
   }
-  const sizes = new Int32Array(labels.length);
-  for (let i = 0; i < n; i++) sizes[ids[i]!]!++;
-  return { ids, count: labels.length, sizes, firstRow: Int32Array.from(first), labels };
+  const firstRow = first.slice(0, G);
+  const labels: GroupId[] = new Array(G);
+  for (let g = 0; g < G; g++) labels[g] = groups[firstRow[g]!]!;
+  return { ids, count: G, sizes: counts.slice(0, G), firstRow, labels };
 }
 
 /** Per-group statistics from {@link groupStats}. */
