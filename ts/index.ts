@@ -30,8 +30,10 @@ export { memoryBandwidth } from './ops/bandwidth.js';
 export type { BandwidthMode, MemoryBandwidthOptions, MemoryBandwidthResult } from './ops/bandwidth.js';
 
 // Losses (policy losses, TRL GRPO loss, KL penalties, aggregation)
-export { policyLoss, rolloutCorrectionWeights, POLICY_LOSS_KINDS } from './losses/policy_loss.js';
-export type { PolicyLossArgs, PolicyLossResult, PolicyLossKind, RolloutCorrection, RolloutCorrectionResult } from './losses/policy_loss.js';
+export { policyLoss, policyLossAsync, rolloutCorrectionWeights, POLICY_LOSS_KINDS } from './losses/policy_loss.js';
+export type {
+  PolicyLossArgs, PolicyLossResult, PolicyLossKind, PolicyLossAsyncOptions, RolloutCorrection, RolloutCorrectionResult,
+} from './losses/policy_loss.js';
 export { trlLoss, quantileLinear } from './losses/trl_loss.js';
 export type { TrlLossArgs, TrlLossResult, TrlLossType } from './losses/trl_loss.js';
 export { klPenalty, applyKlPenalty, FixedKlController, AdaptiveKlController } from './losses/kl_penalty.js';

@@ -103,3 +103,20 @@ describe('native policyLossPpo', () => {
     expect(r.stats[0]).toBe(0);
   });
 });
+
+describe('policyLossAsync', () => {
+  it('equals the sync form (native and TS kinds) and rejects with ERR_ABORTED when aborted', async () => {
+    const b = big(15, 200);
+    const a = { logprob: b.lp, oldLogprob: b.old, advantages: b.adv, offsets: b.off, mask: b.mask, agg: 'seq-mean-token-mean' as const };
+    const s = rl.policyLoss(a);
+    const as = await rl.policyLossAsync(a);
+    expect(as.loss).toBe(s.loss);
+    expect([...as.grad]).toEqual([...s.grad]);
+    const g = await rl.policyLossAsync({ ...a, kind: 'gpg' });
+    expect(g.loss).toBe(rl.policyLoss({ ...a, kind: 'gpg' }).loss);
+    const ac = new AbortController();
+    ac.abort();
+    await expect(rl.policyLossAsync(a, { signal: ac.signal })).rejects.toMatchObject({ code: 'ERR_ABORTED' });
+    await expect(rl.policyLossAsync({ ...a, clipC: 1 })).rejects.toMatchObject({ code: 'ERR_OPTION' });
+  });
+});

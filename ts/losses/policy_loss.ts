@@ -9,7 +9,7 @@
  * @module
  */
 import { GearError, fail } from '../errors.js';
-import { native } from '../native.js';
+import { abortable, native } from '../native.js';
 import * as v from '../validate.js';
 import { AGG_MODES, AggMode, AggregateOptions, aggWeights, checkAggOptions } from './aggregate.js';
 import { FloatArray, SEMANTICS, Semantics, finite, floats, maskedMeanEps, mulberry32, rowsOf, sameType } from './common.js';
@@ -632,11 +632,26 @@ function resolveOpts(a: PolicyLossArgs, kind: PolicyLossKind, sem: Semantics): O
  * @returns loss, d loss / d logprob and metrics
  */
 export function policyLoss(a: PolicyLossArgs): PolicyLossResult {
+  const p = prepare(a);
+  if ('trl' in p) return p.trl;
+  if (p.useNative) {
+    return policyLossPpoNative(p.lp as Float32Array, p.old as Float32Array, p.A as Float32Array, a.offsets, p.mask, p.o, p.agg, p.aggOpts);
+  }
+  return policyLossTs(a, p);
+}
+
+/** Validated and resolved arguments. */
+interface Prepared {
+  lp: FloatArray; old: FloatArray; A: FloatArray; mask: Uint8Array | undefined; kind: PolicyLossKind;
+  agg: AggMode; aggOpts: AggregateOptions; o: Opts; useNative: boolean;
+}
+
+function prepare(a: PolicyLossArgs): Prepared | { trl: PolicyLossResult } {
   if (a === null || typeof a !== 'object') fail('ERR_OPTION', 'policyLoss', 'an arguments object', a);
   const flavor = v.enumOpt(a.flavor, 'flavor', ['verl', 'trl'] as const, 'verl');
   if (flavor === 'trl') {
     const { flavor: _f, ...rest } = a as PolicyLossArgs & Record<string, unknown>;
-    return trlLoss(rest as unknown as TrlLossArgs);
+    return { trl: trlLoss(rest as unknown as TrlLossArgs) };
   }
   v.knownKeys(a, 'policyLoss', KEYS);
   const lp = floats(a.logprob, 'logprob');
@@ -646,8 +661,9 @@ export function policyLoss(a: PolicyLossArgs): PolicyLossResult {
   rowsOf(a.offsets, n);
   let kind = v.enumOpt(a.kind, 'kind', POLICY_LOSS_KINDS, 'ppo');
   if (kind === 'vanilla') kind = 'ppo';
+  if (kind === 'geo_mean') kind = 'gmpo';
   // The fused native pass validates the mask values and the finiteness of valid tokens itself, in the
-  // same pass over memory; the TS path checks them here.
+  // same pass over memory; the TS path checks them before computing.
   const useNative = a.native !== false && kind === 'ppo' && a.isWeights === undefined && a.rolloutCorrection === undefined &&
     lp instanceof Float32Array && old instanceof Float32Array && A instanceof Float32Array;
   if (a.native !== undefined && typeof a.native !== 'boolean') fail('ERR_OPTION', 'native', 'a boolean', a.native);
@@ -659,17 +675,18 @@ export function policyLoss(a: PolicyLossArgs): PolicyLossResult {
   } else {
     mask = v.optMask(a.mask, 'mask', n);
   }
-  if (kind === 'geo_mean') kind = 'gmpo';
   const sem = v.enumOpt(a.semantics, 'semantics', SEMANTICS, 'verl');
   const agg = v.enumOpt(a.agg, 'agg', AGG_MODES, 'token-mean');
   const aggOpts: AggregateOptions = checkAggOptions({
     globalTokens: a.globalTokens, globalRows: a.globalRows, lossScaleFactor: a.lossScaleFactor, dpSize: a.dpSize, semantics: sem,
   }, 'policyLoss');
   const o = resolveOpts(a, kind, sem);
-  if (useNative) {
-    const r = policyLossPpoNative(lp as Float32Array, old as Float32Array, A as Float32Array, a.offsets, mask, o, agg, aggOpts);
-    return { loss: r.loss, grad: r.grad, metrics: r.metrics };
-  }
+  return { lp, old, A, mask, kind, agg, aggOpts, o, useNative };
+}
+
+function policyLossTs(a: PolicyLossArgs, p: Prepared): PolicyLossResult {
+  const { lp, old, A, mask, kind, agg, aggOpts, o } = p;
+  const n = lp.length;
   finite(lp, 'logprob', mask);
   finite(old, 'oldLogprob', mask);
   finite(A, 'advantages', mask);
@@ -733,10 +750,7 @@ const AGG_INDEX: Record<AggMode, number> = {
 const SEM_INDEX: Record<Semantics, number> = { verl: 0, 'verl-legacy': 1, 'verl-agent': 2 };
 
 /** The fused native PPO pass (float32 in, float32 gradient, float64 accumulation). */
-function policyLossPpoNative(
-  lp: Float32Array, old: Float32Array, A: Float32Array, offsets: Int32Array, mask: Uint8Array | undefined,
-  o: Opts, agg: AggMode, ao: AggregateOptions,
-): PolicyLossResult {
+function ppoNativeArgs(o: Opts, agg: AggMode, ao: AggregateOptions) {
   const sem = ao.semantics ?? 'verl';
   if (sem !== 'verl' && agg === 'token-sum') {
     fail('ERR_OPTION', 'mode', `one of the ${sem} modes (token-sum exists in current verl only)`, agg);
@@ -745,10 +759,11 @@ function policyLossPpoNative(
     o.lo, o.hi, o.c, Number.isFinite(o.clamp) ? o.clamp : -1,
     ao.globalTokens ?? -1, ao.globalRows ?? -1, ao.lossScaleFactor ?? -1, ao.dpSize ?? 1,
   ]);
-  const r = native.policyLossPpo(lp, old, A, offsets, mask ?? null, params, AGG_INDEX[agg], SEM_INDEX[sem], null) as {
-    grad: Float32Array; stats: Float64Array;
-  };
-  // stats: loss, tokens, clip count, lower count, Σ(−x), Σρ, min ρ, max ρ, nan flag
+  return { params, agg: AGG_INDEX[agg], sem: SEM_INDEX[sem] };
+}
+
+/** Turns the kernel's stats (loss, tokens, clipped, lower, Σ−x, Σρ, min ρ, max ρ, nan) into a result. */
+function ppoResult(r: { grad: Float32Array; stats: Float64Array }): PolicyLossResult {
   const s = r.stats;
   const cnt = s[1]!;
   return {
@@ -763,4 +778,36 @@ function policyLossPpoNative(
       ratio_max: cnt > 0 ? s[7]! : 0,
     },
   };
+}
+
+function policyLossPpoNative(
+  lp: Float32Array, old: Float32Array, A: Float32Array, offsets: Int32Array, mask: Uint8Array | undefined,
+  o: Opts, agg: AggMode, ao: AggregateOptions,
+): PolicyLossResult {
+  const p = ppoNativeArgs(o, agg, ao);
+  return ppoResult(native.policyLossPpo(lp, old, A, offsets, mask ?? null, p.params, p.agg, p.sem, null, false, null));
+}
+
+/** Options of {@link policyLossAsync}. */
+export interface PolicyLossAsyncOptions {
+  /** Aborting rejects the Promise with `ERR_ABORTED`. */
+  signal?: AbortSignal;
+}
+
+/**
+ * Async form of {@link policyLoss}: the fused native PPO pass runs off the main thread (abortable);
+ * the other kinds compute synchronously and resolve.
+ *
+ * @param a the same arguments as {@link policyLoss}
+ * @param opts `signal` to abort
+ * @returns a Promise of the same result
+ */
+export async function policyLossAsync(a: PolicyLossArgs, opts: PolicyLossAsyncOptions = {}): Promise<PolicyLossResult> {
+  const p = prepare(a);
+  if ('trl' in p) return p.trl;
+  if (!p.useNative) return policyLossTs(a, p);
+  const q = ppoNativeArgs(p.o, p.agg, p.aggOpts);
+  return ppoResult(await abortable(opts.signal, (flag) =>
+    native.policyLossPpo(p.lp, p.old, p.A, a.offsets, p.mask ?? null, q.params, q.agg, q.sem, null, true, flag) as
+      Promise<{ grad: Float32Array; stats: Float64Array }>));
 }

@@ -3,7 +3,8 @@
 //                 offsets: Int32Array, mask: Uint8Array|null,
 //                 params: Float64Array(8) [clipLow, clipHigh, clipC, logRatioClamp (<0 none),
 //                                          globalTokens, globalRows, lossScaleFactor (<0 default), dpSize],
-//                 agg: 0..4, semantics: 0..2, out: Float32Array|null)
+//                 agg: 0..4, semantics: 0..2, out: Float32Array|null, async: boolean|null,
+//                 abort: Int32Array|null)
 //   -> { grad: Float32Array, stats: Float64Array(9) [loss, tokens, clipped, lower, negKl, ratioSum,
 //                                                      ratioMin, ratioMax, nan] }
 #include "args.h"
@@ -37,13 +38,15 @@ static Napi::Value PolicyLossPpo(const Napi::CallbackInfo& info) {
   p.semantics = static_cast<AggSemantics>(Int(info[7], "semantics", 0, 2));
   Napi::Float32Array out = IsNullish(info[8]) ? Napi::Float32Array::New(env, static_cast<size_t>(n))
                                               : F32(info[8], "out", n).value.As<Napi::Float32Array>();
+  const bool async = !IsNullish(info[9]) && Bool(info[9], "async");
+  const auto* abort = AbortFlag(info[10]);
   Napi::Float64Array stats = Napi::Float64Array::New(env, 9);
   Napi::Object result = Napi::Object::New(env);
   result.Set("grad", out);
   result.Set("stats", stats);
   float* g = out.Data();
   double* s = stats.Data();
-  return Run(env, false, {info[0], info[1], info[2], info[3], info[4], out},
+  return Run(env, async, {info[0], info[1], info[2], info[3], info[4], out, stats, info[10]},
              [=](const ExecContext& ctx) {
                PpoStats ps;
                Status st = policy_loss_ppo(lp.data, old.data, adv.data, mask.data, n, off.data, rows, p, g, &ps, ctx);
@@ -53,7 +56,7 @@ static Napi::Value PolicyLossPpo(const Napi::CallbackInfo& info) {
                for (int i = 0; i < 9; ++i) s[i] = v[i];
                return Status::ok();
              },
-             result);
+             result, abort);
 }
 
 void RegisterPolicyLoss(Napi::Env env, Napi::Object exports) {
