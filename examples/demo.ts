@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import * as rl from 'gear-rl';
 import { LOCKERS, MAX_TURNS, VOCAB } from './env/lockers.js';
 import { METHODS, METHOD_LABEL, type Method } from './trainer/methods.js';
-import { POLICY, evaluate, train, warmStart, type RunConfig, type RunResult, type WarmStartConfig } from './trainer/train.js';
+import { POLICY, evaluateOutcomes, train, warmStart, type RunConfig, type RunResult, type WarmStartConfig } from './trainer/train.js';
 import { tokenTexts, type PackedBatch } from './trainer/rollout.js';
 import type { AdvantageResult } from './trainer/methods.js';
 import { Progress, learningCurveSvg, meanStd, pm, table } from './report/report.js';
@@ -89,7 +89,8 @@ function main(): void {
   // 1. Supervised warm-start: the checkpoint every method starts from.
   const wp = new Progress('warm-start', warm.steps);
   const ws = warmStart(warm, (s, loss) => { if (s % 8 === 7) wp.update(s + 1, `nll ${loss.toFixed(3)}`); });
-  const warmSuccess = evaluate(ws.policy, base.evalEpisodes);
+  const warmOutcomes = evaluateOutcomes(ws.policy, base.evalEpisodes);
+  const warmSuccess = warmOutcomes.win / base.evalEpisodes;
   wp.done(`nll ${ws.loss.toFixed(3)}, held-out success ${warmSuccess.toFixed(3)}`);
   const init = ws.policy.snapshot();
 
@@ -122,12 +123,26 @@ function main(): void {
     rows.push([METHOD_LABEL[m], pm(fin), pm(fin.map((f) => f - warmSuccess)), pm(auc), meanStd(secs).mean.toFixed(1)]);
     return { method: m, label: METHOD_LABEL[m], seeds: rs.length, finalSuccess: meanStd(fin), gain: meanStd(fin.map((f) => f - warmSuccess)), auc: meanStd(auc), secondsPerRun: meanStd(secs).mean };
   });
+  // How held-out episodes end: which mistakes training removed.
+  const kinds = ['win', 'wrong_answer', 'guess', 'out_of_turns'] as const;
+  const share = (o: Record<(typeof kinds)[number], number>) => kinds.map((k) => (o[k] / base.evalEpisodes).toFixed(3));
+  const endRows = [['checkpoint', ...kinds], ['warm-start', ...share(warmOutcomes)]];
+  for (const m of methods) {
+    const rs = runs.filter((r) => r.method === m);
+    const sum = Object.fromEntries(kinds.map((k) => [k, rs.reduce((a, r) => a + r.finalOutcomes[k], 0) / rs.length])) as Record<(typeof kinds)[number], number>;
+    endRows.push([`${METHOD_LABEL[m]} (end)`, ...share(sum)]);
+  }
   const total = (performance.now() - t0) / 1000;
   const text = [
     `Held-out success rate (one sampled episode on each of ${base.evalEpisodes} held-out tasks), mean ± std over ${seeds} seeds;`,
     `warm-start checkpoint: ${warmSuccess.toFixed(3)}; ${base.steps} RL steps of ${base.tasksPerStep} tasks x ${base.groupSize} rollouts.`,
     '',
     table(rows),
+    '',
+    'How held-out episodes end (share; wrong_answer = named a wrong locker after seeing the key,',
+    'guess = answered wrongly without having seen it, out_of_turns = never answered), mean over seeds:',
+    '',
+    table(endRows),
     '',
     `total wall time ${total.toFixed(1)} s`,
   ].join('\n');
@@ -145,9 +160,9 @@ function main(): void {
     format: 'gear-rl-demo', version: 1, quick: cli.quick, argv: process.argv.slice(2),
     environment: { name: 'locker-search', lockers: LOCKERS, maxTurns: MAX_TURNS, vocab: [...VOCAB] },
     policy: POLICY, backend: b,
-    warmStart: { config: warm, nll: ws.loss, heldOutSuccess: warmSuccess },
+    warmStart: { config: warm, nll: ws.loss, heldOutSuccess: warmSuccess, heldOutOutcomes: warmOutcomes },
     rl: base, summary,
-    runs: runs.map((r) => ({ method: r.method, seed: r.seed, curve: r.curve, auc: r.auc, seconds: r.seconds, log: r.log })),
+    runs: runs.map((r) => ({ method: r.method, seed: r.seed, curve: r.curve, auc: r.auc, seconds: r.seconds, finalOutcomes: r.finalOutcomes, log: r.log })),
     totalSeconds: total,
   }, null, 1));
 

@@ -7,7 +7,7 @@
  * @module
  */
 import * as rl from 'gear-rl';
-import { Episode, HINT_POS, L0, MAX_LEN, PROMPT_TOKENS, TURN_TOKENS, detokenize, prompt, type Task } from '../env/lockers.js';
+import { Episode, HINT_POS, L0, LOCKERS, MAX_LEN, PROMPT_TOKENS, TURN_TOKENS, detokenize, prompt, tok, type Task } from '../env/lockers.js';
 import type { Rng } from '../env/rng.js';
 import type { Policy, RowSpec } from '../model/policy.js';
 
@@ -67,6 +67,22 @@ export function collect(policy: Policy, tasks: Task[], groupSize: number, rng: R
     for (let i = 0; i < groupSize; i++) out.push(playEpisode(policy, task, g, rng, buf));
   });
   return out;
+}
+
+/**
+ * How an episode ended: `win`; `wrong_answer` (answered a wrong locker after the key had been seen);
+ * `guess` (answered a wrong locker without having seen the key); `out_of_turns` (never answered:
+ * wasted or malformed turns).
+ */
+export type Outcome = 'win' | 'wrong_answer' | 'guess' | 'out_of_turns';
+
+/** Classifies an episode's ending (see {@link Outcome}). */
+export function outcome(t: Trajectory): Outcome {
+  if (t.reward > 0) return 'win';
+  const last = t.turns[t.turns.length - 1]!.tokens;
+  const answered = last[0] === tok('answer') && last[1]! >= L0 && last[1]! < L0 + LOCKERS && last[2] === tok(';');
+  if (!answered) return 'out_of_turns';
+  return t.turns.some((u) => u.observation[1] === tok('key')) ? 'wrong_answer' : 'guess';
 }
 
 /** Full token sequence of a trajectory (prompt, then each turn and its observation). */

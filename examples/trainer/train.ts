@@ -10,7 +10,7 @@ import { MAX_LEN, PROMPT_TOKENS, VOCAB, demoEpisode, makeTask, type Task } from 
 import { Rng, deriveSeed } from '../env/rng.js';
 import { Policy, type PolicyConfig, type RowSpec } from '../model/policy.js';
 import { advantages, type AdvantageResult, type Method } from './methods.js';
-import { collect, pack, playEpisode, type PackedBatch } from './rollout.js';
+import { collect, outcome, pack, playEpisode, type Outcome, type PackedBatch } from './rollout.js';
 
 /** The demo network's shape. */
 export const POLICY: PolicyConfig = { vocab: VOCAB.length, positions: MAX_LEN, hidden1: 32, hidden2: 32 };
@@ -126,6 +126,8 @@ export interface StepLog {
   lossMetrics: Record<string, number>;
   /** Method-specific advantage diagnostics. */
   advMetrics: Record<string, number>;
+  /** How the batch's episodes ended (counts per outcome). */
+  outcomes: Record<Outcome, number>;
   /** Held-out success rate after this step, when evaluated. */
   evalSuccess?: number;
   /** Milliseconds spent on this step (without evaluation). */
@@ -144,16 +146,29 @@ export interface RunResult {
   seconds: number;
   /** Area under the learning curve: trapezoid mean of `curve` over the steps (0..1). */
   auc: number;
+  /** How the held-out episodes end after training. */
+  finalOutcomes: Record<Outcome, number>;
+}
+
+function countOutcomes(xs: Outcome[]): Record<Outcome, number> {
+  const c: Record<Outcome, number> = { win: 0, wrong_answer: 0, guess: 0, out_of_turns: 0 };
+  for (const x of xs) c[x]++;
+  return c;
 }
 
 /** Held-out success rate: one sampled episode per held-out task, the sampling seeded by the task. */
 export function evaluate(policy: Policy, episodes: number): number {
-  let wins = 0;
+  return evaluateOutcomes(policy, episodes).win / episodes;
+}
+
+/** How the held-out episodes of {@link evaluate} end (counts per outcome; `win` / episodes is the success rate). */
+export function evaluateOutcomes(policy: Policy, episodes: number): Record<Outcome, number> {
+  const out: Outcome[] = [];
   for (let i = 0; i < episodes; i++) {
     const seed = EVAL_SEED_BASE + i;
-    wins += playEpisode(policy, makeTask(seed), 0, new Rng(deriveSeed(seed, 77))).reward;
+    out.push(outcome(playEpisode(policy, makeTask(seed), 0, new Rng(deriveSeed(seed, 77)))));
   }
-  return wins / episodes;
+  return countOutcomes(out);
 }
 
 /** Area under a learning curve, as the trapezoid mean over its step range. */
@@ -184,6 +199,7 @@ export function train(init: Float32Array[], cfg: RunConfig, hooks: RunHooks = {}
   const curve = [{ step: 0, success: evaluate(policy, cfg.evalEpisodes) }];
   const log: StepLog[] = [];
   let update = 0;
+  let finalOutcomes = evaluateOutcomes(policy, 0);
   for (let step = 0; step < cfg.steps; step++) {
     const s0 = performance.now();
     const tasks: Task[] = [];
@@ -226,14 +242,16 @@ export function train(init: Float32Array[], cfg: RunConfig, hooks: RunHooks = {}
     const entry: StepLog = {
       step, lr: opt.lr, trainReward: batch.trajectories.reduce((a, t) => a + t.reward, 0) / batch.trajectories.length,
       loss, gradNorm, entropy: ent / agent, advAbsMean: absAdv / agent, lossMetrics, advMetrics: adv.metrics,
+      outcomes: countOutcomes(batch.trajectories.map(outcome)),
       ms: performance.now() - s0,
     };
     if ((step + 1) % cfg.evalEvery === 0 || step === cfg.steps - 1) {
-      entry.evalSuccess = evaluate(policy, cfg.evalEpisodes);
+      finalOutcomes = evaluateOutcomes(policy, cfg.evalEpisodes);
+      entry.evalSuccess = finalOutcomes.win / cfg.evalEpisodes;
       curve.push({ step: step + 1, success: entry.evalSuccess });
     }
     log.push(entry);
     hooks.onStep?.(entry);
   }
-  return { config: cfg, curve, log, seconds: (performance.now() - t0) / 1000, auc: areaUnderCurve(curve) };
+  return { config: cfg, curve, log, seconds: (performance.now() - t0) / 1000, auc: areaUnderCurve(curve), finalOutcomes };
 }

@@ -56,14 +56,17 @@ function checkXml(xml: string): { root: string; elements: number } {
   return { root, elements };
 }
 
+// The examples are compiled against the package's own name ('gear-rl' -> dist/index.js).
+beforeAll(() => {
+  if (!existsSync(join(ROOT, 'dist/index.js'))) throw new Error('dist/ is missing: run `npm run build:ts` (npm test does it in pretest)');
+  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.examples.json'], { cwd: ROOT });
+}, 120_000);
+
 describe('demo (quick)', () => {
   let out: string;
   let run: { status: number | null; stdout: string; stderr: string; seconds: number };
 
   beforeAll(() => {
-    if (!existsSync(join(ROOT, 'dist/index.js'))) throw new Error('dist/ is missing: run `npm run build:ts` (npm test does it in pretest)');
-    // The examples are compiled against the package's own name ('gear-rl' -> dist/index.js).
-    execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.examples.json'], { cwd: ROOT });
     out = mkdtempSync(join(tmpdir(), 'gear-demo-'));
     const t0 = performance.now();
     const r = spawnSync(process.execPath, ['dist-examples/demo.js', '--quick', '--out', out], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
@@ -78,6 +81,16 @@ describe('demo (quick)', () => {
     for (const m of METHODS) expect(run.stdout).toMatch(new RegExp(`^${m.replace('.', '\\.')}\\s+\\d\\.\\d{3} ± \\d\\.\\d{3}`, 'm'));
     // One progress line per run (stderr is not a terminal here) plus the warm-start.
     expect(run.stderr.match(/ done /g)?.length).toBe(1 + METHODS.length * 3);
+  });
+
+  it('prints how held-out episodes end, for the checkpoint and each method', () => {
+    expect(run.stdout).toMatch(/checkpoint\s+win\s+wrong_answer\s+guess\s+out_of_turns/);
+    const res = JSON.parse(readFileSync(join(out, 'results.json'), 'utf8'));
+    const n = res.rl.evalEpisodes as number;
+    const w = res.warmStart.heldOutOutcomes;
+    expect(w.win + w.wrong_answer + w.guess + w.out_of_turns).toBe(n);
+    expect(w.win / n).toBe(res.warmStart.heldOutSuccess);
+    for (const r of res.runs) expect(r.finalOutcomes.win / n).toBe(r.curve[r.curve.length - 1].success);
   });
 
   it('every method ends clearly above the warm-start checkpoint on held-out tasks', () => {
@@ -147,7 +160,6 @@ describe('demo (quick)', () => {
 
 describe('own-model example', () => {
   it('runs the rollouts-to-update path on plain Float32Array logits and the reward goes up', () => {
-    execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.examples.json'], { cwd: ROOT });
     const stdout = execFileSync(process.execPath, ['dist-examples/own-model.js'], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
     const rewards = [...stdout.matchAll(/mean reward (\d\.\d+)/g)].map((m) => Number(m[1]));
     expect(rewards.length).toBe(4);

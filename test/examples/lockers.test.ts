@@ -125,3 +125,18 @@ describe('locker-search environment', () => {
     expect(answers).toBeGreaterThan(800); // a few episodes run out of turns without answering
   });
 });
+
+describe('episode outcomes', () => {
+  it('classifies wins, wrong answers after seeing the key, guesses and running out of turns', async () => {
+    const { outcome } = await import('../../examples/trainer/rollout.js');
+    const task = { seed: 0, answer: 1, clue: 0 };
+    const turn = (t: number[], observation: number[]) => ({ tokens: t, observation, anchor: '' });
+    const obs = (x: 'key' | 'empty' | 'err') => [tok('obs'), tok(x)];
+    const traj = (turns: ReturnType<typeof turn>[], reward: number) => ({ task, group: 0, turns, reward });
+    expect(outcome(traj([turn(open(1), obs('key')), turn(answer(1), [])], 1))).toBe('win');
+    expect(outcome(traj([turn(open(1), obs('key')), turn(answer(2), [])], 0))).toBe('wrong_answer');
+    expect(outcome(traj([turn(open(2), obs('empty')), turn(answer(3), [])], 0))).toBe('guess');
+    expect(outcome(traj([turn(open(2), obs('empty')), turn(open(2), obs('empty')), turn(open(3), obs('empty')), turn(open(4), [])], 0))).toBe('out_of_turns');
+    expect(outcome(traj([turn([tok('answer'), tok(';'), tok(';')], obs('err')), turn(open(2), obs('empty')), turn(open(3), obs('empty')), turn(open(4), [])], 0))).toBe('out_of_turns');
+  });
+});
