@@ -2,7 +2,7 @@
  * gear-rl demo: trains a small policy by critic-free RL on a multi-turn tool-use task and compares
  * GRPO, GiGPO and GEAR (and, in the full run, Dr.GRPO and RLOO) over several seeds.
  *
- *     npm run demo                 # full comparison (5 methods x 3 seeds)
+ *     npm run demo                 # full comparison (5 methods x 5 seeds)
  *     npm run demo -- --quick      # 3 methods x 3 seeds, short runs (what the tests run)
  *
  * Options: --out <dir> (default demo-output), --seeds <n>, --steps <n>, --methods grpo,gigpo,gear,...,
@@ -75,7 +75,7 @@ function main(): void {
   const cli = parseArgs(process.argv.slice(2));
   const t0 = performance.now();
   const methods = cli.methods ?? (cli.quick ? (['grpo', 'gigpo', 'gear'] as Method[]) : [...METHODS]);
-  const seeds = cli.seeds ?? 3;
+  const seeds = cli.seeds ?? (cli.quick ? 3 : 5);
   const warm: WarmStartConfig = { steps: cli.quick ? 160 : 240, batch: 64, eps: cli.eps ?? 0.2, lr: 0.06, seed: 12345 };
   const base: Omit<RunConfig, 'method' | 'seed'> = {
     steps: cli.steps ?? (cli.quick ? 16 : 40), tasksPerStep: cli.tasks ?? 8, groupSize: cli.groupSize ?? 8, updatesPerBatch: 2,
