@@ -104,6 +104,8 @@ print(json.dumps({"ms": ms, "first": canon}))
 
 export default async function run({ rl, quick, h }) {
   const reps = quick ? 3 : 7;
+  // Several untimed runs first so V8 has optimised the row loops (a cold run measures the interpreter).
+  const warmup = 3;
 
   // 1. GRPO: 1,000,000 rows in 125,000 groups of 8 (binary rewards, integer group ids).
   {
@@ -115,11 +117,11 @@ export default async function run({ rl, quick, h }) {
       rewards[i] = r() < 0.5 ? 1 : 0;
       groups[i] = Math.floor(i / 8);
     }
-    let t = await h.time(() => rl.grpo({ rewards, groups }), { reps });
+    let t = await h.time(() => rl.grpo({ rewards, groups }), { reps, warmup });
     // Reads rewards (8 B) and ids (4 B), writes advantages (8 B) per row.
     h.row({ op: 'grpo', dtype: 'float64', shape: [R], ms: t.ms, bytes: R * 20, note: `${R / 8} groups of 8, Int32Array ids; target <= 50 ms at 1e6 rows` });
     const sgroups = Array.from(groups, (g) => `prompt-${g}`);
-    t = await h.time(() => rl.grpo({ rewards, groups: sgroups }), { reps });
+    t = await h.time(() => rl.grpo({ rewards, groups: sgroups }), { reps, warmup });
     h.row({ op: 'grpo(string ids)', dtype: 'float64', shape: [R], ms: t.ms, note: `${R / 8} groups of 8, string ids` });
   }
 
@@ -138,7 +140,7 @@ export default async function run({ rl, quick, h }) {
     let res;
     const t = await h.time(() => {
       res = rl.gigpo({ ...b, anchors: copies[k++ % copies.length], gamma: 0.95, mode: 'mean_std_norm' });
-    }, { reps });
+    }, { reps, warmup });
     h.row({
       op: 'gigpo(exact)', dtype: 'float64', shape: [R], ms: t.ms,
       note: `${meanLen}-char anchors; ${Object.keys(res.diagnostics.groupSizeHistogram).length} distinct step-group sizes, singleton share ${res.diagnostics.singletonShare.toFixed(3)}; target <= 300 ms at 200k steps`,
@@ -155,7 +157,7 @@ export default async function run({ rl, quick, h }) {
     let ours;
     const t = await h.time(() => {
       ours = rl.stepGroups(b.anchors, b.groups, { threshold });
-    }, { reps });
+    }, { reps, warmup });
     const dir = mkdtempSync(join(tmpdir(), 'gear-adv-'));
     const file = join(dir, 'anchors.json');
     writeFileSync(file, JSON.stringify({ anchors: b.anchors, groups: Array.from(b.groups), threshold }));
@@ -187,7 +189,7 @@ export default async function run({ rl, quick, h }) {
     for (let i = 0; i < N; i++) mask[i] = r() < 0.7 ? 1 : 0;
     const rows = lens.length;
     const adv = rl.grpo({ rewards: Float64Array.from({ length: rows }, () => (r() < 0.5 ? 1 : 0)), groups: Int32Array.from({ length: rows }, (_, i) => i >> 3) });
-    const t = await h.time(() => rl.segmentBroadcast(adv, offsets, mask), { reps });
+    const t = await h.time(() => rl.segmentBroadcast(adv, offsets, mask), { reps, warmup });
     h.row({ op: 'segmentBroadcast(advantages)', dtype: 'float32', shape: [N], ms: t.ms, bytes: 8 * rows + 4 * N + N, floorKind: 'copy', note: `${rows} rows` });
   }
 }

@@ -332,7 +332,7 @@ function quickMatches(a: Int32Array, B: PreparedText): number {
  * Exactly `SequenceMatcher(None, a, b).ratio() >= threshold`, usually much faster: rejects by
  * `real_quick_ratio` and `quick_ratio` first, and stops the matching as soon as the outcome is known.
  *
- * @param a first string, as interned codes from {@link prepareCodes}
+ * @param a first string, as interned codes
  * @param B the prepared second string
  * @param threshold the similarity threshold
  * @internal
@@ -349,10 +349,6 @@ export function ratioAtLeast(a: Int32Array, B: PreparedText, threshold: number):
   return ratioOf(m, length) >= threshold;
 }
 
-/** Interned code points of a string, for {@link ratioAtLeast}. @internal */
-export function prepareCodes(s: string): Int32Array {
-  return codes(s);
-}
 
 /**
  * verl-agent's similarity clustering of one episode group's observations: in row order, each

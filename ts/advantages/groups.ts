@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { GearError, fail } from '../errors.js';
+import { fail } from '../errors.js';
 import * as v from '../validate.js';
 
 /** A group id as accepted by the estimators: a number or a string. */
@@ -306,9 +306,4 @@ export function rewardsArg(x: unknown, what: string, rows?: number, allowNaN = f
 export function objectArg(a: unknown, what: string): Record<string, unknown> {
   if (typeof a !== 'object' || a === null || Array.isArray(a)) fail('ERR_OPTION', what, 'an options object', a);
   return a as Record<string, unknown>;
-}
-
-/** Throws when `rows` is 0 and the estimator needs at least one row. */
-export function nonEmpty(rows: number, what: string): void {
-  if (rows === 0) throw new GearError('ERR_SHAPE', `${what}: expected at least one row, got 0`);
 }
