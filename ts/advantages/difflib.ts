@@ -77,7 +77,9 @@ export class PreparedText {
     this.text = text;
     const seq = codes(text);
     this.seq = seq;
-    const A = alphabet;
+    // Tables span the ids present in this text only (the global alphabet can be much larger).
+    let A = 0;
+    for (let j = 0; j < seq.length; j++) if (seq[j]! >= A) A = seq[j]! + 1;
     const counts = new Int32Array(A);
     for (let j = 0; j < seq.length; j++) counts[seq[j]!]!++;
     this.counts = counts;
