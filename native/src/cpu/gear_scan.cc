@@ -148,9 +148,18 @@ struct Mulberry32 {
 struct RowStats {
   int64_t valid = 0, peaks = 0, segments = 0, in_seg = 0;
   double wmin = 0, wmax = 0;
+  int worker = 0;       // whose run list holds this row's segments
+  int64_t first_run = 0;  // index of the row's first run in that list
+};
+
+// A segment as (first token, length), recorded by the scan and numbered in pass C.
+struct Run {
+  int64_t start, len;
 };
 
 struct Scratch {
+  std::vector<float> dc;
+  std::vector<Run> runs;
   std::vector<uint8_t> flag;
   std::vector<double> omega;
   std::vector<int32_t> idx;
@@ -282,38 +291,57 @@ Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, co
   std::vector<int> bad_kind(rows, kNone);
   std::vector<std::vector<uint32_t>> hd(W, std::vector<uint32_t>(kBuckets, 0)), hh(W, std::vector<uint32_t>(kBuckets, 0));
   const bool zscore = p.peak_rule == PeakRule::ZScore;
+  int64_t max_len = 0;
+  for (int64_t r = 0; r < rows; ++r) max_len = std::max<int64_t>(max_len, off[r + 1] - off[r]);
+  std::vector<Scratch> scratch(W);
+  constexpr float kFltMax = std::numeric_limits<float>::max();
   bool done = parallel_blocks(ctx, rows, block, [&](int64_t rb, int64_t re, int w) {
     uint32_t* hdw = hd[w].data();
     uint32_t* hhw = hh[w].data();
+    Scratch& s = scratch[w];
+    s.dc.resize(max_len);
+    float* vals = s.dc.data();
     for (int64_t r = rb; r < re; ++r) {
       const int64_t b = off[r], e = off[r + 1];
+      // Branch-free check of the whole row; only a bad row is rescanned for its first bad token.
+      bool bad = false;
+      for (int64_t t = b; t < e; ++t) {
+        const uint8_t m = mask ? mask[t] : 1;
+        const float d = D[t], h = H[t], lr = LR ? LR[t] : 0.0f;
+        bad |= (m > 1) | ((m != 0) & ((d != d) | (d < -1e-6f) | !(std::fabs(h) <= kFltMax) | (h < -1e-6f) | (lr != lr)));
+      }
+      if (bad) {
+        for (int64_t t = b; t < e && bad_tok[r] < 0; ++t) {
+          const uint8_t m = mask ? mask[t] : 1;
+          const float d = D[t], h = H[t];
+          int k = kNone;
+          if (m > 1) k = kMask;
+          else if (m == 0) continue;
+          else if (d != d) k = kDivNaN;
+          else if (d < -1e-6f) k = kDivNeg;
+          else if (!(std::fabs(h) <= kFltMax)) k = kEntNonFinite;
+          else if (h < -1e-6f) k = kEntNeg;
+          else if (LR && LR[t] != LR[t]) k = kLogratioNaN;
+          if (k != kNone) { bad_tok[r] = t; bad_kind[r] = k; }
+        }
+        continue;
+      }
       int64_t cnt = 0;
       double sum = 0;
       for (int64_t t = b; t < e; ++t) {
-        if (mask) {
-          if (mask[t] > 1) { bad_tok[r] = t; bad_kind[r] = kMask; break; }
-          if (!mask[t]) continue;
-        }
-        const float d = D[t], h = H[t];
-        if (d != d) { bad_tok[r] = t; bad_kind[r] = kDivNaN; break; }
-        if (d < -1e-6f) { bad_tok[r] = t; bad_kind[r] = kDivNeg; break; }
-        if (!(std::fabs(h) <= std::numeric_limits<float>::max())) { bad_tok[r] = t; bad_kind[r] = kEntNonFinite; break; }
-        if (h < -1e-6f) { bad_tok[r] = t; bad_kind[r] = kEntNeg; break; }
-        if (LR && LR[t] != LR[t]) { bad_tok[r] = t; bad_kind[r] = kLogratioNaN; break; }
-        const float dc = cap_d(d, cap);
+        if (mask && !mask[t]) continue;
+        const float dc = cap_d(D[t], cap);
         ++hdw[fkey(dc) >> 16];
-        ++hhw[fkey(clamp_h(h)) >> 16];
+        ++hhw[fkey(clamp_h(H[t])) >> 16];
+        vals[cnt++] = dc;
         sum += static_cast<double>(dc);
-        ++cnt;
       }
-      if (bad_tok[r] >= 0) continue;
       nvalid[r] = cnt;
       if (zscore && cnt > 0) {
         const double m = sum / static_cast<double>(cnt);
         double var = 0;
-        for (int64_t t = b; t < e; ++t) {
-          if (mask && !mask[t]) continue;
-          const double x = static_cast<double>(cap_d(D[t], cap)) - m;
+        for (int64_t k = 0; k < cnt; ++k) {
+          const double x = static_cast<double>(vals[k]) - m;
           var += x * x;
         }
         mu[r] = m;
@@ -387,120 +415,120 @@ Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, co
   // ---- pass B: peaks, segment scan, weights, scatter ----
   const double dref = dg.d_ref, qpeak = dg.peak_kl_threshold, eta = dg.entropy_threshold,
                eta_low = dg.entropy_low_threshold;
-  int64_t max_len = 0;
-  for (int64_t r = 0; r < rows; ++r) max_len = std::max<int64_t>(max_len, off[r + 1] - off[r]);
-  std::vector<Scratch> scratch(W);
 
   auto is_valid = [&](int64_t t) { return mask == nullptr || mask[t] != 0; };
-  // Marks peaks (or random anchors) of row r into s.flag; returns the number of peaks the rule found.
-  auto mark_anchors = [&](int64_t r, Scratch& s, bool random) -> int64_t {
-    const int64_t b = off[r], e = off[r + 1];
-    int64_t peaks = 0;
+  // Per row: (1) capped divergence -> peak flags and each valid token's own weight (its weight as an
+  // aligned unit; 0 on masked tokens); (2) optional random anchors; (3) the segment scan, jumping from
+  // anchor to anchor, copying the anchor's weight over its segment; (4) the normaliser and the scatter.
+  // With write = false it only counts segments (used to size the fixed-length ablation).
+  auto process_row = [&](int64_t r, Scratch& s, Ablation mode, int64_t seg_len, bool write, RowStats& rs, int w) {
+    const int64_t b = off[r], e = off[r + 1], len = e - b;
+    const double A = in.advantages[r];
+    const double sgn = A > 0 ? 1.0 : (A < 0 ? -1.0 : 0.0);
+    // 0: 1 + alpha * min(D / D_ref, 1); 1: weight 1; 2: RLSD clip(exp(sign(A) * logratio))
+    const int wmode = p.sign_mode == SignMode::Rlsd ? (sgn == 0 ? 1 : 2)
+                    : (p.sign_mode == SignMode::NegativeOnly && !(A < 0)) ? 1 : 0;
+    uint8_t* flag = s.flag.data();
+    double* om = s.omega.data();
+    const double m = mu[r], den = sd[r] + 1e-6;
+    const double lo_w = 1.0 - p.eps_w, hi_w = 1.0 + p.eps_w;
+    int64_t peaks = 0, nv = 0;
     for (int64_t t = b; t < e; ++t) {
-      uint8_t f = 0;
-      if (is_valid(t)) {
-        const double dc = static_cast<double>(cap_d(D[t], cap));
-        const bool over = zscore ? (dc - mu[r]) / (sd[r] + 1e-6) >= p.peak_z : dc >= qpeak;
-        f = (over && dc >= p.peak_min_kl) ? 1 : 0;
-      }
-      s.flag[t - b] = f;
+      const int64_t k = t - b;
+      if (!is_valid(t)) { flag[k] = 0; om[k] = 0; continue; }
+      ++nv;
+      const double dc = static_cast<double>(cap_d(D[t], cap));
+      const bool over = zscore ? (dc - m) / den >= p.peak_z : dc >= qpeak;
+      const uint8_t f = (over && dc >= p.peak_min_kl) ? 1 : 0;
+      flag[k] = f;
       peaks += f;
+      if (!write) continue;
+      if (wmode == 0) om[k] = 1.0 + p.alpha * std::min(dc / dref, 1.0);
+      else if (wmode == 1) om[k] = 1.0;
+      else om[k] = std::min(std::max(std::exp(sgn * static_cast<double>(LR[t])), lo_w), hi_w);
     }
-    if (random && peaks > 0) {
+    if (mode == Ablation::RandomAnchors && peaks > 0) {
       s.idx.clear();
       for (int64_t t = b; t < e; ++t) {
-        s.flag[t - b] = 0;
+        flag[t - b] = 0;
         if (is_valid(t)) s.idx.push_back(static_cast<int32_t>(t));
       }
       Mulberry32 rng{p.seed ^ static_cast<uint32_t>(static_cast<uint64_t>(r + 1) * 0x9E3779B9u)};
-      const int64_t m = static_cast<int64_t>(s.idx.size());
+      const int64_t nidx = static_cast<int64_t>(s.idx.size());
       for (int64_t i = 0; i < peaks; ++i) {
-        const int64_t j = i + rng.below(static_cast<uint32_t>(m - i));
+        const int64_t j = i + rng.below(static_cast<uint32_t>(nidx - i));
         std::swap(s.idx[i], s.idx[j]);
-        s.flag[s.idx[i] - b] = 1;
+        flag[s.idx[i] - b] = 1;
       }
     }
-    return peaks;
-  };
-  // Scans row r (anchors already in s.flag). With write = false it only counts segments.
-  auto scan_row = [&](int64_t r, Scratch& s, Ablation mode, int64_t seg_len, bool write, RowStats& rs) {
-    const int64_t b = off[r], e = off[r + 1];
-    const double A = in.advantages[r];
-    const bool segs = mode != Ablation::TokenOnly;
-    const bool entropy_rule = mode != Ablation::FixedLength;
-    const bool settles = p.segment_end == SegmentEnd::EntropySettles;
-    const double sgn = A > 0 ? 1.0 : (A < 0 ? -1.0 : 0.0);
-    auto unit_weight = [&](int64_t a) -> double {
-      switch (p.sign_mode) {
-        case SignMode::Rlsd: {
-          if (sgn == 0) return 1.0;
-          const double w = std::exp(sgn * static_cast<double>(LR[a]));
-          return std::min(std::max(w, 1.0 - p.eps_w), 1.0 + p.eps_w);
+    rs.peaks = peaks;
+    rs.valid = nv;
+    // Segment tokens get their global id in pass C; everything else is -1.
+    if (write) std::fill(out->segment_id + b, out->segment_id + e, -1);
+    rs.worker = w;
+    rs.first_run = static_cast<int64_t>(s.runs.size());
+    int64_t local = 0, in_seg = 0;
+    if (mode != Ablation::TokenOnly) {
+      const bool entropy_rule = mode != Ablation::FixedLength;
+      const bool settles = p.segment_end == SegmentEnd::EntropySettles;
+      int64_t k = 0;
+      while (k < len) {
+        const void* hit = std::memchr(flag + k, 1, static_cast<size_t>(len - k));
+        if (hit == nullptr) break;
+        const int64_t a = static_cast<const uint8_t*>(hit) - flag;
+        const double wa = om[a];
+        k = a + 1;
+        while (k < len && is_valid(b + k) && !flag[k] && k - a < seg_len &&
+               !(entropy_rule && (settles ? static_cast<double>(clamp_h(H[b + k])) < eta_low
+                                          : static_cast<double>(clamp_h(H[b + k])) >= eta))) {
+          if (write) om[k] = wa;
+          ++k;
         }
-        case SignMode::NegativeOnly:
-          if (!(A < 0)) return 1.0;
-          [[fallthrough]];
-        default:
-          return 1.0 + p.alpha * std::min(static_cast<double>(cap_d(D[a], cap)) / dref, 1.0);
-      }
-    };
-    int64_t local = 0, in_seg = 0, nv = 0;
-    double sum = 0, rmin = std::numeric_limits<double>::infinity(), rmax = -rmin;
-    int64_t t = b;
-    while (t < e) {
-      if (!is_valid(t)) {
-        if (write) { s.omega[t - b] = 0; out->segment_id[t] = -1; }
-        ++t;
-        continue;
-      }
-      if (segs && s.flag[t - b]) {
-        const int64_t a = t;
-        const double w = write ? unit_weight(a) : 1.0;
-        do {
-          if (write) { s.omega[t - b] = w; out->segment_id[t] = static_cast<int32_t>(local); }
-          sum += w;
-          ++nv;
-          ++in_seg;
-          ++t;
-        } while (t < e && is_valid(t) && !s.flag[t - b] && t - a < seg_len &&
-                 !(entropy_rule && (settles ? static_cast<double>(clamp_h(H[t])) < eta_low
-                                            : static_cast<double>(clamp_h(H[t])) >= eta)));
+        if (write) s.runs.push_back(Run{b + a, k - a});
+        in_seg += k - a;
         ++local;
-        rmin = std::min(rmin, w);
-        rmax = std::max(rmax, w);
-      } else {
-        const double w = write ? unit_weight(t) : 1.0;
-        if (write) { s.omega[t - b] = w; out->segment_id[t] = -1; }
-        sum += w;
-        ++nv;
-        rmin = std::min(rmin, w);
-        rmax = std::max(rmax, w);
-        ++t;
       }
     }
     rs.segments = local;
     rs.in_seg = in_seg;
-    rs.valid = nv;
     if (!write) return;
     // Normalise: mean weight 1 over the row's valid tokens. Equal unit weights give exactly 1 (GRPO).
-    const bool mean_one = p.normalize == Normalize::MeanOne;
-    const bool uniform = rmin == rmax;
-    const double scale = nv > 0 ? static_cast<double>(nv) / sum : 0.0;
-    double wmin = std::numeric_limits<double>::infinity(), wmax = -wmin;
-    for (int64_t k = b; k < e; ++k) {
-      if (!is_valid(k)) { out->weights[k] = 0.0f; out->advantages[k] = 0.0f; continue; }
-      const double wt = mean_one ? (uniform ? 1.0 : s.omega[k - b] * scale) : s.omega[k - b];
-      const float wf = static_cast<float>(wt);
-      out->weights[k] = wf;
-      out->advantages[k] = static_cast<float>(A * wt);  // A = +-0 keeps its zero, like GRPO
-      wmin = std::min(wmin, static_cast<double>(wf));
-      wmax = std::max(wmax, static_cast<double>(wf));
+    double sum = 0, wmin = std::numeric_limits<double>::infinity(), wmax = -wmin;
+    for (int64_t k = 0; k < len; ++k) {
+      if (!is_valid(b + k)) continue;
+      const double w = om[k];
+      sum += w;
+      wmin = std::min(wmin, w);
+      wmax = std::max(wmax, w);
     }
-    rs.wmin = nv > 0 ? wmin : 0;
-    rs.wmax = nv > 0 ? wmax : 0;
+    const bool mean_one = p.normalize == Normalize::MeanOne;
+    const bool uniform = wmin == wmax;
+    const double scale = nv == 0 ? 0.0 : mean_one ? (uniform ? 0.0 : static_cast<double>(nv) / sum) : 1.0;
+    float* ow = out->weights + b;
+    float* oa = out->advantages + b;
+    if (mean_one && uniform) {
+      for (int64_t k = 0; k < len; ++k) {
+        const bool v = is_valid(b + k);
+        ow[k] = v ? 1.0f : 0.0f;
+        oa[k] = v ? static_cast<float>(A) : 0.0f;  // A = +-0 keeps its zero, like GRPO
+      }
+      rs.wmin = rs.wmax = nv == 0 ? 0.0 : 1.0;
+    } else {
+      float fmin = std::numeric_limits<float>::infinity(), fmax = -fmin;
+      for (int64_t k = 0; k < len; ++k) {
+        const double wt = om[k] * scale;  // 0 on masked tokens
+        const float wf = static_cast<float>(wt);
+        ow[k] = wf;
+        const bool v = is_valid(b + k);
+        oa[k] = v ? static_cast<float>(A * wt) : 0.0f;
+        fmin = v ? std::min(fmin, wf) : fmin;
+        fmax = v ? std::max(fmax, wf) : fmax;
+      }
+      rs.wmin = nv == 0 ? 0.0 : static_cast<double>(fmin);
+      rs.wmax = nv == 0 ? 0.0 : static_cast<double>(fmax);
+    }
   };
 
-  const bool random = p.ablation == Ablation::RandomAnchors;
   int64_t seg_len = p.max_segment_length;
   if (p.ablation == Ablation::FixedLength) {
     seg_len = p.fixed_segment_length;
@@ -510,10 +538,8 @@ Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, co
       done = parallel_blocks(ctx, rows, block, [&](int64_t rb, int64_t re, int w) {
         Scratch& s = scratch[w];
         s.flag.resize(max_len);
-        for (int64_t r = rb; r < re; ++r) {
-          mark_anchors(r, s, false);
-          scan_row(r, s, Ablation::None, p.max_segment_length, false, cs[r]);
-        }
+        s.omega.resize(max_len);
+        for (int64_t r = rb; r < re; ++r) process_row(r, s, Ablation::None, p.max_segment_length, false, cs[r], w);
       });
       if (!done) return error(Code::Aborted, "gear: aborted");
       int64_t segs = 0, toks = 0;
@@ -524,15 +550,12 @@ Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, co
   dg.fixed_segment_length = p.ablation == Ablation::FixedLength ? seg_len : 0;
 
   std::vector<RowStats> rstats(rows);
+  for (auto& s : scratch) s.runs.clear();
   done = parallel_blocks(ctx, rows, block, [&](int64_t rb, int64_t re, int w) {
     Scratch& s = scratch[w];
     s.flag.resize(max_len);
     s.omega.resize(max_len);
-    for (int64_t r = rb; r < re; ++r) {
-      const int64_t peaks = mark_anchors(r, s, random);
-      scan_row(r, s, p.ablation, seg_len, true, rstats[r]);
-      rstats[r].peaks = peaks;
-    }
+    for (int64_t r = rb; r < re; ++r) process_row(r, s, p.ablation, seg_len, true, rstats[r], w);
   });
   if (!done) return error(Code::Aborted, "gear: aborted");
 
@@ -556,16 +579,12 @@ Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, co
   int32_t* anchors = out->anchors.data();
   done = parallel_blocks(ctx, rows, block, [&](int64_t rb, int64_t re, int) {
     for (int64_t r = rb; r < re; ++r) {
-      if (rstats[r].segments == 0) continue;
-      int64_t last = -1;
-      for (int64_t t = off[r]; t < off[r + 1]; ++t) {
-        const int32_t l = out->segment_id[t];
-        if (l < 0) continue;
-        if (l != last) {
-          anchors[base[r] + l] = static_cast<int32_t>(t);
-          last = l;
-        }
-        out->segment_id[t] = static_cast<int32_t>(base[r] + l);
+      const RowStats& rs = rstats[r];
+      const Run* runs = scratch[rs.worker].runs.data() + rs.first_run;
+      for (int64_t i = 0; i < rs.segments; ++i) {
+        const int32_t id = static_cast<int32_t>(base[r] + i);
+        anchors[id] = static_cast<int32_t>(runs[i].start);
+        std::fill(out->segment_id + runs[i].start, out->segment_id + runs[i].start + runs[i].len, id);
       }
     }
   });
