@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
 import { GearError } from '../../ts/errors.js';
+import { data, expectClose, loadPeer } from '../helpers/peer.js';
 
 function code(f: () => unknown): string {
   try {
@@ -47,6 +48,8 @@ describe('buildRolloutBatch — step layout (one row per agent step)', () => {
     expect(b.groundTruth).toEqual([42, 42, 'x', undefined, undefined]);
     expect(Array.from(b.promptIds)).toEqual([100, 101]);
     expect(Array.from(b.promptOffsets)).toEqual([0, 2, 2]);
+    // Step rewards on each row's last counted token (row 1's last token is masked).
+    expect(Array.from(b.tokenRewards)).toEqual([0, 0, 0, 1, 0, 0.5, 0, 0, 2]);
   });
   it('feeds gigpo directly', () => {
     const anchors = b.anchors.map((a) => a ?? 'terminal');
@@ -71,6 +74,51 @@ describe('buildRolloutBatch — conversation layout (one row per trajectory)', (
     expect(Array.from(b.step)).toEqual([0, 0, 0]);
     expect(Array.from(b.stepRewards)).toEqual([1, 0.5, 2]);
     expect(Array.from(b.episodeRewards)).toEqual([1, 0.5, -1]);
+    // Each turn's reward on that turn's last counted token.
+    expect(Array.from(b.tokenRewards)).toEqual([0, 0, 0, 0, 0, 1, 0, 0.5, 0, 0, 0, 2]);
+  });
+  it('a turn without counted tokens passes its reward on', () => {
+    const c = rl.buildRolloutBatch({ layout: 'conversation', trajectories: [
+      { group: 0, steps: [{ tokens: [1], reward: 1 }, { tokens: [2], mask: [0], reward: 2, observation: [3] }, { tokens: [4], reward: 3 }] },
+      { group: 0, steps: [{ tokens: [5], reward: 1 }, { tokens: [6], mask: [0], reward: 2 }] },
+    ] });
+    expect(Array.from(c.tokenRewards)).toEqual([1, 0, 0, 5, 3, 0]);
+  });
+  it('reproduces verl REINFORCE++ on multi-turn rows with observation gaps (peer vector)', () => {
+    for (const cs of loadPeer('verl_reinforce_pp_advantage.json').cases.filter((x) => x.name.startsWith('multi_turn_obs_gaps'))) {
+      const [B, T] = cs.inputs.response_mask.shape as [number, number];
+      const m = data(cs.inputs.response_mask) as number[];
+      const R = data(cs.inputs.token_level_rewards) as number[];
+      // Each maximal run of counted tokens is one turn (reward = the run's reward tokens), each run of
+      // masked tokens its observation; trailing padding is not part of a conversation row.
+      const trajectories: rl.TrajectoryInput[] = [];
+      const positions: number[] = [];
+      for (let i = 0; i < B; i++) {
+        let last = T - 1;
+        while (last >= 0 && !m[i * T + last]) last--;
+        const steps: rl.StepInput[] = [];
+        for (let t = 0; t <= last; t++) {
+          positions.push(i * T + t);
+          if (m[i * T + t]) {
+            if (steps.length === 0 || steps[steps.length - 1]!.observation) steps.push({ tokens: [], reward: 0 });
+            const s = steps[steps.length - 1]!;
+            (s.tokens as number[]).push(1000 + t);
+            s.reward! += R[i * T + t]!;
+          } else {
+            const s = steps[steps.length - 1]!;
+            s.observation = [...((s.observation as number[]) ?? []), 2000 + t];
+            expect(R[i * T + t]).toBe(0);
+          }
+        }
+        trajectories.push({ group: 0, steps });
+      }
+      const b = rl.buildRolloutBatch({ trajectories, layout: 'conversation' });
+      // Rewards sat on each turn's last token in the peer too.
+      expect(Array.from(b.tokenRewards)).toEqual(positions.map((p) => R[p]!));
+      const adv = rl.reinforcePlusPlus({ tokenRewards: b.tokenRewards, offsets: b.offsets, mask: b.mask, gamma: cs.params['config.gamma'], precision: 'float64' });
+      const e = data(cs.outputs!.advantages) as number[];
+      expectClose(adv, positions.map((p) => e[p]!), { rtol: 1e-10, atol: 1e-12, what: cs.name });
+    }
   });
   it('per-token advantages are 0 on observation tokens', () => {
     const adv = rl.grpo({ rewards: b.episodeRewards, groups: b.groups });

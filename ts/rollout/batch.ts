@@ -98,6 +98,11 @@ export interface RolloutBatch {
   stepRewards: Float64Array;
   /** Per row: the trajectory's episode reward. */
   episodeRewards: Float64Array;
+  /** Per token: each step's reward on the step's last counted token, 0 elsewhere (verl's
+   *  `token_level_rewards` for multi-turn rows). A step without counted tokens passes its reward on to
+   *  the next step of the row that has one, or at the end back to the row's last counted token; a row
+   *  without any counted token has nowhere to put it, and its step rewards are left out. */
+  tokenRewards: Float64Array;
   /** Per row: the step's anchor state (`'step'`), or the first step's (`'conversation'`); undefined if not given. */
   anchors: unknown[];
   /** Per row: the ground truth (trajectory's, else its group's), undefined if not given. */
@@ -231,21 +236,37 @@ export function buildRolloutBatch(input: RolloutBatchInput): RolloutBatch {
     tokenIds: new Int32Array(tokens), offsets: new Int32Array(rows + 1), mask: new Uint8Array(tokens),
     lengths: new Int32Array(rows), groups: new Array(rows), groupIndex: new Int32Array(rows),
     trajectories: new Array(rows), trajectoryIndex: new Int32Array(rows), step: new Int32Array(rows),
-    stepRewards: new Float64Array(rows), episodeRewards: new Float64Array(rows),
+    stepRewards: new Float64Array(rows), episodeRewards: new Float64Array(rows), tokenRewards: new Float64Array(tokens),
     anchors: new Array(rows), groundTruth: new Array(rows),
     promptIds: new Int32Array(0), promptOffsets: new Int32Array(gIndex.size + 1),
   };
   let r = 0;
   let n = 0;
+  let lastCounted = -1; // last counted token of the current row
   const put = (toks: ArrayLike<number>, mask: ArrayLike<number | boolean> | undefined, fixed?: 0) => {
     let c = 0;
     for (let i = 0; i < toks.length; i++) {
       out.tokenIds[n] = toks[i]!;
       const m = fixed === 0 ? 0 : mask === undefined ? 1 : mask[i] ? 1 : 0;
+      if (m) lastCounted = n;
       out.mask[n++] = m;
       c += m;
     }
     return c;
+  };
+  // Places a step's reward (plus any carried over) on the step's last counted token.
+  let pending = 0;
+  const reward = (counted: number, x: number) => {
+    if (counted > 0) {
+      out.tokenRewards[lastCounted] += pending + x;
+      pending = 0;
+    } else {
+      pending += x;
+    }
+  };
+  const endRow = () => {
+    if (pending !== 0 && lastCounted >= out.offsets[r]!) out.tokenRewards[lastCounted] += pending;
+    pending = 0;
   };
   trajs.forEach((t, ti) => {
     const id = t.id === undefined ? ti : t.id;
@@ -270,15 +291,20 @@ export function buildRolloutBatch(input: RolloutBatchInput): RolloutBatch {
       t.steps.forEach((s, si) => {
         row(si, s.reward ?? 0, s.anchor);
         out.lengths[r] = put(s.tokens, s.mask);
+        reward(out.lengths[r]!, s.reward ?? 0);
+        endRow();
         out.offsets[++r] = n;
       });
     } else {
       row(0, sum, t.steps[0]!.anchor);
       let c = 0;
       for (const s of t.steps) {
-        c += put(s.tokens, s.mask);
+        const k = put(s.tokens, s.mask);
+        reward(k, s.reward ?? 0);
+        c += k;
         if (s.observation) put(s.observation, undefined, 0);
       }
+      endRow();
       out.lengths[r] = c;
       out.offsets[++r] = n;
     }
