@@ -25,7 +25,7 @@ function torchScale(grads: Float32Array[], norm: number, maxNorm: number): Float
 }
 
 describe('clipGradNorm', () => {
-  const lengths = [0, 1, 7, 33, 65_536, 65_537, 200_001, 3];
+  const lengths = [0, 1, 7, 15, 33, 47, 65_536, 65_537, 65_551, 200_001, 3];
   it('returns the float64 norm and scales like torch when the norm exceeds maxNorm', () => {
     const g = randomTensors(1, lengths);
     const want = norm64(g);
