@@ -109,10 +109,11 @@ Status divergence(const LogitsView& s, const LogitsView& t, DivKind kind, double
     for (int64_t r = b; r < e; ++r) {
       const char* sr = sbase + r * row_bytes;
       const char* tr = tbase + r * row_bytes;
-      rowmath::PairStats ps;
+      rowmath::PairStats ps = rowmath::pair_empty();
       int side = 0;
-      if (!pair_fn(sr, tr, s.vocab, inv_t, &ps, &side) || ps.s.s == 0.0 || ps.t.s == 0.0) {
-        if (side == 0 && ps.s.s != 0.0 && ps.t.s == 0.0) side = 1;
+      const bool ok = pair_fn(sr, tr, s.vocab, inv_t, &ps, &side);
+      if (!ok || ps.s.s == 0.0 || ps.t.s == 0.0) {  // NaN / +Infinity, or a side with no finite logit
+        if (ok) side = ps.s.s == 0.0 ? 0 : 1;
         atomic_min(bad, 2 * r + side);
         return;
       }
@@ -192,10 +193,11 @@ Status divergence_backward(const LogitsView& s, const LogitsView& t, DivKind kin
         p.lse_t = teacher_lse[r];
         v = value[r];
       } else {
-        rowmath::PairStats ps;
+        rowmath::PairStats ps = rowmath::pair_empty();
         int side = 0;
-        if (!pair_fn(sr, tr, s.vocab, inv_t, &ps, &side) || ps.s.s == 0.0 || ps.t.s == 0.0) {
-          if (side == 0 && ps.s.s != 0.0 && ps.t.s == 0.0) side = 1;
+        const bool ok = pair_fn(sr, tr, s.vocab, inv_t, &ps, &side);
+        if (!ok || ps.s.s == 0.0 || ps.t.s == 0.0) {
+          if (ok) side = ps.s.s == 0.0 ? 0 : 1;
           atomic_min(bad, 2 * r + side);
           return;
         }

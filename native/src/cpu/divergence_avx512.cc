@@ -17,6 +17,7 @@ namespace gear {
 namespace avx512 {
 namespace {
 #include "simd_avx512.inc"
+#include "row_kernels_common.inc"
 #include "divergence_kernels.inc"
 }  // namespace
 }  // namespace avx512

@@ -14,6 +14,7 @@ namespace gear {
 namespace avx2 {
 namespace {
 #include "simd_avx2.inc"
+#include "row_kernels_common.inc"
 #include "token_stats_kernels.inc"
 }  // namespace
 }  // namespace avx2

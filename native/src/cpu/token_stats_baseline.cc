@@ -12,6 +12,7 @@ namespace gear {
 namespace baseline {
 namespace {
 #include "simd_scalar.inc"
+#include "row_kernels_common.inc"
 #include "token_stats_kernels.inc"
 }  // namespace
 }  // namespace baseline
