@@ -75,6 +75,35 @@ describe('tokenStats rejects bad input', () => {
     expectCode(() => rl.tokenStats({ data: d, rows, vocab }, t), 'ERR_NON_FINITE', /row 1.*all -Infinity/);
   });
 
+  it('a NaN or +Infinity anywhere is caught on every ISA path, also inside a fully masked block', () => {
+    const V = 5000; // blocks of 2048: [0, 2048) finite, [2048, 4096) masked but for the bad entry
+    for (const isa of ['baseline', 'avx2', 'avx512'] as const) {
+      rl.setIsa(isa);
+      for (const bad of [NaN, Infinity, -NaN]) {
+        for (const at of [7, 3000, 4999]) {
+          const d = Float32Array.from({ length: 2 * V }, (_, i) => Math.sin(i));
+          d.fill(-Infinity, V + 2048, V + 4096);
+          d[V + at] = bad;
+          const good = Float32Array.from({ length: 2 * V }, (_, i) => Math.cos(i));
+          const tt = new Int32Array([0, 1]);
+          const where = new RegExp(`row 1, entry ${at}`);
+          expectCode(() => rl.tokenStats({ data: d, rows: 2, vocab: V }, tt), 'ERR_NON_FINITE', where);
+          expectCode(() => rl.tokenStatsBackward({ data: d, rows: 2, vocab: V }, tt, { logprob: new Float32Array(2) },
+            { stats: { logsumexp: new Float32Array(2) } }), 'ERR_NON_FINITE', where);
+          expectCode(() => rl.divergence({ data: d, rows: 2, vocab: V }, { data: good, rows: 2, vocab: V }), 'ERR_NON_FINITE', new RegExp(`student\\[row 1, entry ${at}\\]`));
+          expectCode(() => rl.divergence({ data: good, rows: 2, vocab: V }, { data: d, rows: 2, vocab: V }, { kind: 'forward_kl' }), 'ERR_NON_FINITE', new RegExp(`teacher\\[row 1, entry ${at}\\]`));
+          for (const [dtype, enc] of [['bfloat16', toBf16], ['float16', toF16]] as const) {
+            const h = Uint16Array.from(d, enc);
+            expectCode(() => rl.tokenStats({ data: h, rows: 2, vocab: V, dtype }, tt), 'ERR_NON_FINITE', where);
+            h[V + at] = dtype === 'bfloat16' ? 0xffc1 : 0xfe01; // a NaN with the sign bit set
+            expectCode(() => rl.tokenStats({ data: h, rows: 2, vocab: V, dtype }, tt), 'ERR_NON_FINITE', where);
+          }
+        }
+      }
+    }
+    rl.setIsa('avx512');
+  });
+
   it('fills supplied out arrays with NaN on a kernel error (nothing partially valid)', () => {
     const d = Float32Array.from(z);
     d[2 * vocab] = NaN;
