@@ -105,7 +105,7 @@ describe('whole-chain gradient: library loss -> tokenStatsBackward/divergenceBac
   it('self-distillation term: reverse KL to a fixed teacher through divergenceBackward', () => {
     const { pol, spec, targets, mask } = setup(5);
     // Teacher: the same weights with a different first token in every context (a "hint"), frozen.
-    const teacherSpec: RowSpec = { ...spec, seqs: spec.seqs.map((s) => [(s[0]! + 1) % cfg.vocab, ...s.slice(1)]) };
+    const teacherSpec: RowSpec = { ...spec, seqs: spec.seqs.map((s) => [(s[0]! + 1) % cfg.vocab, ...Array.from(s).slice(1)]) };
     const teacher = logitsOf(pol.forward(teacherSpec));
     const teacherData = { ...teacher, data: teacher.data.slice() };
     const count = mask.reduce((a, b) => a + b, 0);
