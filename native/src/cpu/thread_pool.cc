@@ -46,7 +46,9 @@ void ThreadPool::worker_loop(int id) {
       int64_t t;
       {
         std::lock_guard<std::mutex> lk(mu_);
-        if (next_ >= tasks_) break;
+        // A worker that woke late may see the next job's counters: it only takes tasks of the job whose
+        // function it read.
+        if (fn == nullptr || generation_ != seen || next_ >= tasks_) break;
         t = next_++;
       }
       (*fn)(t, id);
