@@ -485,7 +485,10 @@ describe('gear: native equals the float64 reference for every option combination
   });
 
   it('a larger batch (64 rows x up to 600 tokens) across threads', () => {
+    // ~19K tokens: above the kernel's small-batch cutoff (4096), so the radix quantile path runs; the
+    // option-combination batches above stay below it and take the plain-copy path.
     const lens = Array.from({ length: 64 }, (_, j) => (j * 37) % 600);
+    expect(lens.reduce((x, y) => x + y, 0)).toBeGreaterThan(4096);
     const b = makeBatch(77, lens, lens.map((_, j) => Math.sin(j)), 0.1);
     for (const o of [{}, { ablation: 'random_anchors' as const, seed: 9 }, { peakRule: 'quantile' as const, segmentEnd: 'entropy_settles' as const }]) {
       expectMatchesReference(b, o);

@@ -23,6 +23,8 @@ namespace gear {
 namespace {
 
 constexpr int kBuckets = 1 << 16;
+// Up to this many tokens, quantiles come from a plain copy instead of the radix histograms.
+constexpr int64_t kSmallBatch = 1 << 12;
 
 // Order-preserving map of a non-NaN float to uint32 (negative values flip all bits).
 inline uint32_t fkey(float x) {
@@ -50,6 +52,9 @@ class Selector {
   Selector() : hist_(kBuckets, 0) {}
   std::vector<uint32_t>& hist() { return hist_; }
 
+  // Clears the histogram for a new call (the buffers are kept: no reallocation, no page faults).
+  void reset() { std::fill(hist_.begin(), hist_.end(), 0u); }
+
   void plan(const std::vector<double>& qs, int64_t n) {
     n_ = n;
     qs_ = qs;
@@ -57,7 +62,8 @@ class Selector {
     buckets_.clear();
     needs_.clear();
     if (n == 0) return;
-    std::vector<int64_t> cum(kBuckets + 1, 0);
+    std::vector<int64_t>& cum = cum_;
+    cum.assign(kBuckets + 1, 0);
     for (int b = 0; b < kBuckets; ++b) cum[b + 1] = cum[b] + hist_[b];
     for (double q : qs) {
       const double pos = q * static_cast<double>(n - 1);
@@ -106,6 +112,7 @@ class Selector {
   }
 
   std::vector<uint32_t> hist_;
+  std::vector<int64_t> cum_;
   std::vector<int16_t> lut_;
   std::vector<int> buckets_;
   std::vector<Need> needs_;
@@ -122,6 +129,48 @@ void merge_cands(Selector& s, std::vector<std::vector<std::vector<float>>>& per_
   for (auto& w : per_worker)
     for (int k = 0; k < s.slots() && k < static_cast<int>(w.size()); ++k)
       c[k].insert(c[k].end(), w[k].begin(), w[k].end());
+}
+
+// Exact quantiles of a small plain copy: the needed order statistics in ascending order, each found by
+// nth_element on the part above the previous one (about 2n work in all); same interpolation as Selector.
+void select_quantiles(std::vector<float>& v, const std::vector<double>& qs, double* out) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  if (n == 0) {
+    for (size_t i = 0; i < qs.size(); ++i) out[i] = 0;
+    return;
+  }
+  std::vector<int64_t> ranks;
+  for (double q : qs) {
+    const int64_t lo = static_cast<int64_t>(std::floor(q * static_cast<double>(n - 1)));
+    ranks.push_back(lo);
+    if (lo + 1 < n) ranks.push_back(lo + 1);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  int64_t start = 0;
+  for (int64_t k : ranks) {
+    std::nth_element(v.begin() + start, v.begin() + k, v.end());
+    start = k + 1;
+  }
+  // v is now partitioned at every needed rank, so v[k] is the k-th smallest for each of them.
+  for (size_t i = 0; i < qs.size(); ++i) {
+    const double pos = qs[i] * static_cast<double>(n - 1);
+    const int64_t lo = static_cast<int64_t>(std::floor(pos));
+    const double frac = pos - static_cast<double>(lo);
+    const double a = static_cast<double>(v[lo]);
+    const double b = (frac > 0 && lo + 1 < n) ? static_cast<double>(v[lo + 1]) : a;
+    out[i] = a + (b - a) * frac;
+  }
+}
+
+// Per calling thread, reused across calls: the two selectors and the per-worker histograms.
+struct QuantileScratch {
+  Selector d, h;
+  std::vector<uint32_t> hists;
+};
+QuantileScratch& quantile_scratch() {
+  static thread_local QuantileScratch s;
+  return s;
 }
 
 int worker_count(const ExecContext& ctx) { return ctx.pool ? ctx.pool->threads() : 1; }
@@ -289,15 +338,23 @@ Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, co
   std::vector<int64_t> nvalid(rows, 0);
   std::vector<int64_t> bad_tok(rows, -1);
   std::vector<int> bad_kind(rows, kNone);
-  std::vector<std::vector<uint32_t>> hd(W, std::vector<uint32_t>(kBuckets, 0)), hh(W, std::vector<uint32_t>(kBuckets, 0));
+  // Small batches select quantiles from a plain copy (no 2 x 256 KB histograms per worker to clear).
+  const bool radix = n > kSmallBatch;
+  // References, not the thread_local itself, are captured: pool workers must use the caller's buffers.
+  QuantileScratch& qscr = quantile_scratch();
+  uint32_t* hists = nullptr;
+  if (radix) {
+    qscr.hists.assign(static_cast<size_t>(W) * 2 * kBuckets, 0u);
+    hists = qscr.hists.data();
+  }
   const bool zscore = p.peak_rule == PeakRule::ZScore;
   int64_t max_len = 0;
   for (int64_t r = 0; r < rows; ++r) max_len = std::max<int64_t>(max_len, off[r + 1] - off[r]);
   std::vector<Scratch> scratch(W);
   constexpr float kFltMax = std::numeric_limits<float>::max();
   bool done = parallel_blocks(ctx, rows, block, [&](int64_t rb, int64_t re, int w) {
-    uint32_t* hdw = hd[w].data();
-    uint32_t* hhw = hh[w].data();
+    uint32_t* hdw = radix ? hists + static_cast<size_t>(2 * w) * kBuckets : nullptr;
+    uint32_t* hhw = radix ? hists + static_cast<size_t>(2 * w + 1) * kBuckets : nullptr;
     Scratch& s = scratch[w];
     s.dc.resize(max_len);
     float* vals = s.dc.data();
@@ -331,8 +388,10 @@ Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, co
       for (int64_t t = b; t < e; ++t) {
         if (mask && !mask[t]) continue;
         const float dc = cap_d(D[t], cap);
-        ++hdw[fkey(dc) >> 16];
-        ++hhw[fkey(clamp_h(H[t])) >> 16];
+        if (radix) {
+          ++hdw[fkey(dc) >> 16];
+          ++hhw[fkey(clamp_h(H[t])) >> 16];
+        }
         vals[cnt++] = dc;
         sum += static_cast<double>(dc);
       }
@@ -368,17 +427,35 @@ Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, co
   for (int64_t r = 0; r < rows; ++r) valid += nvalid[r];
 
   // ---- pass Q: exact batch quantiles ----
-  Selector sD, sH;
-  for (int w = 0; w < W; ++w)
-    for (int k = 0; k < kBuckets; ++k) {
-      sD.hist()[k] += hd[w][k];
-      sH.hist()[k] += hh[w][k];
-    }
-  hd.clear();
-  hh.clear();
   // D levels: dRef, peak, diagnostics. H levels: eta, eta_low, diagnostics.
   std::vector<double> qd = {p.d_ref_quantile, p.peak_quantile}, qh = {p.entropy_quantile, p.entropy_low_quantile};
   for (double q : kGearDiagLevels) { qd.push_back(q); qh.push_back(q); }
+  std::vector<double> vd(qd.size()), vh(qh.size());
+  if (!radix) {
+    std::vector<float> xd(static_cast<size_t>(valid)), xh(static_cast<size_t>(valid));
+    int64_t k = 0;
+    for (int64_t t = 0; t < n; ++t) {
+      if (mask && !mask[t]) continue;
+      xd[k] = cap_d(D[t], cap);
+      xh[k++] = clamp_h(H[t]);
+    }
+    select_quantiles(xd, qd, vd.data());
+    select_quantiles(xh, qh, vh.data());
+  } else {
+  Selector& sD = qscr.d;
+  Selector& sH = qscr.h;
+  sD.reset();
+  sH.reset();
+  uint32_t* hdm = sD.hist().data();
+  uint32_t* hhm = sH.hist().data();
+  for (int w = 0; w < W; ++w) {
+    const uint32_t* a = hists + static_cast<size_t>(2 * w) * kBuckets;
+    const uint32_t* c = a + kBuckets;
+    for (int k = 0; k < kBuckets; ++k) {
+      hdm[k] += a[k];
+      hhm[k] += c[k];
+    }
+  }
   sD.plan(qd, valid);
   sH.plan(qh, valid);
   {
@@ -397,9 +474,9 @@ Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, co
     merge_cands(sD, pd);
     merge_cands(sH, ph);
   }
-  std::vector<double> vd(qd.size()), vh(qh.size());
   sD.finish(vd.data());
   sH.finish(vh.data());
+  }
   GearDiagnostics& dg = out->diag;
   dg = GearDiagnostics{};
   dg.valid_tokens = valid;
