@@ -114,14 +114,18 @@ function main(): void {
   }
 
   // 3. Table.
-  const rows = [['method', 'success (end)', 'gain vs warm-start', 'AUC', 'wall s/run']];
+  const rows = [['method', 'success (end)', 'gain vs warm-start', 'AUC', 'answer credit', 'wall s/run']];
   const summary = methods.map((m) => {
     const rs = runs.filter((r) => r.method === m);
     const fin = rs.map((r) => r.curve[r.curve.length - 1]!.success);
     const auc = rs.map((r) => r.auc);
     const secs = rs.map((r) => r.seconds);
-    rows.push([METHOD_LABEL[m], pm(fin), pm(fin.map((f) => f - warmSuccess)), pm(auc), meanStd(secs).mean.toFixed(1)]);
-    return { method: m, label: METHOD_LABEL[m], seeds: rs.length, finalSuccess: meanStd(fin), gain: meanStd(fin.map((f) => f - warmSuccess)), auc: meanStd(auc), secondsPerRun: meanStd(secs).mean };
+    const credit = rs.map((r) => meanStd(r.log.map((l) => l.answerCreditShare)).mean);
+    rows.push([METHOD_LABEL[m], pm(fin), pm(fin.map((f) => f - warmSuccess)), pm(auc), pm(credit), meanStd(secs).mean.toFixed(1)]);
+    return {
+      method: m, label: METHOD_LABEL[m], seeds: rs.length, finalSuccess: meanStd(fin), gain: meanStd(fin.map((f) => f - warmSuccess)),
+      auc: meanStd(auc), answerCreditShare: meanStd(credit), secondsPerRun: meanStd(secs).mean,
+    };
   });
   // How held-out episodes end: which mistakes training removed.
   const kinds = ['win', 'wrong_answer', 'guess', 'out_of_turns'] as const;
@@ -136,6 +140,7 @@ function main(): void {
   const text = [
     `Held-out success rate (one sampled episode on each of ${base.evalEpisodes} held-out tasks), mean ± std over ${seeds} seeds;`,
     `warm-start checkpoint: ${warmSuccess.toFixed(3)}; ${base.steps} RL steps of ${base.tasksPerStep} tasks x ${base.groupSize} rollouts.`,
+    'answer credit = share of the total |advantage| of a batch on the answer locker tokens, mean over steps.',
     '',
     table(rows),
     '',

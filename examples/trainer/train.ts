@@ -6,7 +6,7 @@
  * @module
  */
 import * as rl from 'gear-rl';
-import { MAX_LEN, PROMPT_TOKENS, VOCAB, demoEpisode, makeTask, type Task } from '../env/lockers.js';
+import { MAX_LEN, PROMPT_TOKENS, VOCAB, demoEpisode, makeTask, tok, type Task } from '../env/lockers.js';
 import { Rng, deriveSeed } from '../env/rng.js';
 import { Policy, type PolicyConfig, type RowSpec } from '../model/policy.js';
 import { advantages, type AdvantageResult, type Method } from './methods.js';
@@ -122,6 +122,8 @@ export interface StepLog {
   entropy: number;
   /** Mean |advantage| over agent tokens. */
   advAbsMean: number;
+  /** Share of the batch's total |advantage| that sits on answer lockers (the token after `answer`): where the credit goes. */
+  answerCreditShare: number;
   /** Metrics reported by `policyLoss` (last update). */
   lossMetrics: Record<string, number>;
   /** Method-specific advantage diagnostics. */
@@ -237,11 +239,23 @@ export function train(init: Float32Array[], cfg: RunConfig, hooks: RunHooks = {}
       lossMetrics = pl.metrics;
     }
 
-    let agent = 0, ent = 0, absAdv = 0;
-    for (let i = 0; i < mask.length; i++) if (mask[i]) { agent++; ent += oldStats.entropy[i]!; absAdv += Math.abs(adv.advantages[i]!); }
+    let agent = 0, ent = 0, absAdv = 0, absAnswer = 0;
+    for (let r = 0; r + 1 < offsets.length; r++) {
+      let inTurn = 0; // position inside the current agent turn (turns are runs of agent tokens between observations)
+      for (let i = offsets[r]!; i < offsets[r + 1]!; i++) {
+        if (!mask[i]) { inTurn = 0; continue; }
+        agent++;
+        ent += oldStats.entropy[i]!;
+        const a = Math.abs(adv.advantages[i]!);
+        absAdv += a;
+        if (inTurn === 1 && targets[i - 1] === tok('answer')) absAnswer += a;
+        inTurn++;
+      }
+    }
     const entry: StepLog = {
       step, lr: opt.lr, trainReward: batch.trajectories.reduce((a, t) => a + t.reward, 0) / batch.trajectories.length,
-      loss, gradNorm, entropy: ent / agent, advAbsMean: absAdv / agent, lossMetrics, advMetrics: adv.metrics,
+      loss, gradNorm, entropy: ent / agent, advAbsMean: absAdv / agent,
+      answerCreditShare: absAdv > 0 ? absAnswer / absAdv : 0, lossMetrics, advMetrics: adv.metrics,
       outcomes: countOutcomes(batch.trajectories.map(outcome)),
       ms: performance.now() - s0,
     };

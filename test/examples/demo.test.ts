@@ -77,7 +77,7 @@ describe('demo (quick)', () => {
   it('exits cleanly within the time budget and prints the results table', () => {
     expect(run.status, run.stderr).toBe(0);
     expect(run.seconds).toBeLessThan(90);
-    expect(run.stdout).toMatch(/method\s+success \(end\)\s+gain vs warm-start\s+AUC\s+wall s\/run/);
+    expect(run.stdout).toMatch(/method\s+success \(end\)\s+gain vs warm-start\s+AUC\s+answer credit\s+wall s\/run/);
     for (const m of METHODS) expect(run.stdout).toMatch(new RegExp(`^${m.replace('.', '\\.')}\\s+\\d\\.\\d{3} ± \\d\\.\\d{3}`, 'm'));
     // One progress line per run (stderr is not a terminal here) plus the warm-start.
     expect(run.stderr.match(/ done /g)?.length).toBe(1 + METHODS.length * 3);
@@ -119,7 +119,7 @@ describe('demo (quick)', () => {
       expect(r.log.length).toBe(steps);
       r.log.forEach((l: Record<string, unknown>, i: number) => {
         expect(l.step).toBe(i);
-        for (const k of ['lr', 'trainReward', 'loss', 'gradNorm', 'entropy', 'advAbsMean', 'ms']) expect(Number.isFinite(l[k]), `${k} at step ${i}`).toBe(true);
+        for (const k of ['lr', 'trainReward', 'loss', 'gradNorm', 'entropy', 'advAbsMean', 'answerCreditShare', 'ms']) expect(Number.isFinite(l[k]), `${k} at step ${i}`).toBe(true);
       });
       if (r.method === 'gear') expect(r.log[0].advMetrics).toHaveProperty('segments');
       if (r.method === 'gigpo') expect(r.log[0].advMetrics.singletonShare).toBeLessThan(0.9);
