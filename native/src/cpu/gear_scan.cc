@@ -25,6 +25,8 @@ namespace {
 constexpr int kBuckets = 1 << 16;
 // Up to this many tokens, quantiles come from a plain copy instead of the radix histograms.
 constexpr int64_t kSmallBatch = 1 << 12;
+// Up to this many tokens, everything runs on the calling thread.
+constexpr int64_t kInlineTokens = 1 << 14;
 
 // Order-preserving map of a non-NaN float to uint32 (negative values flip all bits).
 inline uint32_t fkey(float x) {
@@ -311,7 +313,10 @@ Status masked_quantiles(const float* values, int64_t n, const uint8_t* mask, con
   return Status::ok();
 }
 
-Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, const ExecContext& ctx) {
+Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, const ExecContext& outer) {
+  // Small batches run on the calling thread: waking the pool costs more than the work.
+  ExecContext ctx = outer;
+  if (in.n <= kInlineTokens) ctx.pool = nullptr;
   Status st = check_offsets(in.offsets, in.rows, in.n);
   if (!st.is_ok()) return st;
   if (in.n > 0 && (in.divergence == nullptr || in.entropy == nullptr))
