@@ -10,8 +10,10 @@ export default async function run({ rl, quick, h }) {
   const reps = quick ? 3 : 5;
   for (const [N, V] of shapes) {
     const elems = N * V;
-    const s32 = makeLogits(N, V, 1).data;
-    const t32 = makeLogits(N, V, 2).data;
+    // float32 first; the 16-bit copies are made from them afterwards and the float32 arrays dropped
+    // before the 16-bit runs allocate their outputs (peak ~3 x 4NV bytes at the Qwen shape).
+    let s32 = makeLogits(N, V, 1).data;
+    let t32 = makeLogits(N, V, 2).data;
     const peerN = quick ? Math.min(N, 16) : Math.max(64, Math.round(2 ** 25 / V));
     const peer = {};
     for (const tool of ['torch', 'naive']) {
@@ -26,6 +28,11 @@ export default async function run({ rl, quick, h }) {
       const es = dtype === 'float32' ? 4 : 2;
       const S = dtype === 'float32' ? { data: s32, rows: N, vocab: V } : { data: toHalf(s32, dtype), rows: N, vocab: V, dtype };
       const T = dtype === 'float32' ? { data: t32, rows: N, vocab: V } : { data: toHalf(t32, dtype), rows: N, vocab: V, dtype };
+      if (dtype !== 'float32') {
+        s32 = null;
+        t32 = null;
+        if (globalThis.gc) globalThis.gc();
+      }
       for (const kind of ['reverse_kl', 'forward_kl', 'jsd']) {
         if (kind !== 'reverse_kl' && !quick && dtype !== 'float32') continue;
         const t = await h.time(() => rl.divergence(S, T, { kind }), { reps });
