@@ -36,8 +36,11 @@ export type {
 } from './losses/policy_loss.js';
 export { trlLoss, quantileLinear } from './losses/trl_loss.js';
 export type { TrlLossArgs, TrlLossResult, TrlLossType } from './losses/trl_loss.js';
-export { klPenalty, applyKlPenalty, FixedKlController, AdaptiveKlController } from './losses/kl_penalty.js';
-export type { KlEstimator, KlSemantics, KlPenaltyArgs, KlPenaltyResult, KlController, ApplyKlPenaltyArgs, ApplyKlPenaltyResult } from './losses/kl_penalty.js';
+export { klPenalty, klLoss, applyKlPenalty, FixedKlController, AdaptiveKlController } from './losses/kl_penalty.js';
+export type {
+  KlEstimator, KlSemantics, KlPenaltyArgs, KlPenaltyResult, KlLossArgs, KlLossResult, KlController, ApplyKlPenaltyArgs,
+  ApplyKlPenaltyResult,
+} from './losses/kl_penalty.js';
 export { aggregate, effectiveRowWeights, AGG_MODES } from './losses/aggregate.js';
 export type { AggMode, AggregateOptions, AggregateResult } from './losses/aggregate.js';
 export type { FloatArray, Semantics } from './losses/common.js';

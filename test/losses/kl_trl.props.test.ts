@@ -198,3 +198,25 @@ describe('trlLoss with per-token advantages', () => {
     }
   });
 });
+
+describe('klLoss (verl use_kl_loss term)', () => {
+  const b = randomBatch(41, 6, 8, 0.8);
+  it('equals coef · aggregate(klPenalty) with the chain-rule gradient, and FD', () => {
+    for (const estimator of ['low_var_kl', 'k1', 'mse', 'k3+'] as const) {
+      for (const agg of rl.AGG_MODES) {
+        const r = rl.klLoss({ logprob: b.lp, refLogprob: b.old, offsets: b.off, mask: b.mask, estimator, coef: 0.04, agg });
+        const k = rl.klPenalty({ logprob: b.lp, refLogprob: b.old, estimator });
+        const ag = rl.aggregate(k.kl, b.off, b.mask, agg);
+        expectCloseScalar(r.kl, ag.value, { rtol: 1e-13, atol: 1e-16 });
+        expectCloseScalar(r.value, 0.04 * ag.value, { rtol: 1e-13, atol: 1e-16 });
+        expectClose(r.grad, Array.from(k.grad, (g, t) => 0.04 * ag.grad[t]! * g), { rtol: 1e-13, atol: 1e-16 });
+        if (!estimator.endsWith('+')) {
+          const f = (x: Float64Array) => rl.klLoss({ logprob: x, refLogprob: b.old, offsets: b.off, mask: b.mask, estimator, coef: 0.04, agg }).value;
+          expectClose(r.grad, fdGrad(f, b.lp), { rtol: 1e-6, atol: 1e-9, what: `${estimator}/${agg}` });
+        }
+      }
+    }
+    expectGearError(() => rl.klLoss({ logprob: b.lp, refLogprob: b.old, offsets: b.off, estimator: 'full' as any }), 'ERR_OPTION');
+    expectGearError(() => rl.klLoss({ logprob: b.lp, refLogprob: b.old.slice(1), offsets: b.off }), 'ERR_SHAPE');
+  });
+});

@@ -6,6 +6,7 @@
  */
 import { GearError, fail } from '../errors.js';
 import * as v from '../validate.js';
+import { AGG_MODES, AggMode, AggregateOptions, aggWeights, checkAggOptions } from './aggregate.js';
 import { FloatArray, finite, floats, rowsOf, sameType } from './common.js';
 
 /** Estimator names: ours (k1, abs, k2, k3) and verl's (kl, mse, low_var_kl), each optionally with `+`. */
@@ -243,4 +244,70 @@ export function applyKlPenalty(a: ApplyKlPenaltyArgs): ApplyKlPenaltyResult {
   const currentKl = rows > 0 ? sumRows / rows : 0;
   ctl.update(currentKl, rows);
   return { rewards, kl, currentKl, beta };
+}
+
+/** Arguments of {@link klLoss}. */
+export interface KlLossArgs {
+  /** Current policy log-probs ℓ, per token (the gradient's variable). */
+  logprob: FloatArray;
+  /** Reference policy log-probs, per token. */
+  refLogprob: FloatArray;
+  /** Packed rows, Int32Array of length R+1. */
+  offsets: Int32Array;
+  /** Optional 0/1 loss mask. */
+  mask?: Uint8Array;
+  /** Estimator (verl's `kl_loss_type`, default `'low_var_kl'`). */
+  estimator?: KlEstimator;
+  /** Coefficient (verl's `kl_loss_coef`, default 0.001). */
+  coef?: number;
+  /** Aggregation (verl uses the actor's `loss_agg_mode`; default `'token-mean'`). */
+  agg?: AggMode;
+  /** Global normalisers / aggregation semantics, as {@link AggregateOptions}. */
+  aggOptions?: AggregateOptions;
+  /** Clamping convention (default `'verl'`). */
+  semantics?: KlSemantics;
+}
+
+/** Result of {@link klLoss}. */
+export interface KlLossResult {
+  /** `coef · agg(kl)`. */
+  value: number;
+  /** d value / d logprob per token (float type of `logprob`). */
+  grad: FloatArray;
+  /** Unweighted aggregated KL (`agg(kl)`, the peers' `actor/kl_loss` metric). */
+  kl: number;
+}
+
+/**
+ * The KL term of verl's actor loss (`use_kl_loss`): `coef · agg_loss(kl_penalty(ℓ, ℓ_ref, type), mask, mode)`,
+ * added to the policy loss after aggregation (TRL instead adds β·k3 per token before its reduction; use
+ * `trlLoss({ beta })` for that).
+ *
+ * @param a log-probs, rows, estimator, coefficient and aggregation
+ * @returns value, gradient and the unweighted KL
+ */
+export function klLoss(a: KlLossArgs): KlLossResult {
+  v.knownKeys(a, 'klLoss', ['logprob', 'refLogprob', 'offsets', 'mask', 'estimator', 'coef', 'agg', 'aggOptions', 'semantics']);
+  const lp = floats(a.logprob, 'logprob');
+  const n = lp.length;
+  const ref = floats(a.refLogprob, 'refLogprob', n);
+  rowsOf(a.offsets, n);
+  const mask = v.optMask(a.mask, 'mask', n);
+  const sem = v.enumOpt(a.semantics, 'semantics', KL_SEMANTICS, 'verl');
+  const { base, st } = parseEstimator(a.estimator ?? 'low_var_kl', sem);
+  const coef = v.numOpt(a.coef, 'coef', 0.001);
+  const mode = v.enumOpt(a.agg, 'agg', AGG_MODES, 'token-mean');
+  const { w, nan } = aggWeights(a.offsets, mask, mode, checkAggOptions(a.aggOptions, 'aggOptions'));
+  finite(lp, 'logprob', mask);
+  finite(ref, 'refLogprob', mask);
+  let kl = 0;
+  const grad = sameType(lp, n);
+  for (let t = 0; t < n; t++) {
+    if (w[t] === 0) continue;
+    const [val, g] = klToken(lp[t]!, ref[t]!, base, st, sem);
+    kl += w[t]! * val;
+    grad[t] = coef * w[t]! * g;
+  }
+  if (nan) kl = NaN;
+  return { value: coef * kl, grad, kl };
 }
