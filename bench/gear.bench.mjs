@@ -74,7 +74,7 @@ export default async function run({ rl, quick, h }) {
   }
 
   // Full student + teacher path vs divergence alone, at a moderate shape.
-  const [N, V] = quick ? [512, 8192] : [2048, 32768];
+  const [N, V] = quick ? [512, 8192] : [2048, 16384];
   const rowsL = N / 256;
   const student = logits(N, V, 11);
   const teacher = logits(N, V, 12);
