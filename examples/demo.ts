@@ -7,7 +7,7 @@
  *
  * Options: --out <dir> (default demo-output), --seeds <n>, --steps <n>, --methods grpo,gigpo,gear,...,
  * --lr <x>, --tasks <n> (tasks per step), --group-size <n> (rollouts per task), --eps <x> (noise of the
- * warm-start demonstrator).
+ * warm-start demonstrator), --gear '<json>' (GEAR options, e.g. '{"ablation":"token_only"}').
  *
  * Writes to the output directory: results.json (settings, warm-start, every step's metrics of every
  * run, summary), learning-curves.svg, gear-batch.json (one GEAR batch in the visualiser's format:
@@ -29,7 +29,7 @@ const COLORS: Record<Method, string> = { grpo: '#1f77b4', gigpo: '#2ca02c', gear
 
 interface Cli {
   quick: boolean; out: string; seeds?: number; steps?: number; methods?: Method[];
-  lr?: number; groupSize?: number; tasks?: number; eps?: number;
+  lr?: number; groupSize?: number; tasks?: number; eps?: number; gear?: rl.GearOptions;
 }
 
 function parseArgs(argv: string[]): Cli {
@@ -51,6 +51,14 @@ function parseArgs(argv: string[]): Cli {
     else if (a === '--seeds') cli.seeds = int(val());
     else if (a === '--steps') cli.steps = int(val());
     else if (a === '--group-size') cli.groupSize = int(val());
+    else if (a === '--gear') {
+      const x = val();
+      let o: unknown;
+      try { o = JSON.parse(x); } catch { throw new Error(`--gear: expected a JSON object of GEAR options, got ${x}`); }
+      if (typeof o !== 'object' || o === null || Array.isArray(o)) throw new Error(`--gear: expected a JSON object of GEAR options, got ${x}`);
+      rl.resolveGearOptions(o as rl.GearOptions); // validates names and ranges now, not after the warm-start
+      cli.gear = o as rl.GearOptions;
+    }
     else if (a === '--tasks') cli.tasks = int(val());
     else if (a === '--lr' || a === '--eps') {
       const x = Number(val());
@@ -64,7 +72,8 @@ function parseArgs(argv: string[]): Cli {
       });
     } else if (a === '--help' || a === '-h') {
       process.stdout.write('usage: demo [--quick] [--out dir] [--seeds n] [--steps n] [--methods grpo,gigpo,gear,drgrpo,rloo]\n' +
-        '            [--lr x] [--tasks n] [--group-size n] [--eps x (warm-start demonstrator noise)]\n');
+        '            [--lr x] [--tasks n] [--group-size n] [--eps x (warm-start demonstrator noise)]\n' +
+        '            [--gear \'{"alpha":2,"signMode":"negative_only",...}\' (GEAR options)]\n');
       process.exit(0);
     } else throw new Error(`unknown option ${a} (try --help)`);
   }
@@ -72,7 +81,13 @@ function parseArgs(argv: string[]): Cli {
 }
 
 function main(): void {
-  const cli = parseArgs(process.argv.slice(2));
+  let cli: Cli;
+  try {
+    cli = parseArgs(process.argv.slice(2));
+  } catch (e) {
+    process.stderr.write(`demo: ${(e as Error).message}\n`);
+    process.exit(2);
+  }
   const t0 = performance.now();
   const methods = cli.methods ?? (cli.quick ? (['grpo', 'gigpo', 'gear'] as Method[]) : [...METHODS]);
   const seeds = cli.seeds ?? (cli.quick ? 3 : 5);
@@ -80,6 +95,7 @@ function main(): void {
   const base: Omit<RunConfig, 'method' | 'seed'> = {
     steps: cli.steps ?? (cli.quick ? 16 : 40), tasksPerStep: cli.tasks ?? 8, groupSize: cli.groupSize ?? 8, updatesPerBatch: 2,
     lr: cli.lr ?? 0.01, maxGradNorm: 1.0, clip: 0.2, evalEvery: cli.quick ? 4 : 5, evalEpisodes: cli.quick ? 200 : 400,
+    ...(cli.gear ? { gearOptions: cli.gear } : {}),
   };
   mkdirSync(cli.out, { recursive: true });
   const b = rl.backend();
@@ -177,6 +193,7 @@ function main(): void {
     const record: rl.GearBatchRecord = {
       ...adv.gear!.input, result: adv.gear!.result, tokens: tokenTexts(batch),
       rowLabels: batch.trajectories.map((t) => `task ${t.group} · key in L${t.task.answer + 1} · not L${t.task.clue + 1} · reward ${t.reward}`),
+      ...(cli.gear ? { options: cli.gear } : {}),
       meta: { run: 'GEAR seed 1', step: 0, environment: 'locker-search' },
     };
     rl.saveBatch(join(cli.out, 'gear-batch.json'), record);

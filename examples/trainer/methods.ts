@@ -23,6 +23,8 @@ export interface AdvantageInputs {
   student: rl.Logits;
   /** Teacher logits over the same tokens (same weights, ground truth in context); needed by GEAR. */
   teacher?: rl.Logits;
+  /** GEAR options (defaults: the library's GEAR-proposed defaults). */
+  gearOptions?: rl.GearOptions;
 }
 
 /** Advantages per token plus the method's diagnostics. */
@@ -71,6 +73,7 @@ export function advantages(method: Method, inp: AdvantageInputs): AdvantageResul
       const input: rl.GearInput = {
         advantages: row, offsets: conv.offsets, mask: conv.mask,
         divergence: div.value, entropy: div.studentEntropy, logratio,
+        ...(inp.gearOptions ? { options: inp.gearOptions } : {}),
       };
       const res = rl.gear(input);
       const d = res.diagnostics;

@@ -104,6 +104,8 @@ export interface RunConfig {
   evalEvery: number;
   /** Held-out tasks per evaluation. */
   evalEpisodes: number;
+  /** GEAR options for the `gear` method (library defaults when omitted). */
+  gearOptions?: rl.GearOptions;
 }
 
 /** Metrics of one RL step (the JSON log's rows). */
@@ -214,7 +216,9 @@ export function train(init: Float32Array[], cfg: RunConfig, hooks: RunHooks = {}
     const oldLogits = logitsOf(old.logits, old.rows, V);
     const oldStats = rl.tokenStats(oldLogits, targets);
     const teacher = cfg.method === 'gear' ? policy.forward(batch.teacherRows) : undefined;
-    const adv = advantages(cfg.method, { batch, student: oldLogits, teacher: teacher && logitsOf(teacher.logits, teacher.rows, V) });
+    const adv = advantages(cfg.method, {
+      batch, student: oldLogits, teacher: teacher && logitsOf(teacher.logits, teacher.rows, V), gearOptions: cfg.gearOptions,
+    });
     if (step === 0) hooks.onFirstBatch?.(batch, adv);
 
     let loss = NaN, gradNorm = NaN, lossMetrics: Record<string, number> = {};

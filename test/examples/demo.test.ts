@@ -167,3 +167,21 @@ describe('own-model example', () => {
   });
 });
 
+
+describe('demo command line', () => {
+  it('rejects bad options with a message and exit code 2 before any training', () => {
+    const bad = (...args: string[]) => spawnSync(process.execPath, ['dist-examples/demo.js', ...args], { cwd: ROOT, encoding: 'utf8', timeout: 30_000 });
+    let r = bad('--bogus');
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/^demo: unknown option --bogus/);
+    r = bad('--methods', 'grpo,ppo');
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/--methods: expected some of grpo,gigpo,gear,drgrpo,rloo, got ppo/);
+    r = bad('--gear', '{"alpha":-1}');
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/options\.alpha: expected a number >= 0/);
+    r = bad('--steps', '0');
+    expect(r.status).toBe(2);
+    expect(r.stderr).not.toMatch(/warm-start/);
+  });
+});
