@@ -34,15 +34,31 @@ const EXPECTED = OFFSETS.slice(0, -1).map((o, r) => {
   for (let t = o; t < OFFSETS[r + 1]!; t++) if (MASK[t]) s += VALUES[t]!;
   return s;
 });
+// ...and log-softmax of the target and entropy of two logits rows, in float64 here.
+const LOGITS = [[1, 2, 3], [0, -1, 0.5]];
+const TARGETS = [2, 0];
+const EXPECTED_LOGPROB = LOGITS.map((row, r) => row[TARGETS[r]!]! - Math.log(row.reduce((a, z) => a + Math.exp(z), 0)));
+const EXPECTED_ENTROPY = LOGITS.map((row) => {
+  const lse = Math.log(row.reduce((a, z) => a + Math.exp(z), 0));
+  return -row.reduce((a, z) => a + Math.exp(z - lse) * (z - lse), 0);
+});
 const SCRIPT = `
 import * as rl from 'gear-rl';
 const out = rl.segmentReduce(new Float64Array(${JSON.stringify(VALUES)}), new Int32Array(${JSON.stringify(OFFSETS)}), 'sum', new Uint8Array(${JSON.stringify(MASK)}));
-console.log(JSON.stringify({ sums: Array.from(out), backend: rl.backend() }));
+const ts = rl.tokenStats({ data: new Float32Array(${JSON.stringify(LOGITS.flat())}), rows: 2, vocab: 3 }, new Int32Array(${JSON.stringify(TARGETS)}));
+console.log(JSON.stringify({ sums: Array.from(out), logprob: Array.from(ts.logprob), entropy: Array.from(ts.entropy), backend: rl.backend() }));
 `;
 
 function importAndCompute(app: string, env: NodeJS.ProcessEnv = baseEnv) {
   const out = sh(process.execPath, ['--input-type=module', '-e', SCRIPT], app, env);
-  return JSON.parse(out.trim().split('\n').pop()!) as { sums: number[]; backend: { variant: string; isa: string; version: string; threads: number } };
+  const r = JSON.parse(out.trim().split('\n').pop()!) as {
+    sums: number[]; logprob: number[]; entropy: number[]; backend: { variant: string; isa: string; version: string; threads: number };
+  };
+  r.logprob.forEach((x, i) => expect(Math.abs(x - EXPECTED_LOGPROB[i]!)).toBeLessThan(1e-6));
+  r.entropy.forEach((x, i) => expect(Math.abs(x - EXPECTED_ENTROPY[i]!)).toBeLessThan(1e-6));
+  expect(r.logprob).toHaveLength(2);
+  expect(r.entropy).toHaveLength(2);
+  return r;
 }
 
 function emptyApp(name: string): string {
@@ -105,14 +121,14 @@ describe('installed from the tarball', () => {
     expect(r.sums).toEqual(EXPECTED);
     expect(r.backend.variant).toBe('cpu');
     expect(r.backend.version).toBe(PKG.version);
-  }, 300_000);
+  }, 600_000);
 
   it('works with install scripts blocked (--ignore-scripts, as pnpm does by default)', () => {
     const app = emptyApp('noscripts');
     const env = { ...baseEnv, CC: '/bin/false', CXX: '/bin/false' };
     sh('npm', ['install', '--ignore-scripts', '--prefer-offline', '--no-audit', '--no-fund', tarball], app, env);
     expect(importAndCompute(app, env).sums).toEqual(EXPECTED);
-  }, 300_000);
+  }, 600_000);
 
   it('without a matching prebuild: a clear ERR_NATIVE first, then a build from source that computes', () => {
     // Repack the same tarball without prebuilds/ (tar, not npm pack, so prepack cannot add it back).
@@ -137,5 +153,5 @@ describe('installed from the tarball', () => {
     const r = importAndCompute(app);
     expect(r.sums).toEqual(EXPECTED);
     expect(r.backend.version).toBe(PKG.version);
-  }, 300_000);
+  }, 600_000);
 });
