@@ -39,7 +39,10 @@ export function toHalf(f32, dtype) {
 }
 
 export function peerNsPerLogit(h, tool, op, n, v) {
-  const r = h.peer(tool, { op: tool === 'torch' ? 'all' : op, n, v, reps: 3 });
+  // torch: every op in one run; verl's per-row Python loops are skipped (never the fastest formulation)
+  const r = tool === 'torch'
+    ? h.peer('torch', { op: 'all', n, v, reps: 3, extra: ['--no-verl-loop'] })
+    : h.peer('naive', { op, n, v, reps: 3 });
   if (r.error) return undefined;
   if (tool === 'torch') return r.best?.[op]?.ns_per_elem;
   return r.ns_per_elem?.[op];
