@@ -23,4 +23,17 @@ describe('demo determinism', () => {
     for (const l of losses) expect(l.some((x) => x !== 0)).toBe(true);
     for (let i = 0; i < losses.length; i++) for (let j = i + 1; j < losses.length; j++) expect(losses[i]).not.toEqual(losses[j]);
   });
+
+  it('GEAR with alpha = 0 trains exactly like GRPO (the degenerate case, end to end)', () => {
+    const w = warmStart({ steps: 40, batch: 32, eps: 0.2, lr: 0.06, seed: 3 });
+    const init = w.policy.snapshot();
+    const base = { seed: 5, steps: 3, tasksPerStep: 4, groupSize: 6, updatesPerBatch: 2, lr: 0.01, maxGradNorm: 1, clip: 0.2, evalEvery: 3, evalEpisodes: 30 };
+    const strip = (r: ReturnType<typeof train>) => ({ curve: r.curve, log: r.log.map(({ ms: _ms, advMetrics: _a, ...rest }) => rest) });
+    const grpo = train(init, { ...base, method: 'grpo' });
+    const gear0 = train(init, { ...base, method: 'gear', gearOptions: { alpha: 0 } });
+    const gear1 = train(init, { ...base, method: 'gear' });
+    expect(strip(gear0)).toEqual(strip(grpo));
+    expect(strip(gear1)).not.toEqual(strip(grpo));
+    expect(grpo.log.some((l) => l.loss !== 0)).toBe(true);
+  });
 });
