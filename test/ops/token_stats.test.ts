@@ -228,6 +228,17 @@ describe('tokenStatsBackward', () => {
     }
   });
 
+  it('zero rows: empty gradients for every dtype', async () => {
+    for (const dtype of DTYPES) {
+      const l = logits(dtype === 'float32' ? new Float32Array(0) : new Uint16Array(0), 0, 11, dtype);
+      const g = rl.tokenStatsBackward(l, new Int32Array(0), { logprob: new Float32Array(0), entropy: new Float32Array(0) });
+      expect(g.length).toBe(0);
+      expect((await rl.tokenStatsBackwardAsync(l, new Int32Array(0), { entropy: new Float32Array(0) })).length).toBe(0);
+      expect(rl.divergenceBackward(l, l, new Float32Array(0), { kind: 'jsd' }).length).toBe(0);
+      expect(rl.tokenStatsPartial(l, new Int32Array(0), { vocabStart: 3 }).max.length).toBe(0);
+    }
+  });
+
   it('in place: writes the gradient over float32 logits, equal to the out-of-place result', () => {
     for (const isa of ISAS) {
       rl.setIsa(isa);

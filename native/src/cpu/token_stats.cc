@@ -151,7 +151,7 @@ Status token_stats_backward(const LogitsView& l, const int32_t* targets, const f
                             float* out, const ExecContext& ctx) {
   Status st = kern::check_logits(l, "logits");
   if (!st.is_ok()) return st;
-  const bool in_place = static_cast<const void*>(out) == l.data;
+  const bool in_place = out != nullptr && static_cast<const void*>(out) == l.data;
   const int64_t total = l.rows * l.vocab;
   // Before any write: a failed check leaves in-place logits untouched and a separate out NaN-filled.
   auto fail_early = [&](Status s) {
