@@ -84,7 +84,7 @@ export function warmStart(cfg: WarmStartConfig, onStep?: (step: number, loss: nu
 export interface RunConfig {
   /** Advantage method. */
   method: Method;
-  /** Run seed (task sampling and token sampling). */
+  /** Run seed (task stream and token sampling; methods with the same seed see the same tasks). */
   seed: number;
   /** RL steps (one batch of rollouts each). */
   steps: number;
@@ -198,7 +198,10 @@ export function train(init: Float32Array[], cfg: RunConfig, hooks: RunHooks = {}
   const opt = new rl.AdamW(policy.params, { lr: cfg.lr, weightDecay: 0 });
   const totalUpdates = cfg.steps * cfg.updatesPerBatch;
   const schedule = rl.cosineSchedule({ peak: cfg.lr, warmupSteps: Math.round(totalUpdates * 0.05), totalSteps: totalUpdates, floor: 0.1 * cfg.lr });
-  const rng = new Rng(deriveSeed(cfg.seed, 3));
+  // Separate streams: every method sees the same tasks at the same step for a given seed (a paired
+  // comparison), whatever its episodes consumed from the sampling stream.
+  const taskRng = new Rng(deriveSeed(cfg.seed, 3));
+  const sampleRng = new Rng(deriveSeed(cfg.seed, 4));
   const V = POLICY.vocab;
   const curve = [{ step: 0, success: evaluate(policy, cfg.evalEpisodes) }];
   const log: StepLog[] = [];
@@ -207,8 +210,8 @@ export function train(init: Float32Array[], cfg: RunConfig, hooks: RunHooks = {}
   for (let step = 0; step < cfg.steps; step++) {
     const s0 = performance.now();
     const tasks: Task[] = [];
-    for (let i = 0; i < cfg.tasksPerStep; i++) tasks.push(makeTask(rng.int(EVAL_SEED_BASE)));
-    const batch = pack(collect(policy, tasks, cfg.groupSize, rng));
+    for (let i = 0; i < cfg.tasksPerStep; i++) tasks.push(makeTask(taskRng.int(EVAL_SEED_BASE)));
+    const batch = pack(collect(policy, tasks, cfg.groupSize, sampleRng));
     const { offsets, mask, tokenIds: targets } = batch.conversation;
 
     // The rollout policy's statistics (pi_old), and the teacher's logits for GEAR.
