@@ -175,6 +175,25 @@ QuantileScratch& quantile_scratch() {
   return s;
 }
 
+// Branch-free check of tokens [b, e) (vectorisable): true if a valid token holds a bad value or the
+// mask holds something other than 0/1.
+template <bool HasMask, bool HasLR>
+bool row_has_bad(const uint8_t* mask, const float* D, const float* H, const float* LR, int64_t b, int64_t e) {
+  constexpr float kMax = std::numeric_limits<float>::max();
+  int bad = 0;
+  for (int64_t t = b; t < e; ++t) {
+    const float d = D[t], h = H[t];
+    int v = (d != d) | (d < -1e-6f) | !(std::fabs(h) <= kMax) | (h < -1e-6f);
+    if (HasLR) v |= LR[t] != LR[t];
+    if (HasMask) {
+      const int m = mask[t];
+      v = (m > 1) | ((m != 0) & v);
+    }
+    bad |= v;
+  }
+  return bad != 0;
+}
+
 int worker_count(const ExecContext& ctx) { return ctx.pool ? ctx.pool->threads() : 1; }
 
 // Rows per parallel block: about 32K tokens per block.
@@ -356,7 +375,7 @@ Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, co
   int64_t max_len = 0;
   for (int64_t r = 0; r < rows; ++r) max_len = std::max<int64_t>(max_len, off[r + 1] - off[r]);
   std::vector<Scratch> scratch(W);
-  constexpr float kFltMax = std::numeric_limits<float>::max();
+  constexpr float kFltMax = std::numeric_limits<float>::max();  // slow path only
   bool done = parallel_blocks(ctx, rows, block, [&](int64_t rb, int64_t re, int w) {
     uint32_t* hdw = radix ? hists + static_cast<size_t>(2 * w) * kBuckets : nullptr;
     uint32_t* hhw = radix ? hists + static_cast<size_t>(2 * w + 1) * kBuckets : nullptr;
@@ -366,12 +385,8 @@ Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, co
     for (int64_t r = rb; r < re; ++r) {
       const int64_t b = off[r], e = off[r + 1];
       // Branch-free check of the whole row; only a bad row is rescanned for its first bad token.
-      bool bad = false;
-      for (int64_t t = b; t < e; ++t) {
-        const uint8_t m = mask ? mask[t] : 1;
-        const float d = D[t], h = H[t], lr = LR ? LR[t] : 0.0f;
-        bad |= (m > 1) | ((m != 0) & ((d != d) | (d < -1e-6f) | !(std::fabs(h) <= kFltMax) | (h < -1e-6f) | (lr != lr)));
-      }
+      const bool bad = mask ? (LR ? row_has_bad<true, true>(mask, D, H, LR, b, e) : row_has_bad<true, false>(mask, D, H, LR, b, e))
+                            : (LR ? row_has_bad<false, true>(mask, D, H, LR, b, e) : row_has_bad<false, false>(mask, D, H, LR, b, e));
       if (bad) {
         for (int64_t t = b; t < e && bad_tok[r] < 0; ++t) {
           const uint8_t m = mask ? mask[t] : 1;
@@ -495,6 +510,7 @@ Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, co
   }
 
   // ---- pass B: peaks, segment scan, weights, scatter ----
+  const double inv_dref = 1.0 / dg.d_ref;
   const double dref = dg.d_ref, qpeak = dg.peak_kl_threshold, eta = dg.entropy_threshold,
                eta_low = dg.entropy_low_threshold;
 
@@ -512,7 +528,8 @@ Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, co
                     : (p.sign_mode == SignMode::NegativeOnly && !(A < 0)) ? 1 : 0;
     uint8_t* flag = s.flag.data();
     double* om = s.omega.data();
-    const double m = mu[r], den = sd[r] + 1e-6;
+    // z = (D - mean) / (popstd + 1e-6) >= peakZ, tested as D - mean >= peakZ * (popstd + 1e-6)
+    const double m = mu[r], zmin = p.peak_z * (sd[r] + 1e-6);
     const double lo_w = 1.0 - p.eps_w, hi_w = 1.0 + p.eps_w;
     int64_t peaks = 0, nv = 0;
     for (int64_t t = b; t < e; ++t) {
@@ -520,12 +537,12 @@ Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, co
       if (!is_valid(t)) { flag[k] = 0; om[k] = 0; continue; }
       ++nv;
       const double dc = static_cast<double>(cap_d(D[t], cap));
-      const bool over = zscore ? (dc - m) / den >= p.peak_z : dc >= qpeak;
+      const bool over = zscore ? dc - m >= zmin : dc >= qpeak;
       const uint8_t f = (over && dc >= p.peak_min_kl) ? 1 : 0;
       flag[k] = f;
       peaks += f;
       if (!write) continue;
-      if (wmode == 0) om[k] = 1.0 + p.alpha * std::min(dc / dref, 1.0);
+      if (wmode == 0) om[k] = 1.0 + p.alpha * (dc >= dref ? 1.0 : dc * inv_dref);
       else if (wmode == 1) om[k] = 1.0;
       else om[k] = std::min(std::max(std::exp(sgn * static_cast<double>(LR[t])), lo_w), hi_w);
     }
