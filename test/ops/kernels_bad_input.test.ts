@@ -56,7 +56,11 @@ describe('tokenStats rejects bad input', () => {
   });
 
   it('temperature <= 0, NaN or Infinity', () => {
-    for (const temperature of [0, -1, NaN, Infinity]) expectCode(() => rl.tokenStats(ok, t, { temperature }), 'ERR_OPTION');
+    for (const temperature of [0, -1, NaN, Infinity, 1e-310]) expectCode(() => rl.tokenStats(ok, t, { temperature }), 'ERR_OPTION');
+    expectCode(() => native.tokenStats(z, rows, vocab, 0, t, 1e-310, null, null, null, false, null), 'ERR_OPTION');
+    // tiny but valid: a near-argmax distribution, finite outputs
+    const cold = rl.tokenStats(ok, t, { temperature: 1e-6 });
+    expect(Array.from(cold.entropy).every((h) => h >= 0 && h < 1e-3)).toBe(true);
   });
 
   it('NaN / +Infinity logits (float32, bfloat16, float16) and all -Infinity rows, naming the row', () => {

@@ -50,7 +50,7 @@ export interface TokenStats {
 
 /** Options of {@link tokenStats}. */
 export interface TokenStatsOptions {
-  /** Divides the logits first (default 1; finite and > 0). */
+  /** Divides the logits first (default 1; finite and >= 1e-30). */
   temperature?: number;
   /** Output arrays to fill instead of allocating (each a Float32Array of length `rows`). */
   out?: Partial<TokenStats>;
@@ -155,9 +155,9 @@ export function checkTargets(t: unknown, what: string, rows: number, vocab: numb
   return a;
 }
 
-/** Validates a temperature option (finite, > 0; default 1). @internal */
+/** Validates a temperature option (finite, >= 1e-30 so that 1/T is a finite float32 scale; default 1). @internal */
 export function checkTemperature(t: unknown): number {
-  return v.numOpt(t, 'temperature', 1, { min: 0, minOpen: true, max: Infinity, maxOpen: true });
+  return v.numOpt(t, 'temperature', 1, { min: 1e-30, max: Infinity, maxOpen: true });
 }
 
 // ---- buffers in use by pending async calls (ERR_BUSY) ----

@@ -58,8 +58,7 @@ Status check_pair(const LogitsView& s, const LogitsView& t, DivKind kind, double
   const int k = static_cast<int>(kind);
   if (k < 0 || k > 2) return error(Code::Option, "kind: expected reverse_kl, forward_kl or jsd, got " + std::to_string(k));
   if (!(beta >= 0.0 && beta <= 1.0)) return error(Code::Option, "beta: expected a number in [0, 1], got " + num(beta));
-  if (!(temperature > 0) || !std::isfinite(temperature))
-    return error(Code::Option, "temperature: expected a finite number > 0, got " + num(temperature));
+  if (!(st = kern::check_temperature(temperature)).is_ok()) return st;
   if (!(kl_cap > 0)) return error(Code::Option, "klCap: expected a number > 0 (or Infinity), got " + num(kl_cap));
   return Status::ok();
 }

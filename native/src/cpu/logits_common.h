@@ -119,6 +119,8 @@ Status check_targets(const int32_t* targets, int64_t rows, int64_t vocab, const 
 // Rows per parallel task: about 1 MiB of logits per task (results never depend on it).
 int64_t rows_per_task(int64_t rows, int64_t vocab, const ExecContext& ctx);
 void fill_nan(float* p, int64_t n);
+// Finite, >= 1e-30 (so 1/T is a finite float32 scale).
+Status check_temperature(double t);
 
 }  // namespace kern
 }  // namespace gear

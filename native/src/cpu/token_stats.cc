@@ -89,9 +89,10 @@ static void atomic_min(std::atomic<int64_t>& a, int64_t v) {
   }
 }
 
-static Status check_temperature(double t) {
-  if (!(t > 0) || !std::isfinite(t))
-    return error(Code::Option, "temperature: expected a finite number > 0, got " + num(t));
+// 1/T must stay a finite float32 scale: T >= 1e-30 (any practical temperature).
+Status check_temperature(double t) {
+  if (!(t >= 1e-30) || !std::isfinite(t))
+    return error(Code::Option, "temperature: expected a finite number >= 1e-30, got " + num(t));
   return Status::ok();
 }
 
