@@ -35,8 +35,15 @@ inline uint32_t fkey(float x) {
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
-inline float cap_d(float d, float cap) { return d <= 0.0f ? 0.0f : (d > cap ? cap : d); }
-inline float clamp_h(float h) { return h <= 0.0f ? 0.0f : h; }
+// Clamps to [+0, cap] (never -0: std::max(0, x) returns the first argument on ties). Inputs are not NaN.
+inline float cap_d(float d, float cap) { return std::min(std::max(0.0f, d), cap); }
+inline float clamp_h(float h) { return std::max(0.0f, h); }
+// For values >= +0 the raw bits are already order-preserving.
+inline uint32_t pkey(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, 4);
+  return b;
+}
 
 std::string num(double v) {
   if (std::isnan(v)) return "NaN";
@@ -409,8 +416,8 @@ Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, co
         if (mask && !mask[t]) continue;
         const float dc = cap_d(D[t], cap);
         if (radix) {
-          ++hdw[fkey(dc) >> 16];
-          ++hhw[fkey(clamp_h(H[t])) >> 16];
+          ++hdw[pkey(dc) >> 16];
+          ++hhw[pkey(clamp_h(H[t])) >> 16];
         }
         vals[cnt++] = dc;
         sum += static_cast<double>(dc);
@@ -485,7 +492,7 @@ Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, co
       for (int64_t t = off[rb]; t < off[re]; ++t) {
         if (mask && !mask[t]) continue;
         const float dc = cap_d(D[t], cap), hc = clamp_h(H[t]);
-        const uint32_t kd = fkey(dc), kh = fkey(hc);
+        const uint32_t kd = pkey(dc), kh = pkey(hc);
         if (sD.wants(kd)) pd[w][sD.slot(kd)].push_back(dc);
         if (sH.wants(kh)) ph[w][sH.slot(kh)].push_back(hc);
       }
