@@ -39,8 +39,15 @@ export function i32(v: unknown, what: string, len?: number): Int32Array {
 export function mask01(v: unknown, what: string, len: number): Uint8Array {
   if (!(v instanceof Uint8Array)) fail('ERR_DTYPE', what, 'Uint8Array', v);
   if (v.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), v.length);
-  for (let i = 0; i < v.length; i++) {
-    if (v[i]! > 1) fail('ERR_OPTION', `${what}[${i}]`, '0 or 1', v[i]);
+  // Branch-free scan (fast on 10^7 tokens); the offending index is searched only on failure.
+  let bits = 0;
+  const words = v.byteOffset % 4 === 0 ? new Uint32Array(v.buffer, v.byteOffset, v.length >>> 2) : null;
+  if (words) for (let i = 0; i < words.length; i++) bits |= words[i]!;
+  for (let i = words ? words.length * 4 : 0; i < v.length; i++) bits |= v[i]!;
+  if ((bits & 0xfefefefe) !== 0) {
+    for (let i = 0; i < v.length; i++) {
+      if (v[i]! > 1) fail('ERR_OPTION', `${what}[${i}]`, '0 or 1', v[i]);
+    }
   }
   return v;
 }
