@@ -77,6 +77,15 @@ describe('segmentReduce', () => {
     bad(() => rl.segmentReduce(new Int32Array(4) as any, new Int32Array([0, 4]), 'sum'), 'ERR_DTYPE');
     bad(() => rl.segmentReduce(v, new Int32Array([0, 4]), 'median' as any), 'ERR_OPTION');
     bad(() => rl.segmentBroadcast([1, 2], new Int32Array([0, 4])), 'ERR_SHAPE');
+    // mask values other than 0/1, in the word-wide part and in the tail, on aligned and unaligned views
+    for (const at of [0, 5, 8, 9]) {
+      const m = new Uint8Array(10).fill(1);
+      m[at] = 2;
+      bad(() => rl.segmentReduce(new Float32Array(10), new Int32Array([0, 10]), 'sum', m), 'ERR_OPTION');
+      const big = new Uint8Array(11).fill(1);
+      big[at + 1] = 3;
+      bad(() => rl.segmentReduce(new Float32Array(10), new Int32Array([0, 10]), 'sum', big.subarray(1)), 'ERR_OPTION');
+    }
   });
 
   it('the native layer checks offsets on its own', async () => {
