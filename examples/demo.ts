@@ -130,17 +130,23 @@ function main(): void {
   }
 
   // 3. Table.
-  const rows = [['method', 'success (end)', 'gain vs warm-start', 'AUC', 'answer credit', 'wall s/run']];
+  const rows = [['method', 'success (end)', 'gain vs warm-start', 'AUC', 'AUC - GRPO (paired)', 'answer credit', 'wall s/run']];
+  const bySeed = (m: Method) => runs.filter((r) => r.method === m).sort((x, y) => x.seed - y.seed);
   const summary = methods.map((m) => {
-    const rs = runs.filter((r) => r.method === m);
+    const rs = bySeed(m);
+    // Same seed = same task stream, so the per-seed AUC difference to GRPO is a paired comparison.
+    const ref = methods.includes('grpo') ? bySeed('grpo') : undefined;
+    const paired = ref && m !== 'grpo' ? rs.map((r, i) => r.auc - ref[i]!.auc) : undefined;
     const fin = rs.map((r) => r.curve[r.curve.length - 1]!.success);
     const auc = rs.map((r) => r.auc);
     const secs = rs.map((r) => r.seconds);
     const credit = rs.map((r) => meanStd(r.log.map((l) => l.answerCreditShare)).mean);
-    rows.push([METHOD_LABEL[m], pm(fin), pm(fin.map((f) => f - warmSuccess)), pm(auc), pm(credit), meanStd(secs).mean.toFixed(1)]);
+    const signed = (xs: number[]) => { const { mean, std } = meanStd(xs); return `${mean >= 0 ? '+' : '-'}${Math.abs(mean).toFixed(3)} ± ${std.toFixed(3)}`; };
+    rows.push([METHOD_LABEL[m], pm(fin), pm(fin.map((f) => f - warmSuccess)), pm(auc), paired ? signed(paired) : '-',
+      pm(credit), meanStd(secs).mean.toFixed(1)]);
     return {
       method: m, label: METHOD_LABEL[m], seeds: rs.length, finalSuccess: meanStd(fin), gain: meanStd(fin.map((f) => f - warmSuccess)),
-      auc: meanStd(auc), answerCreditShare: meanStd(credit), secondsPerRun: meanStd(secs).mean,
+      auc: meanStd(auc), aucMinusGrpo: paired ? meanStd(paired) : null, answerCreditShare: meanStd(credit), secondsPerRun: meanStd(secs).mean,
     };
   });
   // How held-out episodes end: which mistakes training removed.
@@ -156,6 +162,7 @@ function main(): void {
   const text = [
     `Held-out success rate (one sampled episode on each of ${base.evalEpisodes} held-out tasks), mean ± std over ${seeds} seeds;`,
     `warm-start checkpoint: ${warmSuccess.toFixed(3)}; ${base.steps} RL steps of ${base.tasksPerStep} tasks x ${base.groupSize} rollouts.`,
+    'AUC - GRPO (paired) = per-seed difference to GRPO trained on the same task stream, mean ± std over seeds;',
     'answer credit = share of the total |advantage| of a batch on the answer locker tokens, mean over steps.',
     '',
     table(rows),

@@ -77,7 +77,8 @@ describe('demo (quick)', () => {
   it('exits cleanly within the time budget and prints the results table', () => {
     expect(run.status, run.stderr).toBe(0);
     expect(run.seconds).toBeLessThan(90);
-    expect(run.stdout).toMatch(/method\s+success \(end\)\s+gain vs warm-start\s+AUC\s+answer credit\s+wall s\/run/);
+    expect(run.stdout).toMatch(/method\s+success \(end\)\s+gain vs warm-start\s+AUC\s+AUC - GRPO \(paired\)\s+answer credit\s+wall s\/run/);
+    expect(run.stdout).toMatch(/^GEAR\s.*\s[+-]\d\.\d{3} ± \d\.\d{3}\s/m);
     for (const m of METHODS) expect(run.stdout).toMatch(new RegExp(`^${m.replace('.', '\\.')}\\s+\\d\\.\\d{3} ± \\d\\.\\d{3}`, 'm'));
     // One progress line per run (stderr is not a terminal here) plus the warm-start.
     expect(run.stderr.match(/ done /g)?.length).toBe(1 + METHODS.length * 3);
