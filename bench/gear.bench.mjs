@@ -62,6 +62,10 @@ export default async function run({ rl, quick, h }) {
   // Option variants at 512 x 2048 (1M tokens).
   const b = batch(512, len, 512);
   const { n, ...input } = b;
+  // Caller-owned outputs, reused across steps as a training loop would: no allocation, no first-touch faults.
+  const out = { advantages: new Float32Array(n), weights: new Float32Array(n), segmentId: new Int32Array(n) };
+  const tOut = await h.time(() => rl.gear({ ...input, out }), { reps });
+  h.row({ op: 'gear', dtype: 'float32', shape: [512, len], ms: tOut.ms, bytes: n * BYTES, note: 'defaults, reused out buffers' });
   const variants = [
     ['quantile peaks + entropy_settles', { peakRule: 'quantile', segmentEnd: 'entropy_settles' }],
     ['rlsd sign mode', { signMode: 'rlsd' }],
