@@ -469,23 +469,22 @@ Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, co
     select_quantiles(xd, qd, vd.data());
     select_quantiles(xh, qh, vh.data());
   } else {
-  Selector& sD = qscr.d;
-  Selector& sH = qscr.h;
-  sD.reset();
-  sH.reset();
-  uint32_t* hdm = sD.hist().data();
-  uint32_t* hhm = sH.hist().data();
-  for (int w = 0; w < W; ++w) {
-    const uint32_t* a = hists + static_cast<size_t>(2 * w) * kBuckets;
-    const uint32_t* c = a + kBuckets;
-    for (int k = 0; k < kBuckets; ++k) {
-      hdm[k] += a[k];
-      hhm[k] += c[k];
+    Selector& sD = qscr.d;
+    Selector& sH = qscr.h;
+    sD.reset();
+    sH.reset();
+    uint32_t* hdm = sD.hist().data();
+    uint32_t* hhm = sH.hist().data();
+    for (int w = 0; w < W; ++w) {
+      const uint32_t* a = hists + static_cast<size_t>(2 * w) * kBuckets;
+      const uint32_t* c = a + kBuckets;
+      for (int k = 0; k < kBuckets; ++k) {
+        hdm[k] += a[k];
+        hhm[k] += c[k];
+      }
     }
-  }
-  sD.plan(qd, valid);
-  sH.plan(qh, valid);
-  {
+    sD.plan(qd, valid);
+    sH.plan(qh, valid);
     std::vector<std::vector<std::vector<float>>> pd(W, std::vector<std::vector<float>>(sD.slots()));
     std::vector<std::vector<std::vector<float>>> ph(W, std::vector<std::vector<float>>(sH.slots()));
     done = parallel_blocks(ctx, rows, block, [&](int64_t rb, int64_t re, int w) {
@@ -500,9 +499,8 @@ Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, co
     if (!done) return error(Code::Aborted, "gear: aborted");
     merge_cands(sD, pd);
     merge_cands(sH, ph);
-  }
-  sD.finish(vd.data());
-  sH.finish(vh.data());
+    sD.finish(vd.data());
+    sH.finish(vh.data());
   }
   GearDiagnostics& dg = out->diag;
   dg = GearDiagnostics{};
