@@ -232,7 +232,10 @@ export function train(init: Float32Array[], cfg: RunConfig, hooks: RunHooks = {}
       const pl = rl.policyLoss({
         logprob: stats.logprob, oldLogprob: oldStats.logprob, advantages: adv.advantages, offsets, mask,
         kind: 'ppo', clipLow: cfg.clip, clipHigh: cfg.clip,
-        agg: cfg.method === 'drgrpo' ? 'seq-mean-token-sum-norm' : 'token-mean',
+        // Dr.GRPO divides token sums by a constant (the longest possible response), not by lengths.
+        ...(cfg.method === 'drgrpo'
+          ? { agg: 'seq-mean-token-sum-norm' as const, lossScaleFactor: MAX_LEN - PROMPT_TOKENS }
+          : { agg: 'token-mean' as const }),
       });
       // d loss / d logprob -> d loss / d logits (written over a copy: the first update's logits are pi_old's).
       // (policyLoss returns the gradient in the float type of `logprob`: float32 here.)

@@ -91,7 +91,7 @@ describe('whole-chain gradient: library loss -> tokenStatsBackward/divergenceBac
     const fwd0 = pol.forward(spec);
     const stats0 = rl.tokenStats(logitsOf(fwd0), targets);
     const oldLogprob = stats0.logprob.slice();
-    const args = (lp: Float32Array) => ({ logprob: lp, oldLogprob, advantages, offsets, mask, kind: 'ppo' as const, agg: 'seq-mean-token-sum-norm' as const });
+    const args = (lp: Float32Array) => ({ logprob: lp, oldLogprob, advantages, offsets, mask, kind: 'ppo' as const, agg: 'seq-mean-token-sum-norm' as const, lossScaleFactor: 12 });
     const loss = () => rl.policyLoss(args(rl.tokenStats(logitsOf(pol.forward(spec)), targets).logprob)).loss;
     const pl = rl.policyLoss(args(stats0.logprob));
     const dlogits = rl.tokenStatsBackward(logitsOf(fwd0), targets, { logprob: pl.grad as Float32Array }, { stats: stats0 });
