@@ -24,6 +24,9 @@ export type {
   PartialStats, TokenStatsPartialOptions,
 } from './ops/token_stats.js';
 export { divergence, divergenceAsync, divergenceBackward, divergenceBackwardAsync } from './ops/divergence.js';
+export type {
+  Divergence, DivergenceKind, DivergenceOptions, DivergenceBackwardOptions, DivergenceCommonOptions,
+} from './ops/divergence.js';
 
 // Benchmark utilities (bandwidth)
 export { memoryBandwidth } from './ops/bandwidth.js';
