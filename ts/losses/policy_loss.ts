@@ -115,11 +115,11 @@ export interface PolicyLossArgs {
 }
 
 /** Result of {@link policyLoss}. */
-export interface PolicyLossResult {
+export interface PolicyLossResult<G extends FloatArray = FloatArray> {
   /** The aggregated loss. */
   loss: number;
   /** d loss / d logprob per token (same float type as `logprob`; 0 on masked tokens). */
-  grad: FloatArray;
+  grad: G;
   /**
    * Metrics under stable names: `pg_clipfrac`, `pg_clipfrac_lower`, `ppo_kl` (verl's masked means, with
    * its `+1e-8`), `ratio_mean`, `ratio_min`, `ratio_max` (over valid tokens), and `rollout_is_*` when a
@@ -631,6 +631,9 @@ function resolveOpts(a: PolicyLossArgs, kind: PolicyLossKind, sem: Semantics): O
  * @param a inputs and options (see {@link PolicyLossArgs})
  * @returns loss, d loss / d logprob and metrics
  */
+export function policyLoss(a: PolicyLossArgs & { logprob: Float32Array }): PolicyLossResult<Float32Array>;
+export function policyLoss(a: PolicyLossArgs & { logprob: Float64Array }): PolicyLossResult<Float64Array>;
+export function policyLoss(a: PolicyLossArgs): PolicyLossResult;
 export function policyLoss(a: PolicyLossArgs): PolicyLossResult {
   const p = prepare(a);
   if ('trl' in p) return p.trl;
