@@ -69,12 +69,16 @@ static inline float to_f32(DType dt, const void* p, int64_t i) {
 // ---- token statistics kernels (one row at a time) ----
 // Streams one row of n logits; returns false when the row holds NaN or +Infinity.
 using RowStatsFn = bool (*)(const void* row, int64_t n, double inv_t, rowmath::SoftmaxStats* out);
+// Two rows' statistics, each exactly as RowStatsFn computes it; false when either row is bad.
+using RowStats2Fn = bool (*)(const void* ra, const void* rb, int64_t n, double inv_t, rowmath::SoftmaxStats* oa,
+                             rowmath::SoftmaxStats* ob);
 // Writes dL/dz for one row: out[v] = p_v (alpha + beta ln p_v) + [v == y] target, ln p_v = z_v/T - lse.
 // y < 0: no target term. nt: non-temporal stores (out must not alias the row). False on NaN/+Infinity.
 using TokenGradFn = bool (*)(const void* row, float* out, int64_t n, double inv_t, double lse,
                              rowmath::GradCoef c, int64_t y, bool nt);
 struct TokenStatsKernels {
   RowStatsFn stats[3];
+  RowStats2Fn stats2[3];
   TokenGradFn grad[3];
 };
 extern const TokenStatsKernels token_stats_baseline, token_stats_avx2, token_stats_avx512;

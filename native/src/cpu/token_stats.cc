@@ -72,7 +72,8 @@ Status check_targets(const int32_t* targets, int64_t rows, int64_t vocab, const 
 
 int64_t rows_per_task(int64_t rows, int64_t vocab, const ExecContext& ctx) {
   const int64_t threads = ctx.pool ? ctx.pool->threads() : 1;
-  const int64_t by_size = std::max<int64_t>(1, (int64_t{1} << 18) / vocab);  // ~1 MiB of float32 per task
+  // ~1 MiB of float32 per task, at least two rows (the forward kernels read rows in pairs)
+  const int64_t by_size = std::max<int64_t>(2, (int64_t{1} << 18) / vocab);
   const int64_t by_balance = std::max<int64_t>(1, (rows + 4 * threads - 1) / (4 * threads));
   return std::min(by_size, by_balance);
 }
@@ -124,22 +125,35 @@ Status token_stats(const LogitsView& l, const int32_t* targets, double temperatu
   if (targets != nullptr && !(st = kern::check_targets(targets, l.rows, l.vocab, "targets")).is_ok()) return fail(st);
 
   const auto fn = kern::token_stats_kernels().stats[static_cast<int>(l.dtype)];
+  const auto fn2 = kern::token_stats_kernels().stats2[static_cast<int>(l.dtype)];
   const double inv_t = 1.0 / temperature;
   const int64_t row_bytes = l.vocab * dtype_size(l.dtype);
   const char* base = static_cast<const char*>(l.data);
   std::atomic<int64_t> bad{std::numeric_limits<int64_t>::max()};
   const bool done = parallel_blocks(ctx, l.rows, kern::rows_per_task(l.rows, l.vocab, ctx), [&](int64_t b, int64_t e, int) {
-    for (int64_t r = b; r < e; ++r) {
-      const char* row = base + r * row_bytes;
-      rowmath::SoftmaxStats s;
-      if (!fn(row, l.vocab, inv_t, &s) || s.s == 0.0) {
-        kern::atomic_min(bad, r);
-        return;
-      }
+    auto finish = [&](int64_t r, const rowmath::SoftmaxStats& s) {
       if (lse) lse[r] = static_cast<float>(rowmath::stats_lse(s, inv_t));
       if (entropy) entropy[r] = static_cast<float>(rowmath::stats_entropy(s));
       if (logprob)
-        logprob[r] = static_cast<float>(rowmath::stats_logprob(kern::to_f32(l.dtype, row, targets[r]), s, inv_t));
+        logprob[r] = static_cast<float>(rowmath::stats_logprob(kern::to_f32(l.dtype, base + r * row_bytes, targets[r]), s, inv_t));
+    };
+    int64_t r = b;
+    // Rows in pairs (two memory streams); a failed pair is redone row by row to find the bad row.
+    for (; r + 2 <= e; r += 2) {
+      rowmath::SoftmaxStats sa, sb;
+      if (!fn2(base + r * row_bytes, base + (r + 1) * row_bytes, l.vocab, inv_t, &sa, &sb) || sa.s == 0.0 ||
+          sb.s == 0.0)
+        break;
+      finish(r, sa);
+      finish(r + 1, sb);
+    }
+    for (; r < e; ++r) {
+      rowmath::SoftmaxStats s;
+      if (!fn(base + r * row_bytes, l.vocab, inv_t, &s) || s.s == 0.0) {
+        kern::atomic_min(bad, r);
+        return;
+      }
+      finish(r, s);
     }
   });
   if (bad.load() != std::numeric_limits<int64_t>::max()) return fail(kern::bad_row_status(l, "logits", bad.load()));
