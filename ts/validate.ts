@@ -133,3 +133,14 @@ export function knownKeys(obj: object | undefined, what: string, known: readonly
     }
   }
 }
+
+/**
+ * Optional mask whose values (0/1) the native kernel checks in its own pass over the tokens: here only
+ * the type and length. `undefined` passes through.
+ */
+export function optMaskShape(v: unknown, what: string, len: number): Uint8Array | undefined {
+  if (v === undefined) return undefined;
+  if (!(v instanceof Uint8Array)) fail('ERR_DTYPE', what, 'Uint8Array', v);
+  if (v.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), v.length);
+  return v;
+}

@@ -9,8 +9,8 @@ function refReduce(v: ArrayLike<number>, off: Int32Array, op: string, mask?: Uin
     for (let t = off[r]!; t < off[r + 1]!; t++) if (!mask || mask[t]) xs.push(v[t]!);
     if (op === 'sum') out.push(xs.reduce((a, b) => a + b, 0));
     if (op === 'mean') out.push(xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
-    if (op === 'max') out.push(xs.length ? Math.max(...xs) : -Infinity);
-    if (op === 'min') out.push(xs.length ? Math.min(...xs) : Infinity);
+    if (op === 'max') out.push(xs.reduce((a, b) => Math.max(a, b), -Infinity));
+    if (op === 'min') out.push(xs.reduce((a, b) => Math.min(a, b), Infinity));
     if (op === 'count') out.push(xs.length);
   }
   return out;
@@ -88,12 +88,51 @@ describe('segmentReduce', () => {
     }
   });
 
+  it('long batches (several work chunks, empty rows, one row longer than a chunk) match the reference exactly', () => {
+    const r = rng(99);
+    const lens = Array.from({ length: 400 }, (_, i) => (i === 137 ? 150_000 : i % 7 === 0 ? 0 : Math.floor(r() * 3000)));
+    const off = new Int32Array(lens.length + 1);
+    lens.forEach((l, i) => (off[i + 1] = off[i]! + l));
+    const n = off[lens.length]!;
+    const v = Float64Array.from({ length: n }, () => r() * 10 - 5);
+    v[off[5]! + 3] = NaN; // NaN propagates through max/min/sum of its row only
+    const mask = Uint8Array.from({ length: n }, () => (r() < 0.7 ? 1 : 0));
+    mask[off[5]! + 3] = 1;
+    for (const op of ['sum', 'mean', 'max', 'min', 'count'] as const) {
+      for (const m of [undefined, mask]) {
+        // float64 sums are sequential within a row, so even the rounding matches the reference
+        expect(Array.from(rl.segmentReduce(v, off, op, m))).toEqual(refReduce(v, off, op, m));
+        const v32 = Float32Array.from(v);
+        expect(Array.from(rl.segmentReduce(v32, off, op, m))).toEqual(refReduce(v32, off, op, m));
+      }
+    }
+  });
+
   it('the native layer checks offsets on its own', async () => {
     const { native } = await import('../../ts/native.js');
     const call = () => native.segmentReduce(new Float32Array(4), new Int32Array([0, 9]), null, 0, null, false, null);
     expect(call).toThrow(rl.GearError);
     const call2 = () => native.segmentBroadcast(new Float64Array(1), new Int32Array([0, -3]), null, null, false, null);
     expect(call2).toThrow(rl.GearError);
+  });
+
+  it('the native kernels check mask values themselves and report the first bad index', async () => {
+    const { native } = await import('../../ts/native.js');
+    const n = 200_000;
+    const off = new Int32Array([0, 70_000, 70_000, n]);
+    for (const at of [3, 69_999, 70_000, 150_001, n - 1]) {
+      const m = new Uint8Array(n).fill(1);
+      m[at] = 7;
+      m[n - 1] = at === n - 1 ? 7 : 255; // a later bad byte must not be the one reported
+      const want = { code: 'ERR_OPTION', message: `mask[${at}]: expected 0 or 1, got 7` };
+      for (const op of [0, 2, 3, 4]) {
+        expect(() => native.segmentReduce(new Float32Array(n), off, m, op, null, false, null)).toThrow(expect.objectContaining(want));
+      }
+      expect(() => native.segmentBroadcast(new Float64Array(3), off, m, null, false, null)).toThrow(expect.objectContaining(want));
+      expect(() => rl.segmentReduce(new Float64Array(n), off, 'mean', m)).toThrow(expect.objectContaining(want));
+      expect(() => rl.segmentBroadcast([1, 2, 3], off, m)).toThrow(expect.objectContaining(want));
+      await expect(rl.segmentReduceAsync(new Float32Array(n), off, 'sum', m)).rejects.toMatchObject(want);
+    }
   });
 });
 
@@ -103,6 +142,28 @@ describe('segmentBroadcast', () => {
     const m = new Uint8Array([1, 0, 1, 1, 0]);
     expect(Array.from(rl.segmentBroadcast([1.5, 7, -2], off, m))).toEqual([1.5, 0, -2, -2, 0]);
     expect(Array.from(rl.segmentBroadcast(new Float64Array([1.5, 7, -2]), off))).toEqual([1.5, 1.5, -2, -2, -2]);
+  });
+
+  it('matches a per-token reference on long batches (token blocks cut through rows, empty rows)', () => {
+    const r = rng(5);
+    const lens = Array.from({ length: 300 }, (_, i) => (i === 10 ? 140_000 : i % 5 === 0 ? 0 : Math.floor(r() * 2500)));
+    const off = new Int32Array(lens.length + 1);
+    lens.forEach((l, i) => (off[i + 1] = off[i]! + l));
+    const n = off[lens.length]!;
+    const vals = Float64Array.from(lens, () => r() * 4 - 2);
+    vals[3] = -0;
+    const mask = Uint8Array.from({ length: n }, () => (r() < 0.6 ? 1 : 0));
+    for (const m of [undefined, mask]) {
+      const want = new Float32Array(n);
+      for (let row = 0; row < lens.length; row++) {
+        for (let t = off[row]!; t < off[row + 1]!; t++) want[t] = !m || m[t] ? vals[row]! : 0;
+      }
+      const got = new Uint32Array(rl.segmentBroadcast(vals, off, m).buffer);
+      const bits = new Uint32Array(want.buffer);
+      // bit-exact, signed zeros included
+      const firstDiff = got.findIndex((b, t) => b !== bits[t]);
+      expect(firstDiff).toBe(-1);
+    }
   });
 
   it('async equals sync and aborts with ERR_ABORTED', async () => {

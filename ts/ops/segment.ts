@@ -23,7 +23,8 @@ function reduceArgs(values: unknown, offsets: Int32Array, op: unknown, mask: unk
   }
   v.offsets(offsets, 'offsets', values.length);
   const opIndex = OPS.indexOf(v.enumOpt(op, 'op', OPS, 'sum'));
-  return { values, opIndex, mask: v.optMask(mask, 'mask', values.length) ?? null };
+  // The kernel checks the mask values (0/1) in its own pass over the tokens.
+  return { values, opIndex, mask: v.optMaskShape(mask, 'mask', values.length) ?? null };
 }
 
 /**
@@ -58,7 +59,7 @@ function broadcastArgs(rowValues: unknown, offsets: Int32Array, mask: unknown) {
   const vals = rowValues instanceof Float64Array ? rowValues : Float64Array.from(v.numArray(rowValues, 'rowValues'));
   if (vals.length !== rows) fail('ERR_SHAPE', 'rowValues.length', `the row count ${rows}`, vals.length);
   const n = offsets[rows]!;
-  return { vals, mask: v.optMask(mask, 'mask', n) ?? null };
+  return { vals, mask: v.optMaskShape(mask, 'mask', n) ?? null };
 }
 
 /**

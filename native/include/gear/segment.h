@@ -12,14 +12,21 @@ enum class SegOp : int { Sum = 0, Mean = 1, Max = 2, Min = 3, Count = 4 };
 // Checks offsets[0] = 0, non-decreasing, offsets[rows] = n. Used by every packed-row kernel.
 Status check_offsets(const int32_t* offsets, int64_t rows, int64_t n);
 
+// First index in [b, e) whose mask byte is neither 0 nor 1, or -1.
+int64_t first_non_binary(const uint8_t* mask, int64_t b, int64_t e);
+// ERR_OPTION "mask[i]: expected 0 or 1, got v" (the message of the TS layer's mask check).
+Status mask_error(const uint8_t* mask, int64_t index);
+
 // out[r] = op over tokens [offsets[r], offsets[r+1]) with mask != 0 (mask may be null). Values are
 // float32 or float64 (exactly one of v32 / v64 non-null); accumulation is float64, sequential within a
 // row, so results do not depend on the thread count. Empty rows: sum 0, count 0, mean 0, max -inf,
-// min +inf.
+// min +inf. Mask bytes other than 0/1 give ERR_OPTION with the first such index (checked in the same
+// pass as the reduction).
 Status segment_reduce(const float* v32, const double* v64, int64_t n, const int32_t* offsets, int64_t rows,
                       const uint8_t* mask, SegOp op, double* out, const ExecContext& ctx);
 
-// out[t] = row_values[row(t)] for every token t, 0 where mask is 0.
+// out[t] = row_values[row(t)] for every token t, 0 where mask is 0. Mask bytes other than 0/1 give
+// ERR_OPTION with the first such index (out is then partly written).
 Status segment_broadcast(const double* row_values, const int32_t* offsets, int64_t rows, int64_t n,
                          const uint8_t* mask, float* out, const ExecContext& ctx);
 

@@ -68,6 +68,11 @@ Status segment_reduce(const float* v32, const double* v64, int64_t n, const int3
   if ((v32 == nullptr) == (v64 == nullptr) && n > 0)
     return error(Code::DType, "values: expected exactly one of float32 / float64, got none or both");
   GEAR_TRY(check_offsets_host(offsets, rows, n));
+  // The CPU kernels check mask bytes in their pass; here on the host before the copy (same error).
+  if (mask) {
+    const int64_t bad = first_non_binary(mask, 0, n);
+    if (bad >= 0) return mask_error(mask, bad);
+  }
   if (ctx.aborted()) return error(Code::Aborted, "segmentReduce: aborted");
   if (rows == 0) return Status::ok();
   const int64_t esz = v32 ? 4 : 8;
@@ -92,6 +97,10 @@ Status segment_reduce(const float* v32, const double* v64, int64_t n, const int3
 Status segment_broadcast(const double* row_values, const int32_t* offsets, int64_t rows, int64_t n,
                          const uint8_t* mask, float* out, const ExecContext& ctx) {
   GEAR_TRY(check_offsets_host(offsets, rows, n));
+  if (mask) {
+    const int64_t bad = first_non_binary(mask, 0, n);
+    if (bad >= 0) return mask_error(mask, bad);
+  }
   if (ctx.aborted()) return error(Code::Aborted, "segmentBroadcast: aborted");
   if (n == 0) return Status::ok();
   DeviceBuffer vals, off, m, o;
