@@ -56,6 +56,9 @@ export function groupIndex(groups: ArrayLike<GroupId>, what = 'groups', rows?: n
   const labels: GroupId[] = [];
   const first: number[] = [];
   const sizes: number[] = [];
+  // The previous row's id: rows of a group are usually side by side, and an equal id needs no lookup.
+  let prevKey: GroupId | undefined;
+  let prevId = -1;
   for (let i = 0; i < n; i++) {
     const g = groups[i]!;
     if (typeof g === 'number') {
@@ -64,6 +67,11 @@ export function groupIndex(groups: ArrayLike<GroupId>, what = 'groups', rows?: n
       fail('ERR_DTYPE', `${what}[${i}]`, 'a number or string id', g);
     }
     const key = g === 0 ? 0 : g; // -0 and 0 are one id
+    if (key === prevKey) {
+      sizes[prevId]!++;
+      ids[i] = prevId;
+      continue;
+    }
     let id = map.get(key);
     if (id === undefined) {
       id = labels.length;
@@ -74,6 +82,8 @@ export function groupIndex(groups: ArrayLike<GroupId>, what = 'groups', rows?: n
     }
     sizes[id]!++;
     ids[i] = id;
+    prevKey = key;
+    prevId = id;
   }
   return { ids, count: labels.length, sizes: Int32Array.from(sizes), firstRow: Int32Array.from(first), labels };
 }
@@ -83,6 +93,8 @@ export function groupIndex(groups: ArrayLike<GroupId>, what = 'groups', rows?: n
  * Same numbering (order of first appearance) as the general path.
  */
 function denseIntegers(groups: ArrayLike<number>): GroupIndex | null {
+  const sorted = sortedIntegers(groups);
+  if (sorted) return sorted;
   const n = groups.length;
   let lo = Infinity;
   let hi = -Infinity;
@@ -113,6 +125,37 @@ function denseIntegers(groups: ArrayLike<number>): GroupIndex | null {
   const labels: GroupId[] = new Array(G);
   for (let g = 0; g < G; g++) labels[g] = groups[firstRow[g]!]!;
   return { ids, count: G, sizes: counts.slice(0, G), firstRow, labels };
+}
+
+/**
+ * Non-decreasing integer ids (the usual layout: prompt after prompt): every change of value starts a
+ * new group, so one pass numbers them without a lookup table. Returns null (after at most one pass)
+ * as soon as a value decreases.
+ */
+function sortedIntegers(groups: ArrayLike<number>): GroupIndex | null {
+  const n = groups.length;
+  if (n === 0) return null;
+  const ids = new Int32Array(n);
+  // Worst case one group per row; trimmed at the end.
+  const first = new Int32Array(n);
+  let prev = groups[0]!;
+  let G = 1;
+  for (let i = 1; i < n; i++) {
+    const g = groups[i]!;
+    if (g !== prev) {
+      if (g < prev) return null;
+      prev = g;
+      first[G++] = i;
+    }
+    ids[i] = G - 1;
+  }
+  const firstRow = first.slice(0, G);
+  const sizes = new Int32Array(G);
+  for (let g = 0; g + 1 < G; g++) sizes[g] = firstRow[g + 1]! - firstRow[g]!;
+  sizes[G - 1] = n - firstRow[G - 1]!;
+  const labels: GroupId[] = new Array(G);
+  for (let g = 0; g < G; g++) labels[g] = groups[firstRow[g]!]!;
+  return { ids, count: G, sizes, firstRow, labels };
 }
 
 /** Per-group statistics from {@link groupStats}. */
@@ -193,8 +236,21 @@ export function groupStats(
   return { mean, std, count, tie };
 }
 
+/**
+ * True when every group's rows form one contiguous run (the usual layout: a prompt's samples side by
+ * side). Dense ids are numbered in order of first appearance, so that holds exactly when they never
+ * decrease.
+ *
+ * @internal
+ */
+export function contiguousGroups(ids: Int32Array): boolean {
+  for (let i = 1; i < ids.length; i++) if (ids[i]! < ids[i - 1]!) return false;
+  return true;
+}
+
 /** {@link groupStats} without NaN skipping or weights: the hot path of every row-level estimator. */
 function plainStats(values: ArrayLike<number>, idx: GroupIndex): GroupStats {
+  if (contiguousGroups(idx.ids)) return runStats(values, idx);
   const G = idx.count;
   const n = idx.ids.length;
   const ids = idx.ids;
@@ -231,6 +287,60 @@ function plainStats(values: ArrayLike<number>, idx: GroupIndex): GroupStats {
     if (!tie[g] && c > 1) std[g] = Math.sqrt(ss[g]! / (c - 1));
   }
   return { mean, std, count, tie };
+}
+
+/**
+ * The statistics of one group whose rows are the contiguous range `values[s..e)`, written to `out` as
+ * `[mean, std, tie]` (tie 1 or 0). Same definitions as {@link groupStats}, and bit for bit the same
+ * values: the sum runs in row order from 0, as the scattered per-group accumulator of the general loop
+ * does. Both passes run while the group's rows are in cache.
+ *
+ * @internal
+ */
+export function runMoments(values: ArrayLike<number>, s: number, e: number, out: Float64Array): void {
+  const c = e - s;
+  const f = values[s]!;
+  let sum = 0;
+  let same = f === f;
+  for (let i = s; i < e; i++) {
+    const x = values[i]!;
+    sum += x;
+    if (x !== f) same = false;
+  }
+  if (same) {
+    out[0] = f;
+    out[1] = 0;
+    out[2] = 1;
+    return;
+  }
+  const m = sum / c;
+  let ss = 0;
+  for (let i = s; i < e; i++) {
+    const d = values[i]! - m;
+    ss += d * d;
+  }
+  out[0] = m;
+  out[1] = c > 1 ? Math.sqrt(ss / (c - 1)) : 0;
+  out[2] = 0;
+}
+
+/** {@link plainStats} for contiguous groups (see {@link runMoments}). */
+function runStats(values: ArrayLike<number>, idx: GroupIndex): GroupStats {
+  const G = idx.count;
+  const firstRow = idx.firstRow;
+  const sizes = idx.sizes;
+  const mean = new Float64Array(G);
+  const std = new Float64Array(G);
+  const tie = new Uint8Array(G);
+  const m = new Float64Array(3);
+  for (let g = 0; g < G; g++) {
+    const s = firstRow[g]!;
+    runMoments(values, s, s + sizes[g]!, m);
+    mean[g] = m[0]!;
+    std[g] = m[1]!;
+    tie[g] = m[2]!;
+  }
+  return { mean, std, count: sizes.slice(), tie };
 }
 
 /**

@@ -8,7 +8,8 @@ import { GearError, fail } from '../errors.js';
 import * as v from '../validate.js';
 import { common } from './common.js';
 import {
-  type GroupId, type SingletonPolicy, batchStats, groupIndex, groupStats, rewardsArg, scaled, singletonDenominator,
+  type GroupId, type SingletonPolicy, batchStats, contiguousGroups, groupIndex, groupStats, rewardsArg, runMoments, scaled,
+  singletonDenominator,
 } from './groups.js';
 
 /** How `grpo` scales the centred rewards. */
@@ -55,13 +56,33 @@ export function grpo(a: GrpoArgs): Float64Array {
     if (scale === 'batch') fail('ERR_OPTION', 'grpo: scale', "'group' or 'none' with precision 'float32'", scale);
     return grpoFloat32(rewards, idx.ids, idx.count, scale === 'group', eps, floor, singleton);
   }
-  const st = groupStats(rewards, idx);
-  const batchStd = scale === 'batch' ? batchStats(rewards).std : 0;
   const out = new Float64Array(rewards.length);
   const ids = idx.ids;
   const sizes = idx.sizes;
+  if (scale === 'group' && contiguousGroups(ids)) {
+    // Hot path (the default scaling, a prompt's rows side by side): statistics and advantages of one
+    // group while its rows are in cache; exact-tie groups stay 0 without touching the division.
+    const single = singletonDenominator(eps);
+    const firstRow = idx.firstRow;
+    const m = new Float64Array(3);
+    for (let g = 0; g < idx.count; g++) {
+      const s = firstRow[g]!;
+      const e = s + sizes[g]!;
+      if (e - s === 1) {
+        out[s] = singleton === 'zero' ? 0 : rewards[s]! / single;
+        continue;
+      }
+      runMoments(rewards, s, e, m);
+      if (m[2] === 1) continue;
+      const mean = m[0]!;
+      const sd = m[1]!;
+      for (let i = s; i < e; i++) out[i] = scaled(rewards[i]! - mean, sd, eps);
+    }
+    return out;
+  }
+  const st = groupStats(rewards, idx);
+  const batchStd = scale === 'batch' ? batchStats(rewards).std : 0;
   if (scale === 'group') {
-    // Hot path (the default): exact-tie groups are left at 0 without touching the division.
     const mean = st.mean;
     const std = st.std;
     const tie = st.tie;
