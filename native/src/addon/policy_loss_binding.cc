@@ -9,6 +9,7 @@
 //                                                      ratioMin, ratioMax, nan] }
 #include "args.h"
 #include "gear/policy_loss.h"
+#include "large_output.h"
 #include "ops.h"
 
 namespace gear::addon {
@@ -36,7 +37,7 @@ static Napi::Value PolicyLossPpo(const Napi::CallbackInfo& info) {
   p.dp_size = prm.data[7];
   p.agg = static_cast<AggMode>(Int(info[6], "agg", 0, 4));
   p.semantics = static_cast<AggSemantics>(Int(info[7], "semantics", 0, 2));
-  Napi::Float32Array out = IsNullish(info[8]) ? Napi::Float32Array::New(env, static_cast<size_t>(n))
+  Napi::Float32Array out = IsNullish(info[8]) ? NewStreamOutputF32(env, static_cast<size_t>(n))
                                               : F32(info[8], "out", n).value.As<Napi::Float32Array>();
   const bool async = !IsNullish(info[9]) && Bool(info[9], "async");
   const auto* abort = AbortFlag(info[10]);

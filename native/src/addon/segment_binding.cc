@@ -4,6 +4,7 @@
 //   segmentBroadcast(rowValues: Float64Array, offsets, mask|null, out: Float32Array|null, async, abort)
 #include "args.h"
 #include "gear/segment.h"
+#include "large_output.h"
 #include "ops.h"
 
 namespace gear::addon {
@@ -45,7 +46,7 @@ static Napi::Value SegmentBroadcast(const Napi::CallbackInfo& info) {
   if (n < 0) Throw(env, Code::Offsets, "offsets[R]: expected >= 0, got " + std::to_string(n));
   Array<uint8_t> mask;
   if (!IsNullish(info[2])) mask = U8(info[2], "mask", n);
-  Napi::Float32Array out = IsNullish(info[3]) ? Napi::Float32Array::New(env, static_cast<size_t>(n))
+  Napi::Float32Array out = IsNullish(info[3]) ? NewStreamOutputF32(env, static_cast<size_t>(n))
                                               : F32(info[3], "out", n).value.As<Napi::Float32Array>();
   const bool async = !IsNullish(info[4]) && Bool(info[4], "async");
   const auto* abort = AbortFlag(info[5]);
