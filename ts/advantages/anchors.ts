@@ -90,6 +90,94 @@ export function anchorKey(x: unknown, what = 'anchor'): string | number | { s: s
  * @returns the id of each row's state, numbered in order of first appearance
  */
 export function anchorIds(anchors: ArrayLike<unknown>, what = 'anchors'): Int32Array {
+  return sampledIds(anchors, what) ?? mapIds(anchors, what);
+}
+
+// Sampled string hashing: at most SAMPLE characters spread over the string plus its last SAMPLE.
+const SAMPLE = 32;
+
+/**
+ * A hash of a string's length and at most 2·SAMPLE of its characters. Text states are typically
+ * hundreds of characters long and arrive as fresh strings, whose full hash (what a `Map` computes)
+ * costs more than everything else in exact grouping; equal strings still get equal hashes, and
+ * every hash match is confirmed by comparing the strings themselves.
+ */
+function sampleHash(s: string): number {
+  const n = s.length;
+  let h = Math.imul(n, 0x9e3779b1);
+  if (n <= 2 * SAMPLE) {
+    for (let j = 0; j < n; j++) h = Math.imul(h ^ s.charCodeAt(j), 0x85ebca6b) ^ (h >>> 13);
+    return h;
+  }
+  const tail = n - SAMPLE;
+  const step = tail / SAMPLE;
+  for (let k = 0; k < SAMPLE; k++) h = Math.imul(h ^ s.charCodeAt((k * step) | 0), 0x85ebca6b) ^ (h >>> 13);
+  for (let j = tail; j < n; j++) h = Math.imul(h ^ s.charCodeAt(j), 0x85ebca6b) ^ (h >>> 13);
+  return h;
+}
+
+/**
+ * {@link anchorIds} with string states in an open-addressing table keyed by {@link sampleHash}
+ * (other states go through the maps of {@link mapIds}). Distinct strings that agree on every sampled
+ * character collide; when that happens too often (e.g. fixed-size text grids that differ in a cell
+ * or two) this gives up and returns null, so the cost stays bounded and the caller hashes fully.
+ */
+function sampledIds(anchors: ArrayLike<unknown>, what: string): Int32Array | null {
+  const n = anchors.length;
+  let cap = 16;
+  while (cap < 2 * n) cap *= 2;
+  const mask = cap - 1;
+  const hashes = new Int32Array(cap);
+  const rowOf = new Int32Array(cap).fill(-1);
+  const idOf = new Int32Array(cap);
+  const ids = new Int32Array(n);
+  let prim: Map<string | number, number> | undefined;
+  let structured: Map<string, number> | undefined;
+  let next = 0;
+  let collisions = 0;
+  for (let i = 0; i < n; i++) {
+    const x = anchors[i];
+    if (typeof x !== 'string') {
+      const k = anchorKey(x, `${what}[${i}]`);
+      let id: number | undefined;
+      if (typeof k === 'object') {
+        structured ??= new Map();
+        id = structured.get(k.s);
+        if (id === undefined) structured.set(k.s, (id = next++));
+      } else {
+        prim ??= new Map();
+        id = prim.get(k);
+        if (id === undefined) prim.set(k, (id = next++));
+      }
+      ids[i] = id;
+      continue;
+    }
+    const h = sampleHash(x);
+    let slot = (h ^ (h >>> 16)) & mask;
+    for (;;) {
+      const r = rowOf[slot]!;
+      if (r < 0) {
+        rowOf[slot] = i;
+        hashes[slot] = h;
+        idOf[slot] = next;
+        ids[i] = next++;
+        break;
+      }
+      if (hashes[slot] === h) {
+        if (anchors[r] === x) {
+          ids[i] = idOf[slot]!;
+          break;
+        }
+        if (++collisions > 64 + (i >> 3)) return null;
+      }
+      slot = (slot + 1) & mask;
+    }
+  }
+  return ids;
+}
+
+/** {@link anchorIds} with every state in a `Map` (full string hashing). */
+function mapIds(anchors: ArrayLike<unknown>, what: string): Int32Array {
   const prim = new Map<string | number, number>();
   const structured = new Map<string, number>();
   const ids = new Int32Array(anchors.length);
