@@ -58,7 +58,9 @@ describe('native policyLossPpo', () => {
   it('without a mask, with log-ratio clamp off, and with |δ| beyond the clamp', () => {
     const b = big(13, 50);
     for (let t = 0; t < b.n; t += 17) b.lp[t] = b.old[t]! + (t % 2 ? 25 : -25);
-    for (const logRatioClamp of [20, null]) {
+    for (let t = 5; t < b.n; t += 97) b.lp[t] = b.old[t]! + (t % 2 ? 650 : -650);
+    // 20 and 1200: within / beyond the exp's own range reduction bound (separate kernel variants)
+    for (const logRatioClamp of [20, 1200, null]) {
       const a = { logprob: b.lp, oldLogprob: b.old, advantages: b.adv, offsets: b.off, logRatioClamp };
       const nat = rl.policyLoss(a);
       const ts = rl.policyLoss({ ...a, native: false });

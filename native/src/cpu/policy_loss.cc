@@ -91,10 +91,12 @@ void range_baseline(const Seg& s, int64_t b, int64_t e, Partial& p) {
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma")
 namespace avx512 {
 
+// kBounded: the caller guarantees |x| <= 1000 (the log-ratio clamp), so the range clamp is skipped.
+template <bool kBounded>
 static inline __m512d exp_pd(__m512d x) {
   // Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, a degree-11 Taylor polynomial evaluated by
   // Estrin's scheme (short dependency chains; truncation error < 1e-14 relative), then scalef by 2^n.
-  x = _mm512_min_pd(_mm512_max_pd(x, _mm512_set1_pd(-1000.0)), _mm512_set1_pd(1000.0));
+  if (!kBounded) x = _mm512_min_pd(_mm512_max_pd(x, _mm512_set1_pd(-1000.0)), _mm512_set1_pd(1000.0));
   const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(1.4426950408889634)),
                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(6.93147180369123816490e-01), x);
@@ -115,13 +117,16 @@ static inline __m512d exp_pd(__m512d x) {
   return _mm512_scalef_pd(p, n);
 }
 
-static void range(const Seg& s, int64_t b, int64_t e, Partial& p) {
+// This core has one 512-bit FP unit, so the loop is bound by its vector instruction count: the
+// uncommon cases (a log-ratio outside the clamp, negative advantages for the dual clip) are branched
+// around per vector of 8 tokens (advantages are usually constant over a row, so the branches predict).
+template <bool kClamp, bool kBounded>
+static void range_t(const Seg& s, int64_t b, int64_t e, Partial& p) {
   const __m512d zero = _mm512_setzero_pd();
   const __m512d half = _mm512_set1_pd(0.5);
   const __m512d w = _mm512_set1_pd(s.w);
   const __m512d lo = _mm512_set1_pd(s.lo), hi = _mm512_set1_pd(s.hi), cc = _mm512_set1_pd(s.c);
-  const bool clamp = std::isfinite(s.clamp);
-  const __m512d cl = _mm512_set1_pd(clamp ? s.clamp : 0.0), ncl = _mm512_set1_pd(clamp ? -s.clamp : 0.0);
+  const __m512d cl = _mm512_set1_pd(kClamp ? s.clamp : 0.0), ncl = _mm512_set1_pd(kClamp ? -s.clamp : 0.0);
   const __m512d inf = _mm512_set1_pd(std::numeric_limits<double>::infinity());
   __m512d acc_loss = zero, acc_clip = zero, acc_low = zero, acc_kl = zero, acc_r = zero;
   __m512d acc_min = inf, acc_max = _mm512_set1_pd(-std::numeric_limits<double>::infinity());
@@ -143,39 +148,45 @@ static void range(const Seg& s, int64_t b, int64_t e, Partial& p) {
     if ((valid & nonfinite) != 0) { range_baseline(s, t, t + 8, p); continue; }
     __m512d x = x0;
     __mmask8 inx = 0xFF;
-    if (clamp) {
-      inx = _mm512_cmp_pd_mask(x0, ncl, _CMP_GE_OQ) & _mm512_cmp_pd_mask(x0, cl, _CMP_LE_OQ);
-      x = _mm512_min_pd(_mm512_max_pd(x0, ncl), cl);
+    if (kClamp) {
+      // |x0| <= clamp is (x0 >= -clamp) & (x0 <= clamp), NaN false in both; x changes only outside.
+      inx = _mm512_cmp_pd_mask(_mm512_abs_pd(x0), cl, _CMP_LE_OQ);
+      if (inx != 0xFF) x = _mm512_min_pd(_mm512_max_pd(x0, ncl), cl);
     }
-    const __m512d r = exp_pd(x);
+    const __m512d r = exp_pd<kBounded>(x);
     const __m512d na = _mm512_sub_pd(zero, a);  // −a (exact negation except the sign of zero)
     const __m512d L1 = _mm512_mul_pd(na, r);
     const __mmask8 inr = _mm512_cmp_pd_mask(r, lo, _CMP_GE_OQ) & _mm512_cmp_pd_mask(r, hi, _CMP_LE_OQ);
     const __m512d rc = _mm512_min_pd(_mm512_max_pd(r, lo), hi);
     const __m512d L2 = _mm512_mul_pd(na, rc);
-    const __m512d d1 = _mm512_maskz_mov_pd(inx, L1);
-    const __m512d d2 = _mm512_maskz_mov_pd(inx & inr, L1);
+    const __m512d d1 = kClamp ? _mm512_maskz_mov_pd(inx, L1) : L1;
     const __mmask8 g12 = _mm512_cmp_pd_mask(L1, L2, _CMP_GT_OQ);
     const __mmask8 g21 = _mm512_cmp_pd_mask(L2, L1, _CMP_GT_OQ);
     const __m512d Lc = _mm512_mask_mov_pd(L1, g21, L2);
-    __m512d dc = _mm512_mul_pd(half, _mm512_add_pd(d1, d2));
-    dc = _mm512_mask_mov_pd(dc, g12, d1);
-    dc = _mm512_mask_mov_pd(dc, g21, d2);
+    // The scalar rule is L1 > L2 ? d1 : L2 > L1 ? d2 : (d1 + d2) / 2. A tie with d1 != d2 needs r
+    // outside [lo, hi] with -a r and -a rc rounding equal (or a NaN product): the average is computed
+    // only for such lanes; on every other tie d2 = d1 (or both are +0), so the average is d1.
+    const __m512d d2 = _mm512_maskz_mov_pd(inx & inr, L1);
+    __m512d dc = _mm512_mask_mov_pd(d1, g21, d2);
+    const __mmask8 odd = static_cast<__mmask8>(~(g12 | g21) & inx & ~inr);
+    if (odd != 0) dc = _mm512_mask_mov_pd(dc, odd, _mm512_mul_pd(half, _mm512_add_pd(d1, d2)));
+    __m512d Lt = Lc, dt = dc;
     const __mmask8 neg = _mm512_cmp_pd_mask(a, zero, _CMP_LT_OQ);
-    const __m512d L3 = _mm512_mul_pd(na, cc);
-    const __mmask8 l3lt = _mm512_cmp_pd_mask(L3, Lc, _CMP_LT_OQ);
-    const __mmask8 lclt = _mm512_cmp_pd_mask(Lc, L3, _CMP_LT_OQ);
-    __m512d dd = _mm512_mul_pd(half, dc);
-    dd = _mm512_mask_mov_pd(dd, l3lt, zero);
-    dd = _mm512_mask_mov_pd(dd, lclt, dc);
-    const __m512d Ld = _mm512_min_pd(L3, Lc);
-    const __m512d Lt = _mm512_mask_mov_pd(Lc, neg, Ld);
-    const __m512d dt = _mm512_mask_mov_pd(dc, neg, dd);
+    if (neg != 0) {
+      const __m512d L3 = _mm512_mul_pd(na, cc);
+      const __mmask8 l3lt = _mm512_cmp_pd_mask(L3, Lc, _CMP_LT_OQ);
+      const __mmask8 lclt = _mm512_cmp_pd_mask(Lc, L3, _CMP_LT_OQ);
+      __m512d dd = _mm512_mul_pd(half, dc);
+      dd = _mm512_mask_mov_pd(dd, l3lt, zero);
+      dd = _mm512_mask_mov_pd(dd, lclt, dc);
+      Lt = _mm512_mask_mov_pd(Lc, neg, _mm512_min_pd(L3, Lc));
+      dt = _mm512_mask_mov_pd(dc, neg, dd);
+      acc_low = _mm512_mask_add_pd(acc_low, valid & neg & _mm512_cmp_pd_mask(Lc, L3, _CMP_GT_OQ), acc_low, one);
+    }
     const __m512d g = _mm512_maskz_mov_pd(valid, _mm512_mul_pd(w, dt));
     _mm256_storeu_ps(s.grad + t, _mm512_cvtpd_ps(g));
     acc_loss = _mm512_mask_add_pd(acc_loss, valid, acc_loss, _mm512_mul_pd(w, Lt));
     acc_clip = _mm512_mask_add_pd(acc_clip, valid & g21, acc_clip, one);
-    acc_low = _mm512_mask_add_pd(acc_low, valid & neg & _mm512_cmp_pd_mask(Lc, L3, _CMP_GT_OQ), acc_low, one);
     acc_kl = _mm512_mask_sub_pd(acc_kl, valid, acc_kl, x);
     acc_r = _mm512_mask_add_pd(acc_r, valid, acc_r, r);
     acc_min = _mm512_mask_min_pd(acc_min, valid, acc_min, r);
@@ -190,6 +201,13 @@ static void range(const Seg& s, int64_t b, int64_t e, Partial& p) {
     p.ratio_max = mx[i] > p.ratio_max ? mx[i] : p.ratio_max;
   }
   for (; t < e; ++t) token_scalar(s, t, p);
+}
+
+static void range(const Seg& s, int64_t b, int64_t e, Partial& p) {
+  // The bounded exp needs |x| <= 1000, which the clamp guarantees when it is at most that.
+  if (!std::isfinite(s.clamp)) range_t<false, false>(s, b, e, p);
+  else if (s.clamp <= 1000.0) range_t<true, true>(s, b, e, p);
+  else range_t<true, false>(s, b, e, p);
 }
 
 }  // namespace avx512
