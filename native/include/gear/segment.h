@@ -12,6 +12,14 @@ enum class SegOp : int { Sum = 0, Mean = 1, Max = 2, Min = 3, Count = 4 };
 // Checks offsets[0] = 0, non-decreasing, offsets[rows] = n. Used by every packed-row kernel.
 Status check_offsets(const int32_t* offsets, int64_t rows, int64_t n);
 
+// Row-aligned work chunks: chunk k holds the rows r with offsets[r] + r in [k, k+1) * kRowChunk (a
+// row costs its tokens plus one), so long and short rows alike split evenly across threads. The split
+// depends on the offsets only, never on the thread count.
+constexpr int64_t kRowChunk = 1 << 16;
+int64_t row_chunk_count(int64_t n, int64_t rows);
+// First row of chunk k (rows for k = row_chunk_count); chunk k is [begin(k), begin(k + 1)).
+int64_t row_chunk_begin(const int32_t* offsets, int64_t rows, int64_t k);
+
 // First index in [b, e) whose mask byte is neither 0 nor 1, or -1.
 int64_t first_non_binary(const uint8_t* mask, int64_t b, int64_t e);
 // ERR_OPTION "mask[i]: expected 0 or 1, got v" (the message of the TS layer's mask check).

@@ -242,30 +242,24 @@ Status policy_loss_ppo(const float* logprob, const float* old_logprob, const flo
   for (double g : {pr.global_tokens, pr.global_rows, pr.loss_scale_factor})
     if (std::isnan(g) || g == 0 || std::isinf(g)) return bad_option("global normaliser", "> 0 and finite (or < 0 for the default)", g);
 
-  // Pass 1: per-row valid-token counts (1 byte per token when a mask is given).
+  // Pass 1: per-row valid-token counts (1 byte per token when a mask is given), over row-aligned chunks
+  // of about equal work.
   std::vector<double> cnt(static_cast<size_t>(rows), 0.0);
-  std::vector<int64_t> bad_mask(static_cast<size_t>((rows + 4095) / 4096 + 1), -1);
-  bool done = parallel_blocks(ctx, rows, 4096, [&](int64_t b, int64_t e, int) {
-    for (int64_t r = b; r < e; ++r) {
+  std::vector<int64_t> bad_mask(static_cast<size_t>(row_chunk_count(n, rows)), -1);
+  bool done = parallel_blocks(ctx, static_cast<int64_t>(bad_mask.size()), 1, [&](int64_t k, int64_t, int) {
+    const int64_t r0 = row_chunk_begin(offsets, rows, k), r1 = row_chunk_begin(offsets, rows, k + 1);
+    if (mask && r1 > r0) bad_mask[static_cast<size_t>(k)] = first_non_binary(mask, offsets[r0], offsets[r1]);
+    for (int64_t r = r0; r < r1; ++r) {
       const int64_t t0 = offsets[r], t1 = offsets[r + 1];
       int64_t c = 0;
       if (!mask) c = t1 - t0;
-      else {
-        uint8_t mx = 0;  // count and max stay vectorisable; the bad index is searched only on error
-        for (int64_t t = t0; t < t1; ++t) {
-          c += mask[t] != 0;
-          mx = mask[t] > mx ? mask[t] : mx;
-        }
-        if (mx > 1 && bad_mask[b / 4096] < 0)
-          for (int64_t t = t0; t < t1; ++t)
-            if (mask[t] > 1) { bad_mask[b / 4096] = t; break; }
-      }
+      else for (int64_t t = t0; t < t1; ++t) c += mask[t];  // 0/1 bytes (any others fail below)
       cnt[r] = static_cast<double>(c);
     }
   });
   if (!done) return error(Code::Aborted, "policyLossPpo: aborted");
   for (int64_t bm : bad_mask)
-    if (bm >= 0) return error(Code::Option, "mask[" + std::to_string(bm) + "]: expected 0 or 1, got " + std::to_string(mask[bm]));
+    if (bm >= 0) return mask_error(mask, bm);
   double n_tok = 0, n_seq = 0;
   int64_t max_len = 0;
   for (int64_t r = 0; r < rows; ++r) {

@@ -38,17 +38,11 @@ Status mask_error(const uint8_t* mask, int64_t index) {
   return error(Code::Option, "mask[" + std::to_string(index) + "]: expected 0 or 1, got " + std::to_string(mask[index]));
 }
 
-namespace {
+int64_t row_chunk_count(int64_t n, int64_t rows) { return (n + rows + kRowChunk - 1) / kRowChunk; }
 
-// Work is split into chunks of about kChunk cost units, a row costing its tokens plus one, each chunk
-// a whole number of rows. Balances long and short rows alike across threads; the split depends on the
-// offsets only, and every row is computed whole by one task, so results never depend on the threads.
-constexpr int64_t kChunk = 1 << 16;
-
-// First row r in [0, rows] with offsets[r] + r >= k * kChunk (rows when none).
-int64_t chunk_row(const int32_t* off, int64_t rows, int64_t k) {
-  const int64_t target = k * kChunk;
-  int64_t lo = 0, hi = rows;
+int64_t row_chunk_begin(const int32_t* off, int64_t rows, int64_t k) {
+  const int64_t target = k * kRowChunk;
+  int64_t lo = 0, hi = rows;  // first row r with off[r] + r >= target (rows when none)
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
     if (off[mid] + mid >= target) hi = mid; else lo = mid + 1;
@@ -56,15 +50,19 @@ int64_t chunk_row(const int32_t* off, int64_t rows, int64_t k) {
   return lo;
 }
 
+namespace {
+
+constexpr int64_t kChunk = kRowChunk;  // tokens per broadcast block
+
 // Runs fn(r0, r1) over row chunks; returns the first non-0/1 mask index over all chunks (or -1) in
 // *bad when mask is given. False when aborted.
 template <typename Fn>
 bool for_row_chunks(const ExecContext& ctx, const int32_t* off, int64_t rows, int64_t n, const uint8_t* mask,
                     int64_t* bad, Fn&& fn) {
-  const int64_t chunks = (n + rows + kChunk - 1) / kChunk;
+  const int64_t chunks = row_chunk_count(n, rows);
   std::vector<int64_t> bads(static_cast<size_t>(chunks), -1);
   const bool done = parallel_blocks(ctx, chunks, 1, [&](int64_t k, int64_t, int) {
-    const int64_t r0 = chunk_row(off, rows, k), r1 = chunk_row(off, rows, k + 1);
+    const int64_t r0 = row_chunk_begin(off, rows, k), r1 = row_chunk_begin(off, rows, k + 1);
     if (r0 >= r1) return;
     // The 0/1 check reads the chunk's mask bytes just before the kernel does (they stay in cache).
     if (mask) bads[static_cast<size_t>(k)] = first_non_binary(mask, off[r0], off[r1]);
@@ -98,7 +96,9 @@ struct SumOp {
 struct MaxOp {
   static double init() { return -std::numeric_limits<double>::infinity(); }
   static double skip() { return -std::numeric_limits<double>::infinity(); }
-  static double step(double acc, double x) { return x > acc || x != x ? x : acc; }  // NaN propagates
+  // NaN propagates. A branch, not a select: a running max rarely changes, so the branch predicts and
+  // the comparison stays off the dependency chain.
+  static double step(double acc, double x) { return x > acc || x != x ? x : acc; }
 };
 struct MinOp {
   static double init() { return std::numeric_limits<double>::infinity(); }
