@@ -8,7 +8,9 @@ import { GearError, fail } from '../errors.js';
 import * as v from '../validate.js';
 import { anchorIds } from './anchors.js';
 import { similarityClusters } from './difflib.js';
-import { type GroupId, groupIndex, groupStats, objectArg, rewardsArg, scaled, singletonDenominator } from './groups.js';
+import {
+  type GroupId, type GroupIndex, type GroupStats, groupIndex, groupStats, objectArg, rewardsArg, scaled, singletonDenominator,
+} from './groups.js';
 
 /** GiGPO normalisation mode (used at both levels). */
 export type GigpoMode = 'mean_norm' | 'mean_std_norm';
@@ -120,38 +122,7 @@ function similarityArg(s: unknown, fn: string): number | undefined {
 function buildStepGroups(anchors: ArrayLike<unknown>, gids: Int32Array, G: number, threshold: number | undefined, fn: string): Int32Array {
   const R = anchors.length;
   const first = new Int32Array(R);
-  if (threshold === undefined) {
-    const aid = anchorIds(anchors, `${fn}: anchors`);
-    // A state usually occurs in one episode group only: remember the group and first row of each
-    // state's first occurrence, and fall back to a map keyed by (state, group) for the others.
-    let A = 0;
-    for (let i = 0; i < R; i++) if (aid[i]! >= A) A = aid[i]! + 1;
-    const firstGroup = new Int32Array(A).fill(-1);
-    const firstRow = new Int32Array(A);
-    let other: Map<number, number> | undefined;
-    for (let i = 0; i < R; i++) {
-      const a = aid[i]!;
-      const g = gids[i]!;
-      if (firstGroup[a] === -1) {
-        firstGroup[a] = g;
-        firstRow[a] = i;
-        first[i] = i;
-      } else if (firstGroup[a] === g) {
-        first[i] = firstRow[a]!;
-      } else {
-        other ??= new Map();
-        const key = a * G + g;
-        const f = other.get(key);
-        if (f === undefined) {
-          other.set(key, i);
-          first[i] = i;
-        } else {
-          first[i] = f;
-        }
-      }
-    }
-    return first;
-  }
+  if (threshold === undefined) return exactStepGroups(anchorIds(anchors, `${fn}: anchors`), gids, G, first);
   const rowsOf: number[][] = Array.from({ length: G }, () => []);
   for (let i = 0; i < R; i++) {
     if (typeof anchors[i] !== 'string') {
@@ -170,6 +141,133 @@ function buildStepGroups(anchors: ArrayLike<unknown>, gids: Int32Array, G: numbe
     });
   }
   return first;
+}
+
+/**
+ * Exact step groups from dense anchor ids: `first[i]` = first row with the same state in the same
+ * episode group. A state usually occurs in one episode group only: remember the group and first row
+ * of each state's first occurrence, and fall back to a map keyed by (state, group) for the others.
+ */
+function exactStepGroups(aid: Int32Array, gids: Int32Array, G: number, first: Int32Array): Int32Array {
+  const R = aid.length;
+  let A = 0;
+  for (let i = 0; i < R; i++) if (aid[i]! >= A) A = aid[i]! + 1;
+  const firstGroup = new Int32Array(A).fill(-1);
+  const firstRow = new Int32Array(A);
+  let other: Map<number, number> | undefined;
+  for (let i = 0; i < R; i++) {
+    const a = aid[i]!;
+    const g = gids[i]!;
+    if (firstGroup[a] === -1) {
+      firstGroup[a] = g;
+      firstRow[a] = i;
+      first[i] = i;
+    } else if (firstGroup[a] === g) {
+      first[i] = firstRow[a]!;
+    } else {
+      other ??= new Map();
+      const key = a * G + g;
+      const f = other.get(key);
+      if (f === undefined) {
+        other.set(key, i);
+        first[i] = i;
+      } else {
+        first[i] = f;
+      }
+    }
+  }
+  return first;
+}
+
+/**
+ * The {@link GroupIndex} of step groups given as first rows (what `groupIndex(first)` returns, without
+ * its lookup table): a row that is its own first row opens the next group, in row order, which is
+ * the order of first appearance.
+ */
+function firstRowIndex(first: Int32Array): GroupIndex {
+  const R = first.length;
+  const ids = new Int32Array(R);
+  const sizes = new Int32Array(R);
+  const firstRow = new Int32Array(R);
+  let G = 0;
+  for (let i = 0; i < R; i++) {
+    const f = first[i]!;
+    const g = f === i ? G++ : ids[f]!;
+    if (f === i) firstRow[g] = i;
+    ids[i] = g;
+    sizes[g]!++;
+  }
+  const rows = firstRow.slice(0, G);
+  const labels: GroupId[] = Array.from(rows);
+  return { ids, count: G, sizes: sizes.slice(0, G), firstRow: rows, labels };
+}
+
+/** First row whose trajectory already appeared in another episode group, or -1. */
+function trajectoryConflict(traj: Int32Array, T: number, gids: Int32Array): number {
+  const trajGroup = new Int32Array(T).fill(-1);
+  for (let i = 0; i < traj.length; i++) {
+    const t = traj[i]!;
+    if (trajGroup[t] === -1) trajGroup[t] = gids[i]!;
+    else if (trajGroup[t] !== gids[i]) return i;
+  }
+  return -1;
+}
+
+/**
+ * Episode-level advantages: a group with a single counted value keeps the raw score (divided by
+ * float32(1 + epsilon) when normalising by the std, as verl-agent).
+ */
+function episodeLevel(s: Float64Array, ids: Int32Array, st: GroupStats, std: boolean, eps: number): Float64Array {
+  const R = s.length;
+  const out = new Float64Array(R);
+  const single = singletonDenominator(eps);
+  const count = st.count;
+  const mean = st.mean;
+  const sd = st.std;
+  for (let i = 0; i < R; i++) {
+    const g = ids[i]!;
+    if (count[g] === 1) out[i] = std ? s[i]! / single : s[i]!;
+    else {
+      const d = s[i]! - mean[g]!;
+      out[i] = std ? scaled(d, sd[g]!, eps) : d;
+    }
+  }
+  return out;
+}
+
+/** Step-level advantages: a step group of one row gets 0. */
+function stepLevel(returns: Float32Array, sidx: GroupIndex, st: GroupStats, std: boolean, eps: number): Float64Array {
+  const R = returns.length;
+  const out = new Float64Array(R);
+  const ids = sidx.ids;
+  const sizes = sidx.sizes;
+  const mean = st.mean;
+  const sd = st.std;
+  for (let i = 0; i < R; i++) {
+    const g = ids[i]!;
+    if (sizes[g] === 1) continue;
+    const d = returns[i]! - mean[g]!;
+    out[i] = std ? scaled(d, sd[g]!, eps) : d;
+  }
+  return out;
+}
+
+/** `episode + w · step` per row. */
+function combine(episode: Float64Array, step: Float64Array, w: number): Float64Array {
+  const out = new Float64Array(episode.length);
+  for (let i = 0; i < out.length; i++) out[i] = episode[i]! + w * step[i]!;
+  return out;
+}
+
+/** Step-group size -> number of step groups of that size, and the number of rows in singletons. */
+function sizeHistogram(sizes: Int32Array): { histogram: Record<number, number>; singletonRows: number } {
+  let max = 0;
+  for (let g = 0; g < sizes.length; g++) if (sizes[g]! > max) max = sizes[g]!;
+  const counts = new Int32Array(max + 1);
+  for (let g = 0; g < sizes.length; g++) counts[sizes[g]!]!++;
+  const histogram: Record<number, number> = {};
+  for (let n = 1; n <= max; n++) if (counts[n]) histogram[n] = counts[n]!;
+  return { histogram, singletonRows: counts[1] ?? 0 };
 }
 
 /**
@@ -206,14 +304,11 @@ export function gigpo(a: GigpoArgs): GigpoResult {
   const cross = o.crossStepStats !== false;
 
   // A trajectory belongs to one episode group.
-  const trajGroup = new Int32Array(traj.count).fill(-1);
-  for (let i = 0; i < R; i++) {
-    const t = traj.ids[i]!;
-    if (trajGroup[t] === -1) trajGroup[t] = idx.ids[i]!;
-    else if (trajGroup[t] !== idx.ids[i]) {
-      throw new GearError('ERR_GROUP', `${fn}: trajectories[${i}]: expected trajectory ${JSON.stringify(traj.labels[t])} ` +
-        `to stay in group ${JSON.stringify(idx.labels[trajGroup[t]!])}, got group ${JSON.stringify(idx.labels[idx.ids[i]!])}`);
-    }
+  const bad = trajectoryConflict(traj.ids, traj.count, idx.ids);
+  if (bad >= 0) {
+    const t = traj.ids[bad]!;
+    throw new GearError('ERR_GROUP', `${fn}: trajectories[${bad}]: expected trajectory ${JSON.stringify(traj.labels[t])} ` +
+      `to stay in group ${JSON.stringify(idx.labels[idx.ids[traj.firstRow[t]!]!])}, got group ${JSON.stringify(idx.labels[idx.ids[bad]!])}`);
   }
 
   let returns: Float32Array;
@@ -244,36 +339,14 @@ export function gigpo(a: GigpoArgs): GigpoResult {
     est = groupStats(masked, idx, { skipNaN: true });
   }
   const std = mode === 'mean_std_norm';
-  const episode = new Float64Array(R);
-  for (let i = 0; i < R; i++) {
-    const g = idx.ids[i]!;
-    if (est.count[g] === 1) episode[i] = std ? s[i]! / singletonDenominator(eps) : s[i]!;
-    else {
-      const d = s[i]! - est.mean[g]!;
-      episode[i] = std ? scaled(d, est.std[g]!, eps) : d;
-    }
-  }
+  const episode = episodeLevel(s, idx.ids, est, std, eps);
 
   // Step level.
   const stepGroupsOut = buildStepGroups(anchors, idx.ids, idx.count, threshold, fn);
-  const sidx = groupIndex(stepGroupsOut, 'stepGroups', R);
-  const sst = groupStats(returns, sidx);
-  const step = new Float64Array(R);
-  const histogram: Record<number, number> = {};
-  let singletonRows = 0;
-  for (let g = 0; g < sidx.count; g++) {
-    const n = sidx.sizes[g]!;
-    histogram[n] = (histogram[n] ?? 0) + 1;
-    if (n === 1) singletonRows++;
-  }
-  for (let i = 0; i < R; i++) {
-    const g = sidx.ids[i]!;
-    if (sidx.sizes[g] === 1) continue;
-    const d = returns[i]! - sst.mean[g]!;
-    step[i] = std ? scaled(d, sst.std[g]!, eps) : d;
-  }
-  const advantages = new Float64Array(R);
-  for (let i = 0; i < R; i++) advantages[i] = episode[i]! + w * step[i]!;
+  const sidx = firstRowIndex(stepGroupsOut);
+  const step = stepLevel(returns, sidx, groupStats(returns, sidx), std, eps);
+  const { histogram, singletonRows } = sizeHistogram(sidx.sizes);
+  const advantages = combine(episode, step, w);
   return {
     advantages, episode, step, stepGroups: stepGroupsOut, stepReturns: returns,
     diagnostics: { groupSizeHistogram: histogram, singletonShare: R ? singletonRows / R : 0 },
