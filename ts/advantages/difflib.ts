@@ -41,8 +41,21 @@ function internCode(c: number): number {
   return id;
 }
 
+// The last string given to codes() and its result: clustering interns an observation, then prepares
+// the same string as a new representative when no cluster takes it.
+let lastText: string | undefined;
+let lastCodes: Int32Array = new Int32Array(0);
+
 /** Interned code points of a string (surrogate pairs combined, as Python's str indexing). */
 function codes(s: string): Int32Array {
+  if (s === lastText) return lastCodes;
+  const out = internAll(s);
+  lastText = s;
+  lastCodes = out;
+  return out;
+}
+
+function internAll(s: string): Int32Array {
   const out = new Int32Array(s.length);
   let n = 0;
   for (let i = 0; i < s.length; i++) {
@@ -330,6 +343,61 @@ function quickMatches(a: Int32Array, B: PreparedText): number {
   return m;
 }
 
+/** The distinct characters of a sequence and how often each occurs. @internal */
+export interface CharCounts {
+  /** Interned characters, each once. */
+  ids: Int32Array;
+  /** Occurrences of each. */
+  counts: Int32Array;
+}
+
+/** {@link CharCounts} of interned codes. @internal */
+export function charCounts(a: Int32Array): CharCounts {
+  if (avail.length < alphabet) {
+    avail = new Int32Array(Math.max(alphabet, avail.length * 2));
+    availStamp = new Int32Array(avail.length);
+    availEpoch = 0;
+  }
+  if (availEpoch > 0x3fffffff) {
+    availStamp.fill(0);
+    availEpoch = 0;
+  }
+  const ep = ++availEpoch;
+  // avail[c] holds the slot of c in `ids` while counting.
+  const ids: number[] = [];
+  const counts: number[] = [];
+  for (let i = 0; i < a.length; i++) {
+    const c = a[i]!;
+    if (availStamp[c] === ep) counts[avail[c]!]!++;
+    else {
+      availStamp[c] = ep;
+      avail[c] = ids.length;
+      ids.push(c);
+      counts.push(1);
+    }
+  }
+  return { ids: Int32Array.from(ids), counts: Int32Array.from(counts) };
+}
+
+/**
+ * The matches of difflib's `quick_ratio` from counts: its scan of `a` against the remaining counts of
+ * `b` matches `min(count in a, count in b)` copies of each character, so summing that over a's
+ * distinct characters gives the same number without walking `a`.
+ */
+function quickMatchesCounted(ac: CharCounts, B: PreparedText): number {
+  const full = B.counts;
+  const ids = ac.ids;
+  const counts = ac.counts;
+  let m = 0;
+  for (let k = 0; k < ids.length; k++) {
+    const c = ids[k]!;
+    const nb = c < full.length ? full[c]! : 0;
+    const na = counts[k]!;
+    m += na < nb ? na : nb;
+  }
+  return m;
+}
+
 /**
  * Exactly `SequenceMatcher(None, a, b).ratio() >= threshold`, usually much faster: rejects by
  * `real_quick_ratio` and `quick_ratio` first, and stops the matching as soon as the outcome is known.
@@ -337,13 +405,14 @@ function quickMatches(a: Int32Array, B: PreparedText): number {
  * @param a first string, as interned codes
  * @param B the prepared second string
  * @param threshold the similarity threshold
+ * @param ac the {@link charCounts} of `a`, when `a` is compared with several texts
  * @internal
  */
-export function ratioAtLeast(a: Int32Array, B: PreparedText, threshold: number): boolean {
+export function ratioAtLeast(a: Int32Array, B: PreparedText, threshold: number, ac?: CharCounts): boolean {
   const length = a.length + B.seq.length;
   if (length === 0) return 1.0 >= threshold;
   if (ratioOf(Math.min(a.length, B.seq.length), length) < threshold) return false;
-  if (ratioOf(quickMatches(a, B), length) < threshold) return false;
+  if (ratioOf(ac ? quickMatchesCounted(ac, B) : quickMatches(a, B), length) < threshold) return false;
   const m = matches(a, B, {
     need: (mm) => ratioOf(mm, length) >= threshold,
     fail: (ub) => ratioOf(ub, length) < threshold,
@@ -375,9 +444,10 @@ export function similarityClusters(texts: readonly string[], threshold: number):
       continue;
     }
     const a = codes(s);
+    const ac = charCounts(a);
     let found = -1;
     for (let c = 0; c < reps.length; c++) {
-      if (ratioAtLeast(a, reps[c]!, threshold)) {
+      if (ratioAtLeast(a, reps[c]!, threshold, ac)) {
         found = c;
         break;
       }
