@@ -13,6 +13,8 @@ export { backend, setNumThreads, setIsa } from './ops/backend.js';
 export type { BackendInfo } from './ops/backend.js';
 export { segmentReduce, segmentReduceAsync, segmentBroadcast, segmentBroadcastAsync } from './ops/segment.js';
 export type { SegmentOp, AsyncOptions } from './ops/segment.js';
+// segmentBroadcast output reuse
+export type { BroadcastOptions, BroadcastAsyncOptions } from './ops/segment.js';
 
 // Logits kernels (tokenStats, divergence)
 export {

@@ -166,6 +166,50 @@ describe('segmentBroadcast', () => {
     }
   });
 
+  it('fills a supplied out (large and unaligned: the streaming-store path) exactly like a fresh output', async () => {
+    const r = rng(8);
+    const lens: number[] = [];
+    let n = 0;
+    while (n < (1 << 23) + 100) {
+      const l = lens.length % 9 === 0 ? 0 : 1 + Math.floor(r() * 40_000);
+      lens.push(l);
+      n += l;
+    }
+    const off = new Int32Array(lens.length + 1);
+    lens.forEach((l, i) => (off[i + 1] = off[i]! + l));
+    const vals = Float64Array.from(lens, () => r() * 4 - 2);
+    const mask = new Uint8Array(n);
+    for (let t = 0; t < n; t++) mask[t] = r() < 0.7 ? 1 : 0;
+    for (const m of [undefined, mask]) {
+      const fresh = new Uint32Array(rl.segmentBroadcast(vals, off, m).buffer);
+      const backing = new Float32Array(n + 1).fill(NaN);
+      const out = backing.subarray(1); // 4 bytes past a 64-byte boundary: scalar head before the streamed body
+      expect(rl.segmentBroadcast(vals, off, m, { out })).toBe(out);
+      const got = new Uint32Array(backing.buffer, 4, n);
+      expect(got.findIndex((b, t) => b !== fresh[t])).toBe(-1);
+      // and the fresh output itself against the per-token rule at every row's first and last token
+      const f = new Float32Array(fresh.buffer);
+      for (let i = 0; i < lens.length; i++) {
+        if (lens[i] === 0) continue;
+        for (const t of [off[i]!, off[i + 1]! - 1]) expect(f[t]).toBe(!m || m[t] ? Math.fround(vals[i]!) : 0);
+      }
+      out.fill(NaN);
+      expect(await rl.segmentBroadcastAsync(vals, off, m, { out })).toBe(out);
+      expect(got.findIndex((b, t) => b !== fresh[t])).toBe(-1);
+    }
+  });
+
+  it('checks a supplied out in both layers', async () => {
+    const { native } = await import('../../ts/native.js');
+    const off = new Int32Array([0, 2, 5]);
+    expect(() => rl.segmentBroadcast([1, 2], off, undefined, { out: new Float32Array(4) })).toThrow(
+      expect.objectContaining({ code: 'ERR_SHAPE' }));
+    expect(() => rl.segmentBroadcast([1, 2], off, undefined, { out: new Float64Array(5) as any })).toThrow(
+      expect.objectContaining({ code: 'ERR_DTYPE' }));
+    expect(() => native.segmentBroadcast(new Float64Array(2), off, null, new Float32Array(6), false, null)).toThrow(
+      expect.objectContaining({ code: 'ERR_SHAPE' }));
+  });
+
   it('async equals sync and aborts with ERR_ABORTED', async () => {
     const { off, mask } = randomBatch(11, 64);
     const vals = Array.from({ length: 64 }, (_, i) => i - 30);

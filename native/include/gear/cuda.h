@@ -37,8 +37,9 @@ Status divergence_backward(const LogitsView& student, const LogitsView& teacher,
 
 Status segment_reduce(const float* v32, const double* v64, int64_t n, const int32_t* offsets, int64_t rows,
                       const uint8_t* mask, SegOp op, double* out, const ExecContext& ctx);
+// reused_out: accepted for the CPU signature; the result is copied from the device either way.
 Status segment_broadcast(const double* row_values, const int32_t* offsets, int64_t rows, int64_t n,
-                         const uint8_t* mask, float* out, const ExecContext& ctx);
+                         const uint8_t* mask, float* out, const ExecContext& ctx, bool reused_out = false);
 
 }  // namespace cuda
 }  // namespace gear

@@ -35,7 +35,9 @@ Status segment_reduce(const float* v32, const double* v64, int64_t n, const int3
 
 // out[t] = row_values[row(t)] for every token t, 0 where mask is 0. Mask bytes other than 0/1 give
 // ERR_OPTION with the first such index (out is then partly written).
+// reused_out: out is the caller's array (not freshly allocated), so a large one is written with
+// streaming stores.
 Status segment_broadcast(const double* row_values, const int32_t* offsets, int64_t rows, int64_t n,
-                         const uint8_t* mask, float* out, const ExecContext& ctx);
+                         const uint8_t* mask, float* out, const ExecContext& ctx, bool reused_out = false);
 
 }  // namespace gear

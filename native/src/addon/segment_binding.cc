@@ -46,14 +46,15 @@ static Napi::Value SegmentBroadcast(const Napi::CallbackInfo& info) {
   if (n < 0) Throw(env, Code::Offsets, "offsets[R]: expected >= 0, got " + std::to_string(n));
   Array<uint8_t> mask;
   if (!IsNullish(info[2])) mask = U8(info[2], "mask", n);
-  Napi::Float32Array out = IsNullish(info[3]) ? NewStreamOutputF32(env, static_cast<size_t>(n))
+  const bool reused = !IsNullish(info[3]);
+  Napi::Float32Array out = !reused ? NewStreamOutputF32(env, static_cast<size_t>(n))
                                               : F32(info[3], "out", n).value.As<Napi::Float32Array>();
   const bool async = !IsNullish(info[4]) && Bool(info[4], "async");
   const auto* abort = AbortFlag(info[5]);
   float* o = out.Data();
   return Run(env, async, {info[0], info[1], info[2], out, info[5]},
              [=](const ExecContext& ctx) {
-               return segment_broadcast(vals.data, off.data, rows, n, mask.data, o, ctx);
+               return segment_broadcast(vals.data, off.data, rows, n, mask.data, o, ctx, reused);
              },
              out, abort);
 }

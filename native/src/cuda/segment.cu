@@ -95,7 +95,7 @@ Status segment_reduce(const float* v32, const double* v64, int64_t n, const int3
 }
 
 Status segment_broadcast(const double* row_values, const int32_t* offsets, int64_t rows, int64_t n,
-                         const uint8_t* mask, float* out, const ExecContext& ctx) {
+                         const uint8_t* mask, float* out, const ExecContext& ctx, bool /*reused_out*/) {
   GEAR_TRY(check_offsets_host(offsets, rows, n));
   if (mask) {
     const int64_t bad = first_non_binary(mask, 0, n);
