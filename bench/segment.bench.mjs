@@ -42,6 +42,10 @@ export default async function run({ rl, quick, h }) {
   // Broadcast: reads the mask (1 B/token), writes float32 (4 B/token).
   t = await h.time(() => rl.segmentBroadcast(rowValues, offsets, mask), { reps });
   h.row({ op: 'segmentBroadcast', dtype: 'float32', shape, ms: t.ms, bytes: n * 5, peer: 'plain JS loop', peerMs: jsMs, note, floorKind: 'copy' });
+  // The same into a reused output (a training loop's buffer): no allocation or first-touch page faults.
+  const out = new Float32Array(n);
+  t = await h.time(() => rl.segmentBroadcast(rowValues, offsets, mask, { out }), { reps });
+  h.row({ op: 'segmentBroadcast(out)', dtype: 'float32', shape, ms: t.ms, bytes: n * 5, note: `${note}, reused output`, floorKind: 'copy' });
 
   for (const op of ['sum', 'mean', 'max']) {
     t = await h.time(() => rl.segmentReduce(values, offsets, op, mask), { reps });
