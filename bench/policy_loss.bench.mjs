@@ -80,6 +80,10 @@ export default async function run({ rl, quick, h }) {
 
   let t = await h.time(() => rl.policyLoss({ ...args, agg: 'token-mean' }), { reps });
   h.row({ op: 'policyLoss(ppo, token-mean)', dtype: 'float32', shape, ms: t.ms, bytes, peer, peerMs: torch.error ? undefined : torch.ms, note });
+  // The same into a reused gradient array (a training loop's buffer): no allocation or page faults.
+  const out = new Float32Array(b.n);
+  t = await h.time(() => rl.policyLoss({ ...args, agg: 'token-mean', out }), { reps });
+  h.row({ op: 'policyLoss(ppo, token-mean, out)', dtype: 'float32', shape, ms: t.ms, bytes, note: `${note}, reused gradient array` });
   t = await h.time(() => rl.policyLoss({ ...args, agg: 'seq-mean-token-mean' }), { reps });
   h.row({ op: 'policyLoss(ppo, seq-mean-token-mean)', dtype: 'float32', shape, ms: t.ms, bytes, note });
 

@@ -121,4 +121,35 @@ describe('policyLossAsync', () => {
     await expect(rl.policyLossAsync(a, { signal: ac.signal })).rejects.toMatchObject({ code: 'ERR_ABORTED' });
     await expect(rl.policyLossAsync({ ...a, clipC: 1 })).rejects.toMatchObject({ code: 'ERR_OPTION' });
   });
+  it('fills a supplied out: native and TS paths, both float types, async; rejects bad or overlapping outs', async () => {
+    const b = big(21, 60);
+    const base = { logprob: b.lp, oldLogprob: b.old, advantages: b.adv, offsets: b.off, mask: b.mask };
+    const bits = (x: Float32Array | Float64Array) => Array.from(new Uint8Array(x.buffer, x.byteOffset, x.byteLength));
+    for (const extra of [{}, { native: false }, { kind: 'gmpo' as const }, { agg: 'seq-mean-token-mean' as const }]) {
+      const fresh = rl.policyLoss({ ...base, ...extra });
+      const out = new Float32Array(b.n).fill(NaN); // stale contents must not leak into masked tokens
+      const r = rl.policyLoss({ ...base, ...extra, out });
+      expect(r.grad).toBe(out);
+      expect(bits(out)).toEqual(bits(fresh.grad));
+      expect(r.loss).toBe(fresh.loss);
+      expect(r.metrics).toEqual(fresh.metrics);
+    }
+    const lp64 = Float64Array.from(b.lp);
+    const fresh64 = rl.policyLoss({ ...base, logprob: lp64 });
+    const out64 = new Float64Array(b.n).fill(NaN);
+    expect(rl.policyLoss({ ...base, logprob: lp64, out: out64 }).grad).toBe(out64);
+    expect(bits(out64)).toEqual(bits(fresh64.grad));
+    const outA = new Float32Array(b.n).fill(NaN);
+    expect((await rl.policyLossAsync({ ...base, out: outA })).grad).toBe(outA);
+    expect(bits(outA)).toEqual(bits(rl.policyLoss(base).grad));
+
+    expectGearError(() => rl.policyLoss({ ...base, out: new Float64Array(b.n) }), 'ERR_DTYPE');
+    expectGearError(() => rl.policyLoss({ ...base, out: new Float32Array(b.n - 1) }), 'ERR_SHAPE');
+    expectGearError(() => rl.policyLoss({ ...base, out: b.lp }), 'ERR_OPTION');
+    const shared = new Float32Array(2 * b.n + 1);
+    shared.set(b.adv, 1);
+    const adv = shared.subarray(1, b.n + 1);
+    expectGearError(() => rl.policyLoss({ ...base, advantages: adv, out: shared.subarray(b.n, 2 * b.n) }), 'ERR_OPTION');
+    expect(() => rl.policyLoss({ ...base, advantages: adv, out: shared.subarray(b.n + 1) })).not.toThrow();
+  });
 });
