@@ -170,6 +170,17 @@ void reduce_rows(const T* v, const int32_t* off, const uint8_t* mask, SegOp op, 
 
 template <typename T>
 void reduce_dispatch(const T* v, const int32_t* off, const uint8_t* mask, SegOp op, double* out, int64_t r0, int64_t r1) {
+  if (op == SegOp::Count) {  // reads the mask only (or nothing): no values, no dependent float chain
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t c = off[r + 1] - off[r];
+      if (mask) {
+        c = 0;
+        for (int64_t t = off[r]; t < off[r + 1]; ++t) c += mask[t];
+      }
+      out[r] = static_cast<double>(c);
+    }
+    return;
+  }
   switch (op) {
     case SegOp::Max:
       return mask ? reduce_rows<MaxOp, T, true>(v, off, mask, op, out, r0, r1)
@@ -177,7 +188,7 @@ void reduce_dispatch(const T* v, const int32_t* off, const uint8_t* mask, SegOp 
     case SegOp::Min:
       return mask ? reduce_rows<MinOp, T, true>(v, off, mask, op, out, r0, r1)
                   : reduce_rows<MinOp, T, false>(v, off, mask, op, out, r0, r1);
-    default:  // sum, mean and count share the summing loop (count ignores the sum)
+    default:  // sum and mean
       return mask ? reduce_rows<SumOp, T, true>(v, off, mask, op, out, r0, r1)
                   : reduce_rows<SumOp, T, false>(v, off, mask, op, out, r0, r1);
   }
