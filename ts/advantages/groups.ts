@@ -248,6 +248,46 @@ export function contiguousGroups(ids: Int32Array): boolean {
   return true;
 }
 
+/**
+ * Group boundaries of a batch whose groups are contiguous runs: `starts[g]` is group g's first row
+ * and `starts[count]` the row count.
+ *
+ * @internal
+ */
+export function runStarts(idx: GroupIndex): Int32Array {
+  const starts = new Int32Array(idx.count + 1);
+  starts.set(idx.firstRow);
+  starts[idx.count] = idx.ids.length;
+  return starts;
+}
+
+/**
+ * {@link runStarts} straight from the ids when they are an integer typed array of `n` values that
+ * never decrease (every change of value starts the next group, numbered as {@link groupIndex}
+ * would); null for any other ids, or as soon as a value decreases.
+ *
+ * @internal
+ */
+export function sortedRunStarts(groups: unknown, n: number): Int32Array | null {
+  if (!(groups instanceof Int32Array || groups instanceof Uint32Array || groups instanceof Uint16Array ||
+      groups instanceof Int16Array || groups instanceof Uint8Array || groups instanceof Int8Array)) return null;
+  if (groups.length !== n || n === 0) return null;
+  // Room for one group per row; only the pages actually written are touched.
+  const starts = new Int32Array(n + 1);
+  let G = 1;
+  let prev = groups[0]!;
+  for (let i = 1; i < n; i++) {
+    const g = groups[i]!;
+    if (g !== prev) {
+      if (g < prev) return null;
+      prev = g;
+      starts[G++] = i;
+    }
+  }
+  starts[G] = n;
+  return starts.subarray(0, G + 1);
+}
+
 /** {@link groupStats} without NaN skipping or weights: the hot path of every row-level estimator. */
 function plainStats(values: ArrayLike<number>, idx: GroupIndex): GroupStats {
   if (contiguousGroups(idx.ids)) return runStats(values, idx);

@@ -8,8 +8,8 @@ import { GearError, fail } from '../errors.js';
 import * as v from '../validate.js';
 import { common } from './common.js';
 import {
-  type GroupId, type SingletonPolicy, batchStats, contiguousGroups, groupIndex, groupStats, rewardsArg, runMoments, scaled,
-  singletonDenominator,
+  type GroupId, type SingletonPolicy, SINGLETON, batchStats, contiguousGroups, groupIndex, groupStats, objectArg, rewardsArg,
+  runMoments, runStarts, scaled, singletonDenominator, sortedRunStarts,
 } from './groups.js';
 
 /** How `grpo` scales the centred rewards. */
@@ -47,11 +47,23 @@ export interface GrpoArgs {
  * @returns one advantage per row (Float64Array); broadcast to tokens with `segmentBroadcast`
  */
 export function grpo(a: GrpoArgs): Float64Array {
-  const { a: o, rewards, idx, singleton } = common(a, 'grpo', ['scale', 'epsilon', 'precision', 'varianceFloor']);
+  const o = objectArg(a, 'grpo');
+  v.knownKeys(o, 'grpo', ['rewards', 'groups', 'singleton', 'scale', 'epsilon', 'precision', 'varianceFloor']);
+  const rewards = rewardsArg(o.rewards, 'grpo: rewards');
+  // Sorted integer ids (prompts in order, a prompt's rows side by side) are their own group runs;
+  // any other ids are indexed (which validates them; sorted integer ids cannot fail there).
+  let starts = sortedRunStarts(o.groups, rewards.length);
+  const indexed = starts ? undefined : groupIndex(o.groups as ArrayLike<GroupId>, 'grpo: groups', rewards.length);
+  const singleton = v.enumOpt(o.singleton, 'grpo: singleton', SINGLETON, 'raw');
   const scale = v.enumOpt(o.scale, 'grpo: scale', SCALES, 'group');
   const eps = v.numOpt(o.epsilon, 'grpo: epsilon', 1e-6, { min: 0 });
   const precision = v.enumOpt(o.precision, 'grpo: precision', ['float64', 'float32'] as const, 'float64');
   const floor = v.numOpt(o.varianceFloor, 'grpo: varianceFloor', 0, { min: 0 });
+  if (scale === 'group' && precision === 'float64') {
+    if (!starts && contiguousGroups(indexed!.ids)) starts = runStarts(indexed!);
+    if (starts) return grpoRuns(rewards, starts, eps, singleton);
+  }
+  const idx = indexed ?? groupIndex(o.groups as ArrayLike<GroupId>, 'grpo: groups', rewards.length);
   if (precision === 'float32') {
     if (scale === 'batch') fail('ERR_OPTION', 'grpo: scale', "'group' or 'none' with precision 'float32'", scale);
     return grpoFloat32(rewards, idx.ids, idx.count, scale === 'group', eps, floor, singleton);
@@ -59,27 +71,6 @@ export function grpo(a: GrpoArgs): Float64Array {
   const out = new Float64Array(rewards.length);
   const ids = idx.ids;
   const sizes = idx.sizes;
-  if (scale === 'group' && contiguousGroups(ids)) {
-    // Hot path (the default scaling, a prompt's rows side by side): statistics and advantages of one
-    // group while its rows are in cache; exact-tie groups stay 0 without touching the division.
-    const single = singletonDenominator(eps);
-    const firstRow = idx.firstRow;
-    const m = new Float64Array(3);
-    for (let g = 0; g < idx.count; g++) {
-      const s = firstRow[g]!;
-      const e = s + sizes[g]!;
-      if (e - s === 1) {
-        out[s] = singleton === 'zero' ? 0 : rewards[s]! / single;
-        continue;
-      }
-      runMoments(rewards, s, e, m);
-      if (m[2] === 1) continue;
-      const mean = m[0]!;
-      const sd = m[1]!;
-      for (let i = s; i < e; i++) out[i] = scaled(rewards[i]! - mean, sd, eps);
-    }
-    return out;
-  }
   const st = groupStats(rewards, idx);
   const batchStd = scale === 'batch' ? batchStats(rewards).std : 0;
   if (scale === 'group') {
@@ -109,6 +100,32 @@ export function grpo(a: GrpoArgs): Float64Array {
   }
   // A batch std over fewer than two rows is undefined: like TRL's nan_to_num, those advantages are 0.
   if (scale === 'batch') for (let i = 0; i < out.length; i++) if (Number.isNaN(out[i]!)) out[i] = 0;
+  return out;
+}
+
+/**
+ * Group-scaled GRPO over groups that are runs of rows (`starts[g] .. starts[g + 1]`): statistics and
+ * advantages of one group while its rows are in cache; exact-tie groups stay 0 without touching the
+ * division. Same values as the row loop over a GroupIndex (see runMoments).
+ */
+function grpoRuns(rewards: Float64Array, starts: Int32Array, eps: number, singleton: SingletonPolicy): Float64Array {
+  const out = new Float64Array(rewards.length);
+  const single = singletonDenominator(eps);
+  const m = new Float64Array(3);
+  const G = starts.length - 1;
+  for (let g = 0; g < G; g++) {
+    const s = starts[g]!;
+    const e = starts[g + 1]!;
+    if (e - s === 1) {
+      out[s] = singleton === 'zero' ? 0 : rewards[s]! / single;
+      continue;
+    }
+    runMoments(rewards, s, e, m);
+    if (m[2] === 1) continue;
+    const mean = m[0]!;
+    const sd = m[1]!;
+    for (let i = s; i < e; i++) out[i] = scaled(rewards[i]! - mean, sd, eps);
+  }
   return out;
 }
 
