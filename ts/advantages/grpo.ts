@@ -9,7 +9,7 @@ import * as v from '../validate.js';
 import { common } from './common.js';
 import {
   type GroupId, type SingletonPolicy, SINGLETON, batchStats, contiguousGroups, groupIndex, groupStats, objectArg, rewardsArg,
-  runMoments, runStarts, scaled, singletonDenominator, sortedRunStarts,
+  STD_FLOOR, runMoments, runStarts, scaled, singletonDenominator, sortedRunStarts,
 } from './groups.js';
 
 /** How `grpo` scales the centred rewards. */
@@ -123,8 +123,13 @@ function grpoRuns(rewards: Float64Array, starts: Int32Array, eps: number, single
     runMoments(rewards, s, e, m);
     if (m[2] === 1) continue;
     const mean = m[0]!;
-    const sd = m[1]!;
-    for (let i = s; i < e; i++) out[i] = scaled(rewards[i]! - mean, sd, eps);
+    // scaled() with its denominator hoisted out of the row loop (the std of finite rewards is finite).
+    const d = m[1]! + eps;
+    const den = d > STD_FLOOR ? d : STD_FLOOR;
+    for (let i = s; i < e; i++) {
+      const num = rewards[i]! - mean;
+      out[i] = num === 0 ? 0 : num / den;
+    }
   }
   return out;
 }
