@@ -9,7 +9,8 @@ import * as v from '../validate.js';
 import { anchorIds } from './anchors.js';
 import { similarityClusters } from './difflib.js';
 import {
-  type GroupId, type GroupIndex, type GroupStats, groupIndex, groupStats, objectArg, rewardsArg, scaled, singletonDenominator,
+  type GroupId, type GroupIndex, type GroupStats, groupIndex, groupStats, objectArg, rewardsArg, scaledDenominators,
+  singletonDenominator,
 } from './groups.js';
 
 /** GiGPO normalisation mode (used at both levels). */
@@ -223,13 +224,13 @@ function episodeLevel(s: Float64Array, ids: Int32Array, st: GroupStats, std: boo
   const single = singletonDenominator(eps);
   const count = st.count;
   const mean = st.mean;
-  const sd = st.std;
+  const den = scaledDenominators(st.std, eps);
   for (let i = 0; i < R; i++) {
     const g = ids[i]!;
     if (count[g] === 1) out[i] = std ? s[i]! / single : s[i]!;
     else {
       const d = s[i]! - mean[g]!;
-      out[i] = std ? scaled(d, sd[g]!, eps) : d;
+      out[i] = !std ? d : d === 0 ? 0 : d / den[g]!;
     }
   }
   return out;
@@ -242,12 +243,12 @@ function stepLevel(returns: Float32Array, sidx: GroupIndex, st: GroupStats, std:
   const ids = sidx.ids;
   const sizes = sidx.sizes;
   const mean = st.mean;
-  const sd = st.std;
+  const den = scaledDenominators(st.std, eps);
   for (let i = 0; i < R; i++) {
     const g = ids[i]!;
     if (sizes[g] === 1) continue;
     const d = returns[i]! - mean[g]!;
-    out[i] = std ? scaled(d, sd[g]!, eps) : d;
+    out[i] = !std ? d : d === 0 ? 0 : d / den[g]!;
   }
   return out;
 }

@@ -427,6 +427,22 @@ export function scaled(num: number, std: number, epsilon: number): number {
 }
 
 /**
+ * The denominators {@link scaled} divides by, once per group: `num / den[g]` for `num !== 0` (and 0
+ * for `num === 0`) is exactly `scaled(num, std[g], epsilon)`, without redoing the floor and NaN tests
+ * for every row.
+ *
+ * @internal
+ */
+export function scaledDenominators(std: Float64Array, epsilon: number): Float64Array {
+  const den = new Float64Array(std.length);
+  for (let g = 0; g < std.length; g++) {
+    const d = std[g]! + epsilon;
+    den[g] = d !== d ? NaN : d > STD_FLOOR ? d : STD_FLOOR;
+  }
+  return den;
+}
+
+/**
  * verl's fallback standard deviation for a group of one (`torch.tensor(1.0) + epsilon`, evaluated in
  * float32): dividing a singleton's raw score by it reproduces verl bit for bit.
  */
