@@ -220,11 +220,11 @@ const stack: number[] = [];
 let relBuf = new Int32Array(256);
 
 /**
- * Matched characters M of `SequenceMatcher(None, a, b)`; with a `decide` threshold it may stop early
- * and return a value that is only guaranteed to be on the right side of the threshold (see
+ * Matched characters M of `SequenceMatcher(None, a, b)`; with `need` >= 0 it may stop early and
+ * return a value that is only guaranteed to be on the same side of `need` as M (see
  * {@link ratioAtLeast}).
  */
-function matches(a: Int32Array, B: PreparedText, decide?: { need: (m: number) => boolean; fail: (ub: number) => boolean }): number {
+function matches(a: Int32Array, B: PreparedText, need = -1): number {
   const la = a.length;
   const lb = B.seq.length;
   ensureScratch(lb);
@@ -262,10 +262,7 @@ function matches(a: Int32Array, B: PreparedText, decide?: { need: (m: number) =>
         pending += Math.min(ahi - i - k, bhi - j - k);
       }
     }
-    if (decide) {
-      if (decide.need(m)) return m;
-      if (decide.fail(m + pending)) return m;
-    }
+    if (need >= 0 && (m >= need || m + pending < need)) return m;
   }
   return m;
 }
@@ -413,10 +410,12 @@ export function ratioAtLeast(a: Int32Array, B: PreparedText, threshold: number, 
   if (length === 0) return 1.0 >= threshold;
   if (ratioOf(Math.min(a.length, B.seq.length), length) < threshold) return false;
   if (ratioOf(ac ? quickMatchesCounted(ac, B) : quickMatches(a, B), length) < threshold) return false;
-  const m = matches(a, B, {
-    need: (mm) => ratioOf(mm, length) >= threshold,
-    fail: (ub) => ratioOf(ub, length) < threshold,
-  });
+  // The fewest matches that reach the threshold, found with the very expression the verdict uses
+  // (ratioOf is non-decreasing in m), so that the early exits of matches() agree with it exactly.
+  let need = Math.min(length, Math.max(0, Math.ceil((threshold * length) / 2)));
+  while (need > 0 && ratioOf(need - 1, length) >= threshold) need--;
+  while (need <= length && ratioOf(need, length) < threshold) need++;
+  const m = matches(a, B, need);
   return ratioOf(m, length) >= threshold;
 }
 
