@@ -67,7 +67,9 @@ function internAll(s: string): Int32Array {
         i++;
       }
     }
-    out[n++] = internCode(c);
+    // Characters seen before (nearly all of them) are a table load.
+    const known = c < 65536 ? bmpIds[c]! : -1;
+    out[n++] = known >= 0 ? known : internCode(c);
   }
   return n === s.length ? out : out.slice(0, n);
 }
@@ -360,20 +362,21 @@ export function charCounts(a: Int32Array): CharCounts {
     availEpoch = 0;
   }
   const ep = ++availEpoch;
-  // avail[c] holds the slot of c in `ids` while counting.
-  const ids: number[] = [];
-  const counts: number[] = [];
+  // avail[c] holds the slot of c in `ids` while counting; at most one slot per position of a.
+  const ids = new Int32Array(a.length);
+  const counts = new Int32Array(a.length);
+  let k = 0;
   for (let i = 0; i < a.length; i++) {
     const c = a[i]!;
     if (availStamp[c] === ep) counts[avail[c]!]!++;
     else {
       availStamp[c] = ep;
-      avail[c] = ids.length;
-      ids.push(c);
-      counts.push(1);
+      avail[c] = k;
+      ids[k] = c;
+      counts[k++] = 1;
     }
   }
-  return { ids: Int32Array.from(ids), counts: Int32Array.from(counts) };
+  return { ids: ids.subarray(0, k), counts: counts.subarray(0, k) };
 }
 
 /**
