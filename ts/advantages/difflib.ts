@@ -148,7 +148,15 @@ let mI = 0;
 let mJ = 0;
 let mK = 0;
 
-function findLongest(a: Int32Array, rel: Int32Array, nrel: number, B: PreparedText, alo: number, ahi: number, blo: number, bhi: number): void {
+/**
+ * difflib's `find_longest_match(alo, ahi, blo, bhi)` (result in mI, mJ, mK). With `enough` it may
+ * stop at the first block of at least that size, which is then not the longest: the caller only
+ * needs to know that the matches reach its threshold (the longest block is at least as long).
+ */
+function findLongest(
+  a: Int32Array, rel: Int32Array, nrel: number, B: PreparedText, alo: number, ahi: number, blo: number, bhi: number,
+  enough: number,
+): void {
   const b = B.seq;
   const start = B.start;
   const pos = B.pos;
@@ -201,6 +209,12 @@ function findLongest(a: Int32Array, rel: Int32Array, nrel: number, B: PreparedTe
         besti = i - k + 1;
         bestj = j - k + 1;
         bestsize = k;
+        if (k >= enough) {
+          mI = besti;
+          mJ = bestj;
+          mK = k;
+          return;
+        }
       }
     }
     prevEpoch = cur;
@@ -249,7 +263,8 @@ function matches(a: Int32Array, B: PreparedText, need = -1): number {
     const ahi = stack.pop()!;
     const alo = stack.pop()!;
     pending -= Math.min(ahi - alo, bhi - blo);
-    findLongest(a, rel, nrel, B, alo, ahi, blo, bhi);
+    // A block that alone completes the needed matches decides the test (see findLongest).
+    findLongest(a, rel, nrel, B, alo, ahi, blo, bhi, need >= 0 ? need - m : Infinity);
     const i = mI;
     const j = mJ;
     const k = mK;
