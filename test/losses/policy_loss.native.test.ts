@@ -16,11 +16,21 @@ function big(seed: number, rows: number) {
 
 const MODES = rl.AGG_MODES;
 
+// Distance in float32 units in the last place (both values rounded to float32; sign-magnitude bits
+// mapped to a monotonic integer line).
+const f32 = new Float32Array(1);
+const i32 = new Int32Array(f32.buffer);
+function ord(x: number): number { f32[0] = x; const i = i32[0]!; return i < 0 ? -(i & 0x7fffffff) : i; }
+function ulps(a: number, b: number): number { return Math.abs(ord(a) - ord(b)); }
+
 describe('native policyLossPpo', () => {
   const threads = rl.backend().threads;
   afterAll(() => { rl.setNumThreads(threads); rl.setIsa(rl.backend().isa as any); });
 
-  it('equals the TS path (loss 1e-12, grad 1e-6) on a large batch, every mode and semantics', () => {
+  // The native pass does its per-token math in float32 (as verl's torch loss) and sums in float64; the TS
+  // path is float64 throughout. Documented agreement: loss and metrics within 1e-6 relative, gradient
+  // within 1e-6 relative and 4 float32 ulps.
+  it('equals the TS path (loss 1e-6, grad 1e-6 / 4 ulps) on a large batch, every mode and semantics', () => {
     const b = big(11, 700); // ~100k tokens: several fixed blocks
     for (const semantics of ['verl', 'verl-legacy', 'verl-agent'] as const) {
       for (const agg of MODES) {
@@ -29,12 +39,12 @@ describe('native policyLossPpo', () => {
         const nat = rl.policyLoss(a);
         const ts = rl.policyLoss({ ...a, native: false });
         if (Number.isNaN(ts.loss)) expect(nat.loss).toBeNaN(); // verl-agent seq-mean-token-mean with an empty row
-        else expect(Math.abs(nat.loss - ts.loss)).toBeLessThanOrEqual(1e-12 * Math.max(1, Math.abs(ts.loss)));
+        else expect(Math.abs(nat.loss - ts.loss)).toBeLessThanOrEqual(1e-6 * Math.max(1, Math.abs(ts.loss)));
         expectClose(nat.grad, ts.grad, { rtol: 1e-6, atol: 1e-12, what: `${semantics}/${agg}` });
-        let same = 0;
-        for (let t = 0; t < b.n; t++) same += nat.grad[t] === ts.grad[t] ? 1 : 0;
-        expect(same / b.n).toBeGreaterThan(0.999); // almost always bit-identical
-        for (const k of Object.keys(ts.metrics)) expect(Math.abs(nat.metrics[k]! - ts.metrics[k]!)).toBeLessThanOrEqual(1e-12 * Math.max(1, Math.abs(ts.metrics[k]!)));
+        let worst = 0;
+        for (let t = 0; t < b.n; t++) worst = Math.max(worst, ulps(nat.grad[t]!, ts.grad[t]!));
+        expect(worst).toBeLessThanOrEqual(4); // exp ~1 ulp, then two float32 products
+        for (const k of Object.keys(ts.metrics)) expect(Math.abs(nat.metrics[k]! - ts.metrics[k]!)).toBeLessThanOrEqual(1e-6 * Math.max(1, Math.abs(ts.metrics[k]!)));
       }
     }
   });
@@ -51,7 +61,8 @@ describe('native policyLossPpo', () => {
     rl.setIsa('baseline');
     const base = run();
     rl.setIsa('avx512');
-    expect(Math.abs(base.stats[0]! - one.stats[0]!)).toBeLessThanOrEqual(1e-12 * Math.abs(one.stats[0]!));
+    // baseline uses the C library's float32 exp, AVX-512 its own vector exp (both within ~1 ulp)
+    expect(Math.abs(base.stats[0]! - one.stats[0]!)).toBeLessThanOrEqual(1e-6 * Math.abs(one.stats[0]!));
     expectClose(base.grad, one.grad, { rtol: 1e-6, atol: 1e-12 });
   });
 
@@ -59,12 +70,12 @@ describe('native policyLossPpo', () => {
     const b = big(13, 50);
     for (let t = 0; t < b.n; t += 17) b.lp[t] = b.old[t]! + (t % 2 ? 25 : -25);
     for (let t = 5; t < b.n; t += 97) b.lp[t] = b.old[t]! + (t % 2 ? 650 : -650);
-    // 20 and 1200: within / beyond the exp's own range reduction bound (separate kernel variants)
+    // 20 and 1200: below / beyond where the float32 ratio overflows (δ ≈ 88.7); null: no clamp at all
     for (const logRatioClamp of [20, 1200, null]) {
       const a = { logprob: b.lp, oldLogprob: b.old, advantages: b.adv, offsets: b.off, logRatioClamp };
       const nat = rl.policyLoss(a);
       const ts = rl.policyLoss({ ...a, native: false });
-      expect(Math.abs(nat.loss - ts.loss)).toBeLessThanOrEqual(1e-12 * Math.max(1, Math.abs(ts.loss)));
+      expect(Math.abs(nat.loss - ts.loss)).toBeLessThanOrEqual(1e-6 * Math.max(1, Math.abs(ts.loss)));
       expectClose(nat.grad, ts.grad, { rtol: 1e-6, atol: 1e-12 });
     }
   });

@@ -58,7 +58,8 @@ function check(c: PeerCase, semantics: rl.Semantics) {
       ...args, native: false, logprob: Float32Array.from(args.logprob), oldLogprob: Float32Array.from(args.oldLogprob),
       advantages: Float32Array.from(args.advantages),
     });
-    expectCloseScalar(o32.loss, ref32.loss, { rtol: 1e-12, atol: 1e-15, what: 'native loss' });
+    // native per-token math is float32 (as verl's torch loss), the reference float64 on the same inputs
+    expectCloseScalar(o32.loss, ref32.loss, { rtol: 1e-6, atol: 1e-12, what: 'native loss' });
     expectClose(o32.grad, ref32.grad, { rtol: 1e-6, atol: 1e-9, what: 'native grad' });
   }
 }

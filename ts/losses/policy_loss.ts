@@ -3,8 +3,9 @@
  * Clip-Cov, KL-Cov, DPPO-TV/KL, DRO), each returning the loss, d loss / d logprob per token and the
  * metrics verl logs. TRL's `GRPOTrainer` losses are reachable with `flavor: 'trl'` (see {@link trlLoss}).
  *
- * All arithmetic is float64. Float32 inputs give a float32 gradient; float64 inputs a float64 one.
- * The common case (kind `ppo`, float32, no importance weights) runs in one fused native pass.
+ * The TypeScript path is float64 throughout. Float32 inputs give a float32 gradient; float64 inputs a
+ * float64 one. The common case (kind `ppo`, float32, no importance weights) runs in one fused native pass
+ * whose per-token math is float32 (as verl's torch loss), with float64 sums (see {@link policyLoss}).
  *
  * @module
  */
@@ -631,6 +632,14 @@ function resolveOpts(a: PolicyLossArgs, kind: PolicyLossKind, sem: Semantics): O
  * trust region with truncated IS; `dro` −(ℓA − ½β δ²). The gradient reproduces autograd's, including
  * torch's even split at `max`/`min` ties and zero gradient where a clamp is active.
  *
+ * Precision: float64 inputs (and every kind but `ppo`, or `ppo` with importance weights or `native: false`)
+ * use the float64 TypeScript path. Kind `ppo` on float32 inputs uses the fused native pass: ratio, clip
+ * terms and gradient are computed per token in float32, as verl does in torch float32 (its vector exp is
+ * within ~1 ulp; the baseline ISA uses the C library's), while the loss and metric sums accumulate in
+ * float64 over a fixed block partition, so results are bit-identical for any thread count. Against the
+ * float64 path it agrees to about 1e-7 relative in the loss and within a few float32 ulps (1e-6
+ * relative) in the gradient; a ratio within rounding of a clip bound may fall on the other side.
+ *
  * Bad input throws `GearError`: mismatched lengths `ERR_SHAPE`, wrong array types `ERR_DTYPE`, bad offsets
  * `ERR_OFFSETS`, NaN/Infinity on valid tokens `ERR_NON_FINITE`, unknown kinds/modes and out-of-range
  * options (negative clip values, `clipC <= 1`) `ERR_OPTION`.
@@ -769,7 +778,7 @@ const AGG_INDEX: Record<AggMode, number> = {
 };
 const SEM_INDEX: Record<Semantics, number> = { verl: 0, 'verl-legacy': 1, 'verl-agent': 2 };
 
-/** The fused native PPO pass (float32 in, float32 gradient, float64 accumulation). */
+/** The fused native PPO pass (float32 in, float32 per-token math and gradient, float64 accumulation). */
 function ppoNativeArgs(o: Opts, agg: AggMode, ao: AggregateOptions) {
   const sem = ao.semantics ?? 'verl';
   if (sem !== 'verl' && agg === 'token-sum') {

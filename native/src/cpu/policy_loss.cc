@@ -32,48 +32,51 @@ struct Seg {
   const float* adv;
   const uint8_t* mask;
   float* grad;
-  double w;  // the row's aggregation weight (0 for rows without weight)
-  double lo, hi, c, clamp;  // 1 - ε_low, 1 + ε_high, dual clip, log-ratio clamp (inf = none)
+  double w;   // the row's aggregation weight (0 for rows without weight), for the float64 loss sums
+  float wf;   // the same weight rounded to float32, for the float32 gradient
+  float lo, hi, c, clamp;  // 1 - ε_low, 1 + ε_high, dual clip, log-ratio clamp (inf = none)
 };
 
-// One token, float64, with torch's gradient conventions (see ts/losses/policy_loss.ts, ppoTerms).
+// One token in float32 (as verl computes this loss in torch float32), with torch's gradient conventions
+// (see ts/losses/policy_loss.ts, ppoTerms); the loss and metric sums are float64.
 inline void token_scalar(const Seg& s, int64_t t, Partial& p) {
   const uint8_t mt = s.mask ? s.mask[t] : 1;
-  const double a = s.adv[t];
-  const double x0 = static_cast<double>(s.lp[t]) - static_cast<double>(s.old[t]);
-  if (mt > 1 || (mt && !(std::isfinite(a) && std::isfinite(x0)))) {
+  const float a = s.adv[t], lp = s.lp[t], od = s.old[t];
+  if (mt > 1 || (mt && !(std::isfinite(a) && std::isfinite(lp) && std::isfinite(od)))) {
     if (p.bad < 0) p.bad = t;
     s.grad[t] = 0.0f;
     return;
   }
-  double x = x0, dx = 1;
+  // lp - od may overflow to ±inf for finite inputs; the clamp (or exp) handles that like torch does.
+  float x = lp - od, dx = 1;
   if (x < -s.clamp) { x = -s.clamp; dx = 0; } else if (x > s.clamp) { x = s.clamp; dx = 0; }
-  const double r = std::exp(x);
-  const double L1 = -a * r;
-  double rc = r, drc = 1;
+  const float r = std::exp(x);
+  const float na = -a;
+  const float L1 = na * r;
+  float rc = r, drc = 1;
   if (r < s.lo) { rc = s.lo; drc = 0; } else if (r > s.hi) { rc = s.hi; drc = 0; }
-  const double L2 = -a * rc;
-  const double d1 = -a * r * dx;
-  const double d2 = -a * r * dx * drc;
-  const double Lc = std::max(L1, L2);
-  const double dc = L1 > L2 ? d1 : L2 > L1 ? d2 : 0.5 * (d1 + d2);
-  double Lt = Lc, dt = dc;
+  const float L2 = na * rc;
+  const float d1 = L1 * dx;
+  const float d2 = L1 * dx * drc;
+  const float Lc = std::max(L1, L2);
+  const float dc = L1 > L2 ? d1 : L2 > L1 ? d2 : 0.5f * (d1 + d2);
+  float Lt = Lc, dt = dc;
   double low = 0;
   if (a < 0) {
-    const double L3 = -a * s.c;
+    const float L3 = na * s.c;
     Lt = std::min(L3, Lc);
-    dt = L3 < Lc ? 0 : Lc < L3 ? dc : 0.5 * (0 + dc);
+    dt = L3 < Lc ? 0 : Lc < L3 ? dc : 0.5f * dc;
     low = Lc > L3 ? 1 : 0;
   }
   if (!mt) { s.grad[t] = 0.0f; return; }
-  s.grad[t] = static_cast<float>(s.w * dt);
-  p.loss += s.w * Lt;
+  s.grad[t] = s.wf * dt;
+  p.loss += s.w * static_cast<double>(Lt);
   p.clipped += L2 > L1 ? 1 : 0;
   p.lower += low;
-  p.neg_kl += -x;
-  p.ratio_sum += r;
-  p.ratio_min = std::min(p.ratio_min, r);
-  p.ratio_max = std::max(p.ratio_max, r);
+  p.neg_kl -= static_cast<double>(x);
+  p.ratio_sum += static_cast<double>(r);
+  p.ratio_min = std::min(p.ratio_min, static_cast<double>(r));
+  p.ratio_max = std::max(p.ratio_max, static_cast<double>(r));
 }
 
 void range_baseline(const Seg& s, int64_t b, int64_t e, Partial& p) {
@@ -83,7 +86,8 @@ void range_baseline(const Seg& s, int64_t b, int64_t e, Partial& p) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------
-// AVX-512 variant: 8 tokens per step in float64, explicit per-lane accumulators (fixed lane order).
+// AVX-512 variant: 16 tokens per step in float32, float64 per-lane sums (fixed lane order). Row tails
+// run the same vector code under a lane mask, so a token's result does not depend on its position.
 #pragma GCC push_options
 // GCC 12 warns about the undefined pass-through operand inside its own AVX-512 intrinsic headers.
 #pragma GCC diagnostic push
@@ -91,124 +95,118 @@ void range_baseline(const Seg& s, int64_t b, int64_t e, Partial& p) {
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma")
 namespace avx512 {
 
-// kBounded: the caller guarantees |x| <= 1000 (the log-ratio clamp), so the range clamp is skipped.
-template <bool kBounded>
-static inline __m512d exp_pd(__m512d x) {
-  // Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, a degree-11 Taylor polynomial evaluated by
-  // Estrin's scheme (short dependency chains; truncation error < 1e-14 relative), then scalef by 2^n.
-  if (!kBounded) x = _mm512_min_pd(_mm512_max_pd(x, _mm512_set1_pd(-1000.0)), _mm512_set1_pd(1000.0));
-  const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(1.4426950408889634)),
-                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(6.93147180369123816490e-01), x);
-  r = _mm512_fnmadd_pd(n, _mm512_set1_pd(1.90821492927058770002e-10), r);
-  const __m512d r2 = _mm512_mul_pd(r, r);
-  const __m512d r4 = _mm512_mul_pd(r2, r2);
-  const __m512d r8 = _mm512_mul_pd(r4, r4);
-  const __m512d p01 = _mm512_fmadd_pd(r, _mm512_set1_pd(1.0), _mm512_set1_pd(1.0));
-  const __m512d p23 = _mm512_fmadd_pd(r, _mm512_set1_pd(1.0 / 6), _mm512_set1_pd(0.5));
-  const __m512d p45 = _mm512_fmadd_pd(r, _mm512_set1_pd(1.0 / 120), _mm512_set1_pd(1.0 / 24));
-  const __m512d p67 = _mm512_fmadd_pd(r, _mm512_set1_pd(1.0 / 5040), _mm512_set1_pd(1.0 / 720));
-  const __m512d p89 = _mm512_fmadd_pd(r, _mm512_set1_pd(1.0 / 362880), _mm512_set1_pd(1.0 / 40320));
-  const __m512d pab = _mm512_fmadd_pd(r, _mm512_set1_pd(1.0 / 39916800), _mm512_set1_pd(1.0 / 3628800));
-  const __m512d q0 = _mm512_fmadd_pd(p23, r2, p01);
-  const __m512d q1 = _mm512_fmadd_pd(p67, r2, p45);
-  const __m512d q2 = _mm512_fmadd_pd(pab, r2, p89);
-  const __m512d p = _mm512_fmadd_pd(q2, r8, _mm512_fmadd_pd(q1, r4, q0));
-  return _mm512_scalef_pd(p, n);
+// float32 exp (Cephes expf: Cody-Waite reduction by ln2 in two parts, degree-5 polynomial, ~1 ulp),
+// vscalefps for 2^n. The input clamp keeps the reduction exact; 2^n then over/underflows to inf/0.
+static inline __m512 exp_ps(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(89.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  const __m512 z = _mm512_mul_ps(r, r);
+  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+  y = _mm512_fmadd_ps(y, z, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(y, n);
 }
 
-// In cache this loop runs at ~3 ns/token (one thread), slower than memory streams its 17 bytes: it is
-// bound by its vector instruction count. So the uncommon cases (a log-ratio outside the clamp,
-// negative advantages for the dual clip) are branched around per vector of 8 tokens (advantages are
-// usually constant over a row, so the branches predict).
-template <bool kClamp, bool kBounded>
+static inline __m512d lo_pd(__m512 v) { return _mm512_cvtps_pd(_mm512_castps512_ps256(v)); }
+static inline __m512d hi_pd(__m512 v) { return _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)); }
+
+// The uncommon cases (a log-ratio outside the clamp, negative advantages for the dual clip) are
+// branched around per vector of 16 tokens (advantages are usually constant over a row, so they predict).
+template <bool kClamp>
 static void range_t(const Seg& s, int64_t b, int64_t e, Partial& p) {
-  const __m512d zero = _mm512_setzero_pd();
-  const __m512d half = _mm512_set1_pd(0.5);
-  const __m512d w = _mm512_set1_pd(s.w);
-  const __m512d lo = _mm512_set1_pd(s.lo), hi = _mm512_set1_pd(s.hi), cc = _mm512_set1_pd(s.c);
-  const __m512d cl = _mm512_set1_pd(kClamp ? s.clamp : 0.0), ncl = _mm512_set1_pd(kClamp ? -s.clamp : 0.0);
-  const __m512d inf = _mm512_set1_pd(std::numeric_limits<double>::infinity());
-  __m512d acc_loss = zero, acc_clip = zero, acc_low = zero, acc_kl = zero, acc_r = zero;
-  __m512d acc_min = inf, acc_max = _mm512_set1_pd(-std::numeric_limits<double>::infinity());
-  const __m512d one = _mm512_set1_pd(1.0);
-  int64_t t = b;
-  for (; t + 8 <= e; t += 8) {
-    __mmask8 valid = 0xFF;
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+  const __m512 w = _mm512_set1_ps(s.wf);
+  const __m512d wd = _mm512_set1_pd(s.w);
+  const __m512 lo = _mm512_set1_ps(s.lo), hi = _mm512_set1_ps(s.hi), cc = _mm512_set1_ps(s.c);
+  const __m512 cl = _mm512_set1_ps(kClamp ? s.clamp : 0.0f), ncl = _mm512_set1_ps(kClamp ? -s.clamp : 0.0f);
+  __m512d acc_loss = _mm512_setzero_pd(), acc_kl = _mm512_setzero_pd(), acc_r = _mm512_setzero_pd();
+  __m512 acc_clip = zero, acc_low = zero;  // counts: exact in float32 (<= 2^11 per lane per block)
+  __m512 acc_min = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+  __m512 acc_max = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t t = b; t < e; t += 16) {
+    const int64_t k = std::min<int64_t>(16, e - t);
+    const __mmask16 lm = k == 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << k) - 1);
+    __mmask16 valid = lm;
     if (s.mask) {
-      const __m512i m64 = _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s.mask + t)));
-      valid = _mm512_test_epi64_mask(m64, m64);  // mask bytes were checked to be 0/1 in pass 1
+      const __m128i m8 = _mm_maskz_loadu_epi8(lm, s.mask + t);
+      valid = _mm_test_epi8_mask(m8, m8);  // mask bytes were checked to be 0/1 in pass 1
     }
-    const __m512d lp = _mm512_cvtps_pd(_mm256_loadu_ps(s.lp + t));
-    const __m512d od = _mm512_cvtps_pd(_mm256_loadu_ps(s.old + t));
-    const __m512d a = _mm512_cvtps_pd(_mm256_loadu_ps(s.adv + t));
-    const __m512d x0 = _mm512_sub_pd(lp, od);
-    // non-finite on a valid token: let the scalar path record it
-    // x0 + a is NaN/±inf exactly when one of them is (both are far below overflow in float64)
-    const __mmask8 nonfinite = _mm512_fpclass_pd_mask(_mm512_add_pd(x0, a), 0x01 | 0x08 | 0x10 | 0x80);
-    if ((valid & nonfinite) != 0) { range_baseline(s, t, t + 8, p); continue; }
-    __m512d x = x0;
-    __mmask8 inx = 0xFF;
+    const __m512 lp = _mm512_maskz_loadu_ps(lm, s.lp + t);
+    const __m512 od = _mm512_maskz_loadu_ps(lm, s.old + t);
+    const __m512 a = _mm512_maskz_loadu_ps(lm, s.adv + t);
+    const __m512 x0 = _mm512_sub_ps(lp, od);
+    // a non-finite x0 + a on a valid token (a non-finite input, or lp - old overflowing float32): the
+    // scalar path records the input error or handles the overflow
+    const __mmask16 nonfinite = _mm512_fpclass_ps_mask(_mm512_add_ps(x0, a), 0x01 | 0x08 | 0x10 | 0x80);
+    if ((valid & nonfinite) != 0) { range_baseline(s, t, t + k, p); continue; }
+    __m512 x = x0;
+    __mmask16 inx = 0xFFFF;
     if (kClamp) {
-      // |x0| <= clamp is (x0 >= -clamp) & (x0 <= clamp), NaN false in both; x changes only outside.
-      inx = _mm512_cmp_pd_mask(_mm512_abs_pd(x0), cl, _CMP_LE_OQ);
-      if (inx != 0xFF) x = _mm512_min_pd(_mm512_max_pd(x0, ncl), cl);
+      inx = _mm512_cmp_ps_mask(_mm512_abs_ps(x0), cl, _CMP_LE_OQ);
+      if ((inx & lm) != lm) x = _mm512_min_ps(_mm512_max_ps(x0, ncl), cl);
     }
-    const __m512d r = exp_pd<kBounded>(x);
-    const __m512d na = _mm512_sub_pd(zero, a);  // −a (exact negation except the sign of zero)
-    const __m512d L1 = _mm512_mul_pd(na, r);
-    const __mmask8 inr = _mm512_cmp_pd_mask(r, lo, _CMP_GE_OQ) & _mm512_cmp_pd_mask(r, hi, _CMP_LE_OQ);
-    const __m512d rc = _mm512_min_pd(_mm512_max_pd(r, lo), hi);
-    const __m512d L2 = _mm512_mul_pd(na, rc);
-    const __m512d d1 = kClamp ? _mm512_maskz_mov_pd(inx, L1) : L1;
-    const __mmask8 g12 = _mm512_cmp_pd_mask(L1, L2, _CMP_GT_OQ);
-    const __mmask8 g21 = _mm512_cmp_pd_mask(L2, L1, _CMP_GT_OQ);
-    const __m512d Lc = _mm512_mask_mov_pd(L1, g21, L2);
-    // The scalar rule is L1 > L2 ? d1 : L2 > L1 ? d2 : (d1 + d2) / 2. A tie with d1 != d2 needs r
-    // outside [lo, hi] with -a r and -a rc rounding equal (or a NaN product): the average is computed
-    // only for such lanes; on every other tie d2 = d1 (or both are +0), so the average is d1.
-    const __m512d d2 = _mm512_maskz_mov_pd(inx & inr, L1);
-    __m512d dc = _mm512_mask_mov_pd(d1, g21, d2);
-    const __mmask8 odd = static_cast<__mmask8>(~(g12 | g21) & inx & ~inr);
-    if (odd != 0) dc = _mm512_mask_mov_pd(dc, odd, _mm512_mul_pd(half, _mm512_add_pd(d1, d2)));
-    __m512d Lt = Lc, dt = dc;
-    const __mmask8 neg = _mm512_cmp_pd_mask(a, zero, _CMP_LT_OQ);
+    const __m512 r = exp_ps(x);
+    const __m512 na = _mm512_sub_ps(zero, a);
+    const __m512 L1 = _mm512_mul_ps(na, r);
+    const __mmask16 inr = _mm512_cmp_ps_mask(r, lo, _CMP_GE_OQ) & _mm512_cmp_ps_mask(r, hi, _CMP_LE_OQ);
+    const __m512 rc = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
+    const __m512 L2 = _mm512_mul_ps(na, rc);
+    const __m512 d1 = kClamp ? _mm512_maskz_mov_ps(inx, L1) : L1;
+    const __mmask16 g12 = _mm512_cmp_ps_mask(L1, L2, _CMP_GT_OQ);
+    const __mmask16 g21 = _mm512_cmp_ps_mask(L2, L1, _CMP_GT_OQ);
+    const __m512 Lc = _mm512_mask_mov_ps(L1, g21, L2);
+    // The scalar rule is L1 > L2 ? d1 : L2 > L1 ? d2 : (d1 + d2) / 2; on a tie with r inside [lo, hi]
+    // d2 = d1, so the average is needed only on ties outside it.
+    const __m512 d2 = _mm512_maskz_mov_ps(inx & inr, L1);
+    __m512 dc = _mm512_mask_mov_ps(d1, g21, d2);
+    const __mmask16 odd = static_cast<__mmask16>(~(g12 | g21) & inx & ~inr);
+    if (odd != 0) dc = _mm512_mask_mov_ps(dc, odd, _mm512_mul_ps(half, _mm512_add_ps(d1, d2)));
+    __m512 Lt = Lc, dt = dc;
+    const __mmask16 neg = _mm512_cmp_ps_mask(a, zero, _CMP_LT_OQ);
     if (neg != 0) {
-      const __m512d L3 = _mm512_mul_pd(na, cc);
-      const __mmask8 l3lt = _mm512_cmp_pd_mask(L3, Lc, _CMP_LT_OQ);
-      const __mmask8 lclt = _mm512_cmp_pd_mask(Lc, L3, _CMP_LT_OQ);
-      __m512d dd = _mm512_mul_pd(half, dc);
-      dd = _mm512_mask_mov_pd(dd, l3lt, zero);
-      dd = _mm512_mask_mov_pd(dd, lclt, dc);
-      Lt = _mm512_mask_mov_pd(Lc, neg, _mm512_min_pd(L3, Lc));
-      dt = _mm512_mask_mov_pd(dc, neg, dd);
-      acc_low = _mm512_mask_add_pd(acc_low, valid & neg & _mm512_cmp_pd_mask(Lc, L3, _CMP_GT_OQ), acc_low, one);
+      const __m512 L3 = _mm512_mul_ps(na, cc);
+      const __mmask16 l3lt = _mm512_cmp_ps_mask(L3, Lc, _CMP_LT_OQ);
+      const __mmask16 lclt = _mm512_cmp_ps_mask(Lc, L3, _CMP_LT_OQ);
+      __m512 dd = _mm512_mul_ps(half, dc);
+      dd = _mm512_mask_mov_ps(dd, l3lt, zero);
+      dd = _mm512_mask_mov_ps(dd, lclt, dc);
+      Lt = _mm512_mask_mov_ps(Lc, neg, _mm512_min_ps(L3, Lc));
+      dt = _mm512_mask_mov_ps(dc, neg, dd);
+      acc_low = _mm512_mask_add_ps(acc_low, valid & neg & _mm512_cmp_ps_mask(Lc, L3, _CMP_GT_OQ), acc_low, one);
     }
-    const __m512d g = _mm512_maskz_mov_pd(valid, _mm512_mul_pd(w, dt));
-    _mm256_storeu_ps(s.grad + t, _mm512_cvtpd_ps(g));
-    acc_loss = _mm512_mask_add_pd(acc_loss, valid, acc_loss, _mm512_mul_pd(w, Lt));
-    acc_clip = _mm512_mask_add_pd(acc_clip, valid & g21, acc_clip, one);
-    acc_kl = _mm512_mask_sub_pd(acc_kl, valid, acc_kl, x);
-    acc_r = _mm512_mask_add_pd(acc_r, valid, acc_r, r);
-    acc_min = _mm512_mask_min_pd(acc_min, valid, acc_min, r);
-    acc_max = _mm512_mask_max_pd(acc_max, valid, acc_max, r);
+    _mm512_mask_storeu_ps(s.grad + t, lm, _mm512_maskz_mul_ps(valid, w, dt));
+    const __m512 Lv = _mm512_maskz_mov_ps(valid, Lt), xv = _mm512_maskz_mov_ps(valid, x), rv = _mm512_maskz_mov_ps(valid, r);
+    acc_loss = _mm512_fmadd_pd(wd, lo_pd(Lv), acc_loss);
+    acc_loss = _mm512_fmadd_pd(wd, hi_pd(Lv), acc_loss);
+    acc_kl = _mm512_sub_pd(_mm512_sub_pd(acc_kl, lo_pd(xv)), hi_pd(xv));
+    acc_r = _mm512_add_pd(_mm512_add_pd(acc_r, lo_pd(rv)), hi_pd(rv));
+    acc_clip = _mm512_mask_add_ps(acc_clip, valid & g21, acc_clip, one);
+    acc_min = _mm512_mask_min_ps(acc_min, valid, acc_min, r);
+    acc_max = _mm512_mask_max_ps(acc_max, valid, acc_max, r);
   }
-  alignas(64) double l[8], cl8[8], lw[8], kl[8], rs[8], mn[8], mx[8];
-  _mm512_store_pd(l, acc_loss); _mm512_store_pd(cl8, acc_clip); _mm512_store_pd(lw, acc_low);
-  _mm512_store_pd(kl, acc_kl); _mm512_store_pd(rs, acc_r); _mm512_store_pd(mn, acc_min); _mm512_store_pd(mx, acc_max);
-  for (int i = 0; i < 8; ++i) {
-    p.loss += l[i]; p.clipped += cl8[i]; p.lower += lw[i]; p.neg_kl += kl[i]; p.ratio_sum += rs[i];
+  alignas(64) double l[8], kl[8], rs[8];
+  alignas(64) float cl16[16], lw[16], mn[16], mx[16];
+  _mm512_store_pd(l, acc_loss); _mm512_store_pd(kl, acc_kl); _mm512_store_pd(rs, acc_r);
+  _mm512_store_ps(cl16, acc_clip); _mm512_store_ps(lw, acc_low); _mm512_store_ps(mn, acc_min); _mm512_store_ps(mx, acc_max);
+  for (int i = 0; i < 8; ++i) { p.loss += l[i]; p.neg_kl += kl[i]; p.ratio_sum += rs[i]; }
+  for (int i = 0; i < 16; ++i) {
+    p.clipped += cl16[i]; p.lower += lw[i];
     p.ratio_min = mn[i] < p.ratio_min ? mn[i] : p.ratio_min;
     p.ratio_max = mx[i] > p.ratio_max ? mx[i] : p.ratio_max;
   }
-  for (; t < e; ++t) token_scalar(s, t, p);
 }
 
 static void range(const Seg& s, int64_t b, int64_t e, Partial& p) {
-  // The bounded exp needs |x| <= 1000, which the clamp guarantees when it is at most that.
-  if (!std::isfinite(s.clamp)) range_t<false, false>(s, b, e, p);
-  else if (s.clamp <= 1000.0) range_t<true, true>(s, b, e, p);
-  else range_t<true, false>(s, b, e, p);
+  if (std::isinf(s.clamp)) range_t<false>(s, b, e, p);
+  else range_t<true>(s, b, e, p);
 }
 
 }  // namespace avx512
@@ -309,7 +307,10 @@ Status policy_loss_ppo(const float* logprob, const float* old_logprob, const flo
 
   // Pass 2: the fused loss/gradient pass over fixed token blocks.
   const bool use512 = active_isa() == Isa::Avx512;
-  const double clamp = pr.log_ratio_clamp > 0 ? pr.log_ratio_clamp : std::numeric_limits<double>::infinity();
+  // Per-token math is float32 (as verl's torch loss): the bounds are rounded to float32 once here.
+  const float clampf = pr.log_ratio_clamp > 0 ? static_cast<float>(pr.log_ratio_clamp) : std::numeric_limits<float>::infinity();
+  const float lo = static_cast<float>(1 - pr.clip_low), hi = static_cast<float>(1 + pr.clip_high);
+  const float cf = static_cast<float>(pr.clip_c);
   const int64_t nblocks = (n + kBlock - 1) / kBlock;
   std::vector<Partial> parts(static_cast<size_t>(nblocks));
   done = parallel_blocks(ctx, n, kBlock, [&](int64_t b, int64_t e, int) {
@@ -319,7 +320,7 @@ Status policy_loss_ppo(const float* logprob, const float* old_logprob, const flo
     while (t < e) {
       while (offsets[r + 1] <= t) ++r;  // skip rows ending at or before t (empty rows included)
       const int64_t se = std::min<int64_t>(e, offsets[r + 1]);
-      const Seg s{logprob, old_logprob, advantages, mask, grad, wrow[r], 1 - pr.clip_low, 1 + pr.clip_high, pr.clip_c, clamp};
+      const Seg s{logprob, old_logprob, advantages, mask, grad, wrow[r], static_cast<float>(wrow[r]), lo, hi, cf, clampf};
       if (use512) avx512::range(s, t, se, p); else range_baseline(s, t, se, p);
       t = se;
     }
