@@ -125,6 +125,8 @@ int64_t rows_per_task(int64_t rows, int64_t vocab, const ExecContext& ctx);
 void fill_nan(float* p, int64_t n);
 // Finite, >= 1e-30 (so 1/T is a finite float32 scale).
 Status check_temperature(double t);
+// Every p[i] finite (null p: nothing to check).
+Status check_finite(const float* p, int64_t n, const char* what);
 
 }  // namespace kern
 }  // namespace gear

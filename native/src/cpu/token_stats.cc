@@ -97,7 +97,7 @@ Status check_temperature(double t) {
   return Status::ok();
 }
 
-static Status check_finite(const float* p, int64_t n, const char* what) {
+Status check_finite(const float* p, int64_t n, const char* what) {
   if (p == nullptr) return Status::ok();
   for (int64_t i = 0; i < n; ++i)
     if (!std::isfinite(p[i]))
