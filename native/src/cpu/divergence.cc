@@ -44,11 +44,20 @@ void atomic_min(std::atomic<int64_t>& a, int64_t v) {
   }
 }
 
+Status bad_status(const LogitsView& s, const LogitsView& t, int64_t code) {
+  const int64_t r = code >> 1;
+  return (code & 1) ? kern::bad_row_status(t, "teacher", r) : kern::bad_row_status(s, "student", r);
+}
+
+}  // namespace
+
+namespace kern {
+
 Status check_pair(const LogitsView& s, const LogitsView& t, DivKind kind, double beta, double temperature,
                   double kl_cap) {
-  Status st = kern::check_logits(s, "student");
+  Status st = check_logits(s, "student");
   if (!st.is_ok()) return st;
-  if (!(st = kern::check_logits(t, "teacher")).is_ok()) return st;
+  if (!(st = check_logits(t, "teacher")).is_ok()) return st;
   if (s.rows != t.rows || s.vocab != t.vocab)
     return error(Code::Shape, "teacher: expected the student's shape " + std::to_string(s.rows) + " x " +
                                   std::to_string(s.vocab) + ", got " + std::to_string(t.rows) + " x " + std::to_string(t.vocab));
@@ -58,7 +67,7 @@ Status check_pair(const LogitsView& s, const LogitsView& t, DivKind kind, double
   const int k = static_cast<int>(kind);
   if (k < 0 || k > 2) return error(Code::Option, "kind: expected reverse_kl, forward_kl or jsd, got " + std::to_string(k));
   if (!(beta >= 0.0 && beta <= 1.0)) return error(Code::Option, "beta: expected a number in [0, 1], got " + num(beta));
-  if (!(st = kern::check_temperature(temperature)).is_ok()) return st;
+  if (!(st = check_temperature(temperature)).is_ok()) return st;
   if (!(kl_cap > 0)) return error(Code::Option, "klCap: expected a number > 0 (or Infinity), got " + num(kl_cap));
   return Status::ok();
 }
@@ -71,12 +80,32 @@ DivKind effective_kind(DivKind kind, double beta) {
   return kind;
 }
 
-Status bad_status(const LogitsView& s, const LogitsView& t, int64_t code) {
-  const int64_t r = code >> 1;
-  return (code & 1) ? kern::bad_row_status(t, "teacher", r) : kern::bad_row_status(s, "student", r);
+// Every check of divergence_backward's arguments (shared with the CUDA module).
+Status check_backward_args(const LogitsView& s, const LogitsView& t, DivKind kind, double beta, double temperature,
+                           double kl_cap, const float* grad, const float* value, const float* student_lse,
+                           const float* teacher_lse) {
+  const int64_t rows = s.rows;
+  Status st = check_pair(s, t, kind, beta, temperature, kl_cap);
+  if (!st.is_ok()) return st;
+  if (rows > 0 && grad == nullptr) return error(Code::Shape, "grad: expected a Float32Array of the row count, got none");
+  for (int64_t r = 0; r < rows; ++r)
+    if (!std::isfinite(grad[r]))
+      return error(Code::NonFinite, "grad[" + std::to_string(r) + "]: expected a finite number, got " + num(grad[r]));
+  const int given = (value != nullptr) + (student_lse != nullptr) + (teacher_lse != nullptr);
+  if (given != 0 && given != 3)
+    return error(Code::Shape, "stats: expected value, studentLogsumexp and teacherLogsumexp together, got " +
+                                       std::to_string(given) + " of 3");
+  for (int64_t r = 0; given == 3 && r < rows; ++r) {
+    if (!std::isfinite(student_lse[r]) || !std::isfinite(teacher_lse[r]))
+      return error(Code::NonFinite, "stats row " + std::to_string(r) + ": expected finite logsumexps, got " +
+                                             num(student_lse[r]) + " and " + num(teacher_lse[r]));
+    if (std::isnan(value[r]))
+      return error(Code::NonFinite, "stats.value[" + std::to_string(r) + "]: expected a number, got NaN");
+  }
+  return Status::ok();
 }
 
-}  // namespace
+}  // namespace kern
 
 Status divergence(const LogitsView& s, const LogitsView& t, DivKind kind, double beta, double temperature,
                   double kl_cap, const int32_t* targets, const DivergenceOut& out, const ExecContext& ctx) {
@@ -88,12 +117,12 @@ Status divergence(const LogitsView& s, const LogitsView& t, DivKind kind, double
       kern::fill_nan(p, rows);
     return e;
   };
-  if (!(st = check_pair(s, t, kind, beta, temperature, kl_cap)).is_ok()) return fail(st);
+  if (!(st = kern::check_pair(s, t, kind, beta, temperature, kl_cap)).is_ok()) return fail(st);
   if ((out.student_logprob || out.teacher_logprob) && targets == nullptr)
     return fail(error(Code::Shape, "targets: expected an Int32Array of the row count for the log-probs, got none"));
   if (targets && !(st = kern::check_targets(targets, rows, s.vocab, "targets")).is_ok()) return fail(st);
 
-  const DivKind k = effective_kind(kind, beta);
+  const DivKind k = kern::effective_kind(kind, beta);
   const auto& kt = kern::divergence_kernels();
   const int dt = static_cast<int>(s.dtype);
   const int want = k == DivKind::ReverseKl ? kern::kWantCs : k == DivKind::ForwardKl ? kern::kWantCt : kern::kWantNone;
@@ -151,24 +180,12 @@ Status divergence_backward(const LogitsView& s, const LogitsView& t, DivKind kin
     return e;
   };
   if (out == nullptr && total > 0) return error(Code::Shape, "out: expected a Float32Array of rows * vocab, got none");
-  if (!(st = check_pair(s, t, kind, beta, temperature, kl_cap)).is_ok()) return fail(st);
-  if (rows > 0 && grad == nullptr) return fail(error(Code::Shape, "grad: expected a Float32Array of the row count, got none"));
-  for (int64_t r = 0; r < rows; ++r)
-    if (!std::isfinite(grad[r]))
-      return fail(error(Code::NonFinite, "grad[" + std::to_string(r) + "]: expected a finite number, got " + num(grad[r])));
+  if (!(st = kern::check_backward_args(s, t, kind, beta, temperature, kl_cap, grad, value, student_lse, teacher_lse))
+           .is_ok())
+    return fail(st);
   const int given = (value != nullptr) + (student_lse != nullptr) + (teacher_lse != nullptr);
-  if (given != 0 && given != 3)
-    return fail(error(Code::Shape, "stats: expected value, studentLogsumexp and teacherLogsumexp together, got " +
-                                       std::to_string(given) + " of 3"));
-  for (int64_t r = 0; given == 3 && r < rows; ++r) {
-    if (!std::isfinite(student_lse[r]) || !std::isfinite(teacher_lse[r]))
-      return fail(error(Code::NonFinite, "stats row " + std::to_string(r) + ": expected finite logsumexps, got " +
-                                             num(student_lse[r]) + " and " + num(teacher_lse[r])));
-    if (std::isnan(value[r]))
-      return fail(error(Code::NonFinite, "stats.value[" + std::to_string(r) + "]: expected a number, got NaN"));
-  }
 
-  const DivKind k = effective_kind(kind, beta);
+  const DivKind k = kern::effective_kind(kind, beta);
   const auto& kt = kern::divergence_kernels();
   const int dt = static_cast<int>(s.dtype);
   const int want = k == DivKind::ReverseKl ? kern::kWantCs : k == DivKind::ForwardKl ? kern::kWantCt : kern::kWantNone;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "gear/common.h"
+#include "gear/divergence.h"
 #include "gear/row_math.h"
 
 namespace gear {
@@ -127,6 +128,17 @@ void fill_nan(float* p, int64_t n);
 Status check_temperature(double t);
 // Every p[i] finite (null p: nothing to check).
 Status check_finite(const float* p, int64_t n, const char* what);
+
+// ---- divergence checks (divergence.cc), shared with the CUDA module ----
+// Student/teacher shapes and dtypes agree; kind, beta, temperature and klCap in range.
+Status check_pair(const LogitsView& s, const LogitsView& t, DivKind kind, double beta, double temperature,
+                  double kl_cap);
+// JSD with beta 1 / 0 is reverse / forward KL (TRL's special cases).
+DivKind effective_kind(DivKind kind, double beta);
+// check_pair plus the backward's incoming gradient and optional forward statistics.
+Status check_backward_args(const LogitsView& s, const LogitsView& t, DivKind kind, double beta, double temperature,
+                           double kl_cap, const float* grad, const float* value, const float* student_lse,
+                           const float* teacher_lse);
 
 }  // namespace kern
 }  // namespace gear

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "../cpu/logits_common.h"
 #include "cuda_common.cuh"
 #include "gear/cuda.h"
 
@@ -217,31 +218,9 @@ __global__ void divergence_grad_kernel(const void* zs, const void* zt, int64_t v
   if (threadIdx.x == 0) flags[r] = bad ? kTeacherBad : kRowOk;
 }
 
-Status check_pair(const LogitsView& s, const LogitsView& t, DivKind kind, double beta, double temperature,
-                  double kl_cap) {
-  GEAR_TRY(check_logits(s, "student"));
-  GEAR_TRY(check_logits(t, "teacher"));
-  if (t.rows != s.rows || t.vocab != s.vocab)
-    return error(Code::Shape, "teacher: expected the student's shape " + std::to_string(s.rows) + " x " +
-                                  std::to_string(s.vocab) + ", got " + std::to_string(t.rows) + " x " + std::to_string(t.vocab));
-  if (t.dtype != s.dtype)
-    return error(Code::DType, "teacher.dtype: expected the student's dtype " + std::string(dtype_name(s.dtype)) + ", got " +
-                                  dtype_name(t.dtype));
-  const int k = static_cast<int>(kind);
-  if (k < 0 || k > 2) return error(Code::Option, "kind: expected reverse_kl, forward_kl or jsd, got " + std::to_string(k));
-  if (!(beta >= 0.0 && beta <= 1.0)) return error(Code::Option, "beta: expected a number in [0, 1], got " + num(beta));
-  GEAR_TRY(check_temperature(temperature));
-  if (!(kl_cap > 0)) return error(Code::Option, "klCap: expected a number > 0 (or Infinity), got " + num(kl_cap));
-  return Status::ok();
-}
-
-// JSD with beta 1 / 0 is reverse / forward KL (TRL's special cases), as on the CPU.
-DivKind effective_kind(DivKind kind, double beta) {
-  if (kind != DivKind::Jsd) return kind;
-  if (beta == 1.0) return DivKind::ReverseKl;
-  if (beta == 0.0) return DivKind::ForwardKl;
-  return kind;
-}
+// Argument rules are the CPU module's (kern::check_pair / check_backward_args / effective_kind).
+using kern::check_pair;
+using kern::effective_kind;
 
 Status flag_status(const LogitsView& s, const LogitsView& t, int32_t flag, int64_t r) {
   return flag == kTeacherBad || flag == kTeacherEmpty ? bad_row_status(t, "teacher", r) : bad_row_status(s, "student", r);
@@ -319,23 +298,9 @@ Status divergence_backward(const LogitsView& s, const LogitsView& t, DivKind kin
     return e;
   };
   if (out == nullptr && total > 0) return error(Code::Shape, "out: expected a Float32Array of rows * vocab, got none");
-  Status st = check_pair(s, t, kind, beta, temperature, kl_cap);
+  Status st = kern::check_backward_args(s, t, kind, beta, temperature, kl_cap, grad, value, student_lse, teacher_lse);
   if (!st.is_ok()) return fail(st);
-  if (rows > 0 && grad == nullptr) return fail(error(Code::Shape, "grad: expected a Float32Array of the row count, got none"));
-  for (int64_t r = 0; r < rows; ++r)
-    if (!std::isfinite(grad[r]))
-      return fail(error(Code::NonFinite, "grad[" + std::to_string(r) + "]: expected a finite number, got " + num(grad[r])));
   const int given = (value != nullptr) + (student_lse != nullptr) + (teacher_lse != nullptr);
-  if (given != 0 && given != 3)
-    return fail(error(Code::Shape, "stats: expected value, studentLogsumexp and teacherLogsumexp together, got " +
-                                       std::to_string(given) + " of 3"));
-  for (int64_t r = 0; given == 3 && r < rows; ++r) {
-    if (!std::isfinite(student_lse[r]) || !std::isfinite(teacher_lse[r]))
-      return fail(error(Code::NonFinite, "stats row " + std::to_string(r) + ": expected finite logsumexps, got " +
-                                             num(student_lse[r]) + " and " + num(teacher_lse[r])));
-    if (std::isnan(value[r]))
-      return fail(error(Code::NonFinite, "stats.value[" + std::to_string(r) + "]: expected a number, got NaN"));
-  }
   if (rows == 0) return Status::ok();
 
   const DivKind k = effective_kind(kind, beta);
