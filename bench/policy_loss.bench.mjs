@@ -3,25 +3,16 @@
 // so it should run near the memory floor. The peer is verl's compute_policy_loss_vanilla written in
 // torch (CPU, float32, same thread count): forward + autograd backward on the same token count, padded
 // (B, T) as verl lays it out.
+import { packedRows } from './lib/packed.mjs';
 export const name = 'policyLoss';
 
 function batch(tokens, seed = 1) {
-  let s = seed >>> 0;
-  const rnd = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
-  const lens = [];
-  let n = 0;
-  while (n < tokens) {
-    const l = Math.min(tokens - n, 1 + Math.floor(rnd() * 2047));
-    lens.push(l);
-    n += l;
-  }
-  const offsets = new Int32Array(lens.length + 1);
-  lens.forEach((l, i) => (offsets[i + 1] = offsets[i] + l));
+  const { offsets, rows, n, rnd } = packedRows(tokens, seed);
   const logprob = new Float32Array(n);
   const oldLogprob = new Float32Array(n);
   const advantages = new Float32Array(n);
   const mask = new Uint8Array(n);
-  for (let r = 0; r < lens.length; r++) {
+  for (let r = 0; r < rows; r++) {
     const a = rnd() * 4 - 2;
     for (let i = offsets[r]; i < offsets[r + 1]; i++) {
       oldLogprob[i] = -0.05 - rnd() * 3;
@@ -30,7 +21,7 @@ function batch(tokens, seed = 1) {
       mask[i] = rnd() < 0.8 ? 1 : 0;
     }
   }
-  return { offsets, logprob, oldLogprob, advantages, mask, rows: lens.length, n };
+  return { offsets, logprob, oldLogprob, advantages, mask, rows, n };
 }
 
 const TORCH = `

@@ -1,25 +1,16 @@
 // segmentBroadcast / segmentReduce over packed rows: pure streaming ops, so they should run at memory
 // speed. Rows of 1..2047 tokens (mean ~1024), 70 % of tokens unmasked.
+import { packedRows } from './lib/packed.mjs';
 export const name = 'segment';
 
 function batch(tokens, seed = 1) {
-  let s = seed >>> 0;
-  const rnd = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
-  const lens = [];
-  let n = 0;
-  while (n < tokens) {
-    const l = Math.min(tokens - n, 1 + Math.floor(rnd() * 2047));
-    lens.push(l);
-    n += l;
-  }
-  const offsets = new Int32Array(lens.length + 1);
-  lens.forEach((l, i) => (offsets[i + 1] = offsets[i] + l));
+  const { offsets, rows, n, rnd } = packedRows(tokens, seed);
   const mask = new Uint8Array(n);
   for (let i = 0; i < n; i++) mask[i] = rnd() < 0.7 ? 1 : 0;
   const values = new Float32Array(n);
   for (let i = 0; i < n; i++) values[i] = rnd() * 2 - 1;
-  const rowValues = Float64Array.from({ length: lens.length }, () => rnd() * 2 - 1);
-  return { offsets, mask, values, rowValues, rows: lens.length, n };
+  const rowValues = Float64Array.from({ length: rows }, () => rnd() * 2 - 1);
+  return { offsets, mask, values, rowValues, rows, n };
 }
 
 export default async function run({ rl, quick, h }) {
