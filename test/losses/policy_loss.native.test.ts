@@ -49,6 +49,54 @@ describe('native policyLossPpo', () => {
     }
   });
 
+  // Rows of 0-12 tokens: most 16-token vectors hold several rows (and empty ones), so the per-lane row
+  // weights of the vector kernel carry the result.
+  it('equals the TS path when rows start inside a 16-token vector (short and empty rows)', () => {
+    const b = randomBatch(16, 4000, 12, 0.5);
+    const a32 = { logprob: Float32Array.from(b.lp), oldLogprob: Float32Array.from(b.old), advantages: Float32Array.from(b.adv), offsets: b.off, mask: b.mask };
+    for (const agg of MODES) {
+      const nat = rl.policyLoss({ ...a32, agg, clipHigh: 0.28 });
+      const ts = rl.policyLoss({ ...a32, agg, clipHigh: 0.28, native: false });
+      expect(Math.abs(nat.loss - ts.loss)).toBeLessThanOrEqual(1e-6 * Math.max(1, Math.abs(ts.loss)));
+      let worst = 0;
+      for (let t = 0; t < b.n; t++) worst = Math.max(worst, ulps(nat.grad[t]!, ts.grad[t]!));
+      expect(worst).toBeLessThanOrEqual(4);
+    }
+  });
+
+  // A reused output of at least 32 MiB is written with streaming stores over whole 64-byte lines, joined
+  // from the token-aligned vectors; every start alignment of the output must give the same bits as an
+  // ordinary fresh output and leave the neighbouring floats alone.
+  it('writes a large reused out at every alignment exactly like a fresh output', () => {
+    const rows = 8200;
+    const off = new Int32Array(rows + 1);
+    for (let i = 0; i < rows; i++) off[i + 1] = off[i]! + 1 + ((i * 7919) % 2047);
+    const n = off[rows]!;
+    expect(n * 4).toBeGreaterThanOrEqual(32 << 20);
+    const lp = new Float32Array(n), old = new Float32Array(n), adv = new Float32Array(n), mask = new Uint8Array(n);
+    for (let i = 0; i < rows; i++) {
+      for (let t = off[i]!; t < off[i + 1]!; t++) {
+        old[t] = -0.05 - ((t * 2654435761) % 1000) / 400;
+        lp[t] = old[t]! + (((t * 40503) % 801) - 400) / 1000;
+        adv[t] = ((i * 97) % 41) / 10 - 2;
+        mask[t] = t % 5 === 0 ? 0 : 1;
+      }
+    }
+    const p = params();
+    const fresh = native.policyLossPpo(lp, old, adv, off, mask, p, 3, 0, null) as { grad: Float32Array; stats: Float64Array };
+    const want = Buffer.from(fresh.grad.buffer, fresh.grad.byteOffset, fresh.grad.byteLength);
+    const buf = new Float32Array(n + 17);
+    for (let ph = 0; ph < 16; ph++) {
+      buf.fill(NaN);
+      const out = buf.subarray(ph + 1, ph + 1 + n);
+      const r = native.policyLossPpo(lp, old, adv, off, mask, p, 3, 0, out) as { grad: Float32Array; stats: Float64Array };
+      expect([...r.stats]).toEqual([...fresh.stats]);
+      expect(Buffer.from(out.buffer, out.byteOffset, out.byteLength).equals(want)).toBe(true);
+      expect(buf[ph]).toBeNaN();
+      expect(buf[ph + 1 + n]).toBeNaN();
+    }
+  });
+
   it('is bit-identical across thread counts and equal across ISAs', () => {
     const b = big(12, 900);
     const run = () => native.policyLossPpo(b.lp, b.old, b.adv, b.off, b.mask, params(), 3, 0, null) as { grad: Float32Array; stats: Float64Array };
@@ -70,6 +118,7 @@ describe('native policyLossPpo', () => {
     const b = big(13, 50);
     for (let t = 0; t < b.n; t += 17) b.lp[t] = b.old[t]! + (t % 2 ? 25 : -25);
     for (let t = 5; t < b.n; t += 97) b.lp[t] = b.old[t]! + (t % 2 ? 650 : -650);
+    for (let t = 3; t < b.n; t += 61) b.adv[t] = t % 2 ? 2 ** 41 : -(2 ** 41); // beyond the common path's |A| bound
     // 20 and 1200: below / beyond where the float32 ratio overflows (δ ≈ 88.7); null: no clamp at all
     for (const logRatioClamp of [20, 1200, null]) {
       const a = { logprob: b.lp, oldLogprob: b.old, advantages: b.adv, offsets: b.off, logRatioClamp };

@@ -635,10 +635,12 @@ function resolveOpts(a: PolicyLossArgs, kind: PolicyLossKind, sem: Semantics): O
  * Precision: float64 inputs (and every kind but `ppo`, or `ppo` with importance weights or `native: false`)
  * use the float64 TypeScript path. Kind `ppo` on float32 inputs uses the fused native pass: ratio, clip
  * terms and gradient are computed per token in float32, as verl does in torch float32 (its vector exp is
- * within ~1 ulp; the baseline ISA uses the C library's), while the loss and metric sums accumulate in
- * float64 over a fixed block partition, so results are bit-identical for any thread count. Against the
- * float64 path it agrees to about 1e-7 relative in the loss and within a few float32 ulps (1e-6
- * relative) in the gradient; a ratio within rounding of a clip bound may fall on the other side.
+ * within ~1 ulp; the baseline ISA uses the C library's), while the loss accumulates w·L in float64 and
+ * the metric sums (`ppo_kl`, `ratio_mean`) in float32 groups of a few tokens moved into float64, over a
+ * fixed block partition, so results are bit-identical for any thread count. Against the float64 path it
+ * agrees to about 1e-7 relative in the loss and within a few float32 ulps (1e-6 relative) in the
+ * gradient; a ratio within rounding of a clip bound may fall on the other side. A large reused `out`
+ * is written with streaming stores (see the README on reusing outputs).
  *
  * Bad input throws `GearError`: mismatched lengths `ERR_SHAPE`, wrong array types `ERR_DTYPE`, bad offsets
  * `ERR_OFFSETS`, NaN/Infinity on valid tokens `ERR_NON_FINITE`, unknown kinds/modes and out-of-range

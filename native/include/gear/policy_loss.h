@@ -1,7 +1,8 @@
-// Fused PPO clipped-surrogate loss (verl compute_policy_loss_vanilla) over packed rows: one pass over
+// Fused PPO clipped-surrogate loss (verl compute_policy_loss_vanilla) over packed rows: a pass over the
+// mask (per-row valid-token counts, which the aggregation weights need), then one fused pass over
 // logprob / oldLogprob / advantages / mask producing d loss / d logprob (float32), the aggregated loss
-// and the metric counts. Deterministic: a fixed token-block partition (independent of the thread
-// count) with float64 partials summed in block order.
+// (float64 sums of w·L) and the metric counts. Deterministic: a fixed token-block partition and vector
+// grid (independent of the thread count and of the arrays' addresses), partials summed in block order.
 #pragma once
 #include <cstdint>
 
@@ -39,9 +40,11 @@ struct PpoStats {
 };
 
 // Validates everything (sizes, offsets, options, finiteness of valid tokens) before writing outputs.
-// grad has n entries; masked tokens get 0. mask may be null (every token counts).
+// grad has n entries; masked tokens get 0. mask may be null (every token counts). reused_out: grad is
+// the caller's array (not freshly allocated), so a large one is written with streaming stores.
 Status policy_loss_ppo(const float* logprob, const float* old_logprob, const float* advantages,
                        const uint8_t* mask, int64_t n, const int32_t* offsets, int64_t rows,
-                       const PpoParams& params, float* grad, PpoStats* stats, const ExecContext& ctx);
+                       const PpoParams& params, float* grad, PpoStats* stats, const ExecContext& ctx,
+                       bool reused_out = false);
 
 }  // namespace gear

@@ -20,6 +20,10 @@ int64_t row_chunk_count(int64_t n, int64_t rows);
 // First row of chunk k (rows for k = row_chunk_count); chunk k is [begin(k), begin(k + 1)).
 int64_t row_chunk_begin(const int32_t* offsets, int64_t rows, int64_t k);
 
+// Outputs the caller reuses are written with streaming (non-temporal) stores from this size on: far
+// beyond the per-core caches, skipping the read-for-ownership of every output line pays off.
+constexpr int64_t kStreamOutputBytes = int64_t{32} << 20;
+
 // First index in [b, e) whose mask byte is neither 0 nor 1, or -1.
 int64_t first_non_binary(const uint8_t* mask, int64_t b, int64_t e);
 // ERR_OPTION "mask[i]: expected 0 or 1, got v" (the message of the TS layer's mask check).

@@ -37,8 +37,9 @@ static Napi::Value PolicyLossPpo(const Napi::CallbackInfo& info) {
   p.dp_size = prm.data[7];
   p.agg = static_cast<AggMode>(Int(info[6], "agg", 0, 4));
   p.semantics = static_cast<AggSemantics>(Int(info[7], "semantics", 0, 2));
-  Napi::Float32Array out = IsNullish(info[8]) ? NewStreamOutputF32(env, static_cast<size_t>(n))
-                                              : F32(info[8], "out", n).value.As<Napi::Float32Array>();
+  const bool reused = !IsNullish(info[8]);
+  Napi::Float32Array out = !reused ? NewStreamOutputF32(env, static_cast<size_t>(n))
+                                   : F32(info[8], "out", n).value.As<Napi::Float32Array>();
   const bool async = !IsNullish(info[9]) && Bool(info[9], "async");
   const auto* abort = AbortFlag(info[10]);
   Napi::Float64Array stats = Napi::Float64Array::New(env, 9);
@@ -50,7 +51,7 @@ static Napi::Value PolicyLossPpo(const Napi::CallbackInfo& info) {
   return Run(env, async, {info[0], info[1], info[2], info[3], info[4], out, stats, info[10]},
              [=](const ExecContext& ctx) {
                PpoStats ps;
-               Status st = policy_loss_ppo(lp.data, old.data, adv.data, mask.data, n, off.data, rows, p, g, &ps, ctx);
+               Status st = policy_loss_ppo(lp.data, old.data, adv.data, mask.data, n, off.data, rows, p, g, &ps, ctx, reused);
                if (!st.is_ok()) return st;
                const double v[9] = {ps.loss, ps.tokens, ps.clipped, ps.lower, ps.neg_kl, ps.ratio_sum,
                                     ps.ratio_min, ps.ratio_max, ps.nan ? 1.0 : 0.0};

@@ -56,8 +56,6 @@ int64_t row_chunk_begin(const int32_t* off, int64_t rows, int64_t k) {
 namespace {
 
 constexpr int64_t kChunk = kRowChunk;  // tokens per broadcast block
-// Reused outputs from this size on are written with streaming stores (far beyond the per-core caches).
-constexpr int64_t kStreamBytes = int64_t{32} << 20;
 
 // Runs fn(r0, r1) over row chunks; returns the first non-0/1 mask index over all chunks (or -1) in
 // *bad when mask is given. False when aborted.
@@ -271,7 +269,7 @@ Status segment_broadcast(const double* row_values, const int32_t* offsets, int64
   // Every token is written independently, so plain token blocks split even a single long row.
   const int64_t blocks = (n + kChunk - 1) / kChunk;
   std::vector<int64_t> bads(static_cast<size_t>(blocks), -1);
-  const bool stream = reused_out && active_isa() == Isa::Avx512 && n * 4 >= kStreamBytes;
+  const bool stream = reused_out && active_isa() == Isa::Avx512 && n * 4 >= kStreamOutputBytes;
   const bool done = parallel_blocks(ctx, n, kChunk, [&](int64_t b, int64_t e, int) {
     if (mask) bads[static_cast<size_t>(b / kChunk)] = first_non_binary(mask, b, e);
     int64_t r = std::upper_bound(offsets, offsets + rows + 1, static_cast<int32_t>(b)) - offsets - 1;
