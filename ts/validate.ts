@@ -94,22 +94,24 @@ export function offsets(v: unknown, what = 'offsets', n?: number): number {
   return o.length - 1;
 }
 
-/** A finite number option within [lo, hi] (inclusive unless `open` says otherwise). */
+/** A number option (never NaN) within the given bounds (inclusive unless `minOpen` / `maxOpen`); `finite` also rejects ±Infinity. */
 export function numOpt(
   v: unknown, what: string, dflt: number,
-  range: { min?: number; max?: number; minOpen?: boolean; maxOpen?: boolean; int?: boolean } = {},
+  range: { min?: number; max?: number; minOpen?: boolean; maxOpen?: boolean; int?: boolean; finite?: boolean } = {},
 ): number {
   if (v === undefined) return dflt;
   if (typeof v !== 'number' || Number.isNaN(v)) fail('ERR_OPTION', what, 'a number', v);
-  const { min, max, minOpen, maxOpen, int } = range;
+  const { min, max, minOpen, maxOpen, int, finite } = range;
   const bad =
     (min !== undefined && (minOpen ? !(v > min) : !(v >= min))) ||
     (max !== undefined && (maxOpen ? !(v < max) : !(v <= max))) ||
+    (finite === true && !Number.isFinite(v)) ||
     (int === true && !Number.isInteger(v));
   if (bad) {
     const lo = min === undefined ? '' : `${minOpen ? '>' : '>='} ${min}`;
     const hi = max === undefined ? '' : `${maxOpen ? '<' : '<='} ${max}`;
-    fail('ERR_OPTION', what, [int ? 'an integer' : 'a number', lo, hi].filter(Boolean).join(' '), v);
+    const kind = int ? 'an integer' : finite ? 'a finite number' : 'a number';
+    fail('ERR_OPTION', what, [kind, [lo, hi].filter(Boolean).join(' and ')].filter(Boolean).join(' '), v);
   }
   return v;
 }

@@ -180,7 +180,7 @@ describe('demo command line', () => {
     expect(r.stderr).toMatch(/--methods: expected some of grpo,gigpo,gear,drgrpo,rloo, got ppo/);
     r = bad('--gear', '{"alpha":-1}');
     expect(r.status).toBe(2);
-    expect(r.stderr).toMatch(/options\.alpha: expected a number >= 0/);
+    expect(r.stderr).toMatch(/options\.alpha: expected a finite number >= 0/);
     r = bad('--steps', '0');
     expect(r.status).toBe(2);
     expect(r.stderr).not.toMatch(/warm-start/);

@@ -57,7 +57,7 @@ export function distillLoss(a: DistillArgs): DistillResult {
   if (typeof a !== 'object' || a === null) fail('ERR_OPTION', 'distillLoss(a)', 'an object', a);
   v.knownKeys(a, 'distillLoss(a)', ['student', 'teacher', 'mask', 'distillCoef', 'temperature', 'klCap', 'stats']);
   if (a.distillCoef === undefined) fail('ERR_OPTION', 'distillCoef', 'a number >= 0', undefined);
-  const coef = v.numOpt(a.distillCoef, 'distillCoef', 0, { min: 0, max: Number.MAX_VALUE });
+  const coef = v.numOpt(a.distillCoef, 'distillCoef', 0, { min: 0, finite: true });
   const klCap = v.numOpt(a.klCap, 'klCap', 20, { min: 0, minOpen: true });
   const opts = { kind: 'reverse_kl' as const, temperature: a.temperature ?? 1, klCap };
   const stats = a.stats ?? divergence(a.student, a.teacher, opts);

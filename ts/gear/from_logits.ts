@@ -67,7 +67,7 @@ export function gearFromLogits(a: GearFromLogitsInput): GearFromLogitsResult {
   v.knownKeys(a, 'gearFromLogits(a)',
     ['student', 'teacher', 'targets', 'advantages', 'offsets', 'mask', 'temperature', 'options', 'distillCoef']);
   const o = resolveGearOptions(a.options);
-  const distillCoef = v.numOpt(a.distillCoef, 'distillCoef', 0, { min: 0, max: Number.MAX_VALUE });
+  const distillCoef = v.numOpt(a.distillCoef, 'distillCoef', 0, { min: 0, finite: true });
   const rows = a.student?.rows;
   v.offsets(a.offsets, 'offsets', rows);
   const fwd = { kind: 'reverse_kl' as const, temperature: a.temperature ?? 1, klCap: o.klCap };

@@ -74,7 +74,7 @@ export function checkAggOptions(opts: AggregateOptions | undefined, what = 'opts
   const dpSize = v.numOpt(o.dpSize, `${what}.dpSize`, 1, { min: 1, int: true });
   if (o.globalTokens !== undefined) v.numOpt(o.globalTokens, `${what}.globalTokens`, 0, { min: 0, minOpen: true, max: Number.MAX_SAFE_INTEGER });
   if (o.globalRows !== undefined) v.numOpt(o.globalRows, `${what}.globalRows`, 0, { min: 0, minOpen: true, max: Number.MAX_SAFE_INTEGER });
-  if (o.lossScaleFactor !== undefined) v.numOpt(o.lossScaleFactor, `${what}.lossScaleFactor`, 0, { min: 0, minOpen: true, max: Number.MAX_VALUE });
+  if (o.lossScaleFactor !== undefined) v.numOpt(o.lossScaleFactor, `${what}.lossScaleFactor`, 0, { min: 0, minOpen: true, finite: true });
   return { ...o, semantics, dpSize };
 }
 

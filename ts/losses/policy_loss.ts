@@ -594,8 +594,8 @@ export function rolloutCorrectionWeights(
 }
 
 function resolveOpts(a: PolicyLossArgs, kind: PolicyLossKind, sem: Semantics): Opts {
-  const lo = v.numOpt(a.clipLow, 'clipLow', 0.2, { min: 0, max: Number.MAX_VALUE });
-  const hi = v.numOpt(a.clipHigh, 'clipHigh', lo, { min: 0, max: Number.MAX_VALUE });
+  const lo = v.numOpt(a.clipLow, 'clipLow', 0.2, { min: 0, finite: true });
+  const hi = v.numOpt(a.clipHigh, 'clipHigh', lo, { min: 0, finite: true });
   const isDppo = kind === 'dppo_tv' || kind === 'dppo_kl';
   const c = isDppo
     ? v.numOpt(a.clipC, 'clipC', 20, { min: 0, minOpen: true })
