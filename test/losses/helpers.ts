@@ -2,6 +2,7 @@
 // central finite differences in float64.
 import { expect } from 'vitest';
 import * as rl from '../../ts/index.js';
+import { mulberry32 } from '../../ts/losses/common.js';
 import { data, type Tensor } from '../helpers/peer.js';
 
 /** A (B, T) peer tensor as packed rows of equal length T. */
@@ -16,16 +17,8 @@ export const f64 = (t: unknown) => Float64Array.from(data(t) as number[]);
 export const u8 = (t: unknown) => Uint8Array.from((data(t) as number[]).map((x) => (x !== 0 ? 1 : 0)));
 export const scalar = (t: unknown) => (data(t) as number[])[0]!;
 
-export function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Seeded uniform [0, 1) generator for test data (the library's mulberry32). */
+export const rng: (seed: number) => () => number = mulberry32;
 
 /** A random packed batch: rows of length 0..maxLen, mask density ~0.8, per-row advantages broadcast. */
 export function randomBatch(seed: number, rows: number, maxLen = 9, spread = 0.3) {

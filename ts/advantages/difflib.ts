@@ -127,6 +127,20 @@ let avail = new Int32Array(256);
 let availStamp = new Int32Array(256);
 let availEpoch = 0;
 
+/** A fresh stamp for the per-character scratch (`avail` sized to the alphabet; stamps reset on wrap). */
+function nextAvailEpoch(): number {
+  if (avail.length < alphabet) {
+    avail = new Int32Array(Math.max(alphabet, avail.length * 2));
+    availStamp = new Int32Array(avail.length);
+    availEpoch = 0;
+  }
+  if (availEpoch > 0x3fffffff) {
+    availStamp.fill(0);
+    availEpoch = 0;
+  }
+  return ++availEpoch;
+}
+
 function ensureScratch(lb: number): void {
   if (lenA.length < lb + 1) {
     const n = Math.max(lb + 1, lenA.length * 2);
@@ -334,16 +348,7 @@ export function realQuickRatio(a: string, b: string): number {
 
 function quickMatches(a: Int32Array, B: PreparedText): number {
   const full = B.counts;
-  if (avail.length < alphabet) {
-    avail = new Int32Array(Math.max(alphabet, avail.length * 2));
-    availStamp = new Int32Array(avail.length);
-    availEpoch = 0;
-  }
-  if (availEpoch > 0x3fffffff) {
-    availStamp.fill(0);
-    availEpoch = 0;
-  }
-  const ep = ++availEpoch;
+  const ep = nextAvailEpoch();
   let m = 0;
   for (let i = 0; i < a.length; i++) {
     const c = a[i]!;
@@ -367,16 +372,7 @@ export interface CharCounts {
 
 /** {@link CharCounts} of interned codes. @internal */
 export function charCounts(a: Int32Array): CharCounts {
-  if (avail.length < alphabet) {
-    avail = new Int32Array(Math.max(alphabet, avail.length * 2));
-    availStamp = new Int32Array(avail.length);
-    availEpoch = 0;
-  }
-  if (availEpoch > 0x3fffffff) {
-    availStamp.fill(0);
-    availEpoch = 0;
-  }
-  const ep = ++availEpoch;
+  const ep = nextAvailEpoch();
   // avail[c] holds the slot of c in `ids` while counting; at most one slot per position of a.
   const ids = new Int32Array(a.length);
   const counts = new Int32Array(a.length);

@@ -2,7 +2,9 @@
 // reused by a CUDA build.
 #pragma once
 #include <atomic>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -54,6 +56,15 @@ struct Status {
 };
 
 inline Status error(Code c, std::string msg) { return Status{c, std::move(msg)}; }
+
+// A number as the error messages print it: NaN and ±Infinity spelled as JavaScript does, else %.<digits>g.
+inline std::string number_text(double x, int digits = 9) {
+  if (std::isnan(x)) return "NaN";
+  if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, x);
+  return buf;
+}
 
 // Row-major rows x vocab logits. 64-bit sizes: rows * vocab may exceed 2^31.
 struct LogitsView {

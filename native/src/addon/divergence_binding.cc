@@ -16,15 +16,29 @@
 
 namespace gear::addon {
 
+// Arguments 0-8, shared by the forward and the backward: student, teacher, rows, vocab, dtype, kind,
+// beta, temperature, klCap.
+struct PairArgs {
+  LogitsView s, t;
+  DivKind kind;
+  double beta, temperature, kl_cap;
+};
+
+static PairArgs ReadPairArgs(const Napi::CallbackInfo& info) {
+  PairArgs a;
+  a.s = ReadLogits(info[0], info[2], info[3], info[4], "student");
+  a.t = ReadLogits(info[1], info[2], info[3], info[4], "teacher");
+  a.kind = static_cast<DivKind>(Int(info[5], "kind", 0, 2));
+  a.beta = Number(info[6], "beta");
+  a.temperature = Number(info[7], "temperature");
+  a.kl_cap = Number(info[8], "klCap");
+  return a;
+}
+
 static Napi::Value Divergence(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  const LogitsView s = ReadLogits(info[0], info[2], info[3], info[4], "student");
-  const LogitsView t = ReadLogits(info[1], info[2], info[3], info[4], "teacher");
-  const auto kind = static_cast<DivKind>(Int(info[5], "kind", 0, 2));
-  const double beta = Number(info[6], "beta");
-  const double temperature = Number(info[7], "temperature");
-  const double kl_cap = Number(info[8], "klCap");
-  const int32_t* targets = IsNullish(info[9]) ? nullptr : I32(info[9], "targets", s.rows).data;
+  const PairArgs p = ReadPairArgs(info);
+  const int32_t* targets = IsNullish(info[9]) ? nullptr : I32(info[9], "targets", p.s.rows).data;
   if (!IsNullish(info[10]) && !info[10].IsObject()) Throw(env, Code::Option, "out: expected an object, got another value");
   Napi::Object outs = IsNullish(info[10]) ? Napi::Object::New(env) : info[10].As<Napi::Object>();
   const bool async = !IsNullish(info[11]) && Bool(info[11], "async");
@@ -32,7 +46,7 @@ static Napi::Value Divergence(const Napi::CallbackInfo& info) {
   Napi::Object result = Napi::Object::New(env);
   std::vector<Napi::Value> keep{info[0], info[1], info[9], info[12], result};
   auto field = [&](const char* key) {
-    Napi::Float32Array a = OutF32(env, outs.Get(key), (std::string("out.") + key).c_str(), s.rows);
+    Napi::Float32Array a = OutF32(env, outs.Get(key), (std::string("out.") + key).c_str(), p.s.rows);
     result.Set(key, a);
     return a.Data();
   };
@@ -46,29 +60,27 @@ static Napi::Value Divergence(const Napi::CallbackInfo& info) {
     o.teacher_logprob = field("teacherLogprob");
   }
   return Run(env, async, keep,
-             [=](const ExecContext& ctx) { return divergence(s, t, kind, beta, temperature, kl_cap, targets, o, ctx); },
+             [=](const ExecContext& ctx) {
+               return divergence(p.s, p.t, p.kind, p.beta, p.temperature, p.kl_cap, targets, o, ctx);
+             },
              result, abort);
 }
 
 static Napi::Value DivergenceBackward(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  const LogitsView s = ReadLogits(info[0], info[2], info[3], info[4], "student");
-  const LogitsView t = ReadLogits(info[1], info[2], info[3], info[4], "teacher");
-  const auto kind = static_cast<DivKind>(Int(info[5], "kind", 0, 2));
-  const double beta = Number(info[6], "beta");
-  const double temperature = Number(info[7], "temperature");
-  const double kl_cap = Number(info[8], "klCap");
-  const float* grad = F32(info[9], "grad", s.rows).data;
-  const float* value = OptF32(info[10], "stats.value", s.rows);
-  const float* slse = OptF32(info[11], "stats.studentLogsumexp", s.rows);
-  const float* tlse = OptF32(info[12], "stats.teacherLogsumexp", s.rows);
-  Napi::Float32Array out = OutF32(env, info[13], "out", s.rows * s.vocab);
+  const PairArgs p = ReadPairArgs(info);
+  const float* grad = F32(info[9], "grad", p.s.rows).data;
+  const float* value = OptF32(info[10], "stats.value", p.s.rows);
+  const float* slse = OptF32(info[11], "stats.studentLogsumexp", p.s.rows);
+  const float* tlse = OptF32(info[12], "stats.teacherLogsumexp", p.s.rows);
+  Napi::Float32Array out = OutF32(env, info[13], "out", p.s.rows * p.s.vocab);
   const bool async = !IsNullish(info[14]) && Bool(info[14], "async");
   const auto* abort = AbortFlag(info[15]);
-  float* po = s.rows * s.vocab > 0 ? out.Data() : nullptr;
+  float* po = p.s.rows * p.s.vocab > 0 ? out.Data() : nullptr;
   return Run(env, async, {info[0], info[1], info[9], info[10], info[11], info[12], out, info[15]},
              [=](const ExecContext& ctx) {
-               return divergence_backward(s, t, kind, beta, temperature, kl_cap, grad, value, slse, tlse, po, ctx);
+               return divergence_backward(p.s, p.t, p.kind, p.beta, p.temperature, p.kl_cap, grad, value, slse, tlse,
+                                          po, ctx);
              },
              out, abort);
 }

@@ -28,20 +28,12 @@ const DivergenceKernels& divergence_kernels() {
 
 namespace {
 
-constexpr int64_t kNoRow = std::numeric_limits<int64_t>::max();
+using kern::atomic_min;
+using kern::kNoRow;
 
-std::string num(double x) {
-  if (std::isnan(x)) return "NaN";
-  if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", x);
-  return buf;
-}
-
-void atomic_min(std::atomic<int64_t>& a, int64_t v) {
-  int64_t cur = a.load(std::memory_order_relaxed);
-  while (v < cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
-  }
+// Which cross term the pair pass accumulates besides both softmax statistics: the one the kind's value needs.
+int pair_want(DivKind k) {
+  return k == DivKind::ReverseKl ? kern::kWantCs : k == DivKind::ForwardKl ? kern::kWantCt : kern::kWantNone;
 }
 
 Status bad_status(const LogitsView& s, const LogitsView& t, int64_t code) {
@@ -66,9 +58,9 @@ Status check_pair(const LogitsView& s, const LogitsView& t, DivKind kind, double
                                   dtype_name(t.dtype));
   const int k = static_cast<int>(kind);
   if (k < 0 || k > 2) return error(Code::Option, "kind: expected reverse_kl, forward_kl or jsd, got " + std::to_string(k));
-  if (!(beta >= 0.0 && beta <= 1.0)) return error(Code::Option, "beta: expected a number in [0, 1], got " + num(beta));
+  if (!(beta >= 0.0 && beta <= 1.0)) return error(Code::Option, "beta: expected a number in [0, 1], got " + number_text(beta));
   if (!(st = check_temperature(temperature)).is_ok()) return st;
-  if (!(kl_cap > 0)) return error(Code::Option, "klCap: expected a number > 0 (or Infinity), got " + num(kl_cap));
+  if (!(kl_cap > 0)) return error(Code::Option, "klCap: expected a number > 0 (or Infinity), got " + number_text(kl_cap));
   return Status::ok();
 }
 
@@ -90,7 +82,7 @@ Status check_backward_args(const LogitsView& s, const LogitsView& t, DivKind kin
   if (rows > 0 && grad == nullptr) return error(Code::Shape, "grad: expected a Float32Array of the row count, got none");
   for (int64_t r = 0; r < rows; ++r)
     if (!std::isfinite(grad[r]))
-      return error(Code::NonFinite, "grad[" + std::to_string(r) + "]: expected a finite number, got " + num(grad[r]));
+      return error(Code::NonFinite, "grad[" + std::to_string(r) + "]: expected a finite number, got " + number_text(grad[r]));
   const int given = (value != nullptr) + (student_lse != nullptr) + (teacher_lse != nullptr);
   if (given != 0 && given != 3)
     return error(Code::Shape, "stats: expected value, studentLogsumexp and teacherLogsumexp together, got " +
@@ -98,7 +90,7 @@ Status check_backward_args(const LogitsView& s, const LogitsView& t, DivKind kin
   for (int64_t r = 0; given == 3 && r < rows; ++r) {
     if (!std::isfinite(student_lse[r]) || !std::isfinite(teacher_lse[r]))
       return error(Code::NonFinite, "stats row " + std::to_string(r) + ": expected finite logsumexps, got " +
-                                             num(student_lse[r]) + " and " + num(teacher_lse[r]));
+                                             number_text(student_lse[r]) + " and " + number_text(teacher_lse[r]));
     if (std::isnan(value[r]))
       return error(Code::NonFinite, "stats.value[" + std::to_string(r) + "]: expected a number, got NaN");
   }
@@ -125,8 +117,7 @@ Status divergence(const LogitsView& s, const LogitsView& t, DivKind kind, double
   const DivKind k = kern::effective_kind(kind, beta);
   const auto& kt = kern::divergence_kernels();
   const int dt = static_cast<int>(s.dtype);
-  const int want = k == DivKind::ReverseKl ? kern::kWantCs : k == DivKind::ForwardKl ? kern::kWantCt : kern::kWantNone;
-  const auto pair_fn = kt.pair[dt][want];
+  const auto pair_fn = kt.pair[dt][pair_want(k)];
   const auto jsd_fn = kt.jsd[dt];
   const double inv_t = 1.0 / temperature;
   const int64_t row_bytes = s.vocab * dtype_size(s.dtype);
@@ -188,8 +179,7 @@ Status divergence_backward(const LogitsView& s, const LogitsView& t, DivKind kin
   const DivKind k = kern::effective_kind(kind, beta);
   const auto& kt = kern::divergence_kernels();
   const int dt = static_cast<int>(s.dtype);
-  const int want = k == DivKind::ReverseKl ? kern::kWantCs : k == DivKind::ForwardKl ? kern::kWantCt : kern::kWantNone;
-  const auto pair_fn = kt.pair[dt][want];
+  const auto pair_fn = kt.pair[dt][pair_want(k)];
   const auto jsd_fn = kt.jsd[dt];
   const auto grad_fn = kt.grad[dt][static_cast<int>(k)];
   const double inv_t = 1.0 / temperature;

@@ -45,14 +45,6 @@ inline uint32_t pkey(float x) {
   return b;
 }
 
-std::string num(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
-
 // Exact quantiles of one value stream: plan() turns levels into the order statistics needed and the
 // 16-bit buckets that hold them; the caller feeds values whose bucket is selected (collect); value()
 // finishes with nth_element inside each bucket.
@@ -251,7 +243,7 @@ Status gear_params_from_array(const double* p, int64_t count, GearParams* out) {
     return error(Code::Shape, "params.length: expected " + std::to_string(kGearParamCount) + ", got " +
                                   std::to_string(p ? count : 0));
   auto bad = [](const char* what, const char* expected, double got) {
-    return error(Code::Option, std::string(what) + ": expected " + expected + ", got " + num(got));
+    return error(Code::Option, std::string(what) + ": expected " + expected + ", got " + number_text(got));
   };
   auto is_int = [](double v) { return std::isfinite(v) && v == std::floor(v); };
   auto unit = [](double v) { return v >= 0.0 && v <= 1.0; };
@@ -313,7 +305,7 @@ Status masked_quantiles(const float* values, int64_t n, const uint8_t* mask, con
                         double* out, const ExecContext& ctx) {
   for (int64_t i = 0; i < nq; ++i)
     if (!(qs[i] >= 0 && qs[i] <= 1))
-      return error(Code::Option, "q[" + std::to_string(i) + "]: expected a number >= 0 <= 1, got " + num(qs[i]));
+      return error(Code::Option, "q[" + std::to_string(i) + "]: expected a number >= 0 <= 1, got " + number_text(qs[i]));
   Selector s;
   int64_t count = 0;
   for (int64_t t = 0; t < n; ++t) {
@@ -352,7 +344,7 @@ Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, co
   for (int64_t r = 0; r < in.rows; ++r)
     if (!std::isfinite(in.advantages[r]))
       return error(Code::NonFinite,
-                   "advantages[" + std::to_string(r) + "]: expected a finite number, got " + num(in.advantages[r]));
+                   "advantages[" + std::to_string(r) + "]: expected a finite number, got " + number_text(in.advantages[r]));
 
   const int64_t rows = in.rows, n = in.n;
   const int32_t* off = in.offsets;
@@ -444,9 +436,9 @@ Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, co
       case kMask: return error(Code::Option, "mask" + i + ": expected 0 or 1, got " + std::to_string(mask[t]));
       case kDivNaN: return error(Code::NonFinite, "divergence" + i + ": expected a number, got NaN");
       case kDivNeg:
-        return error(Code::TargetRange, "divergence" + i + ": expected >= 0 (tolerance 1e-6), got " + num(D[t]));
-      case kEntNonFinite: return error(Code::NonFinite, "entropy" + i + ": expected a finite number, got " + num(H[t]));
-      case kEntNeg: return error(Code::TargetRange, "entropy" + i + ": expected >= 0 (tolerance 1e-6), got " + num(H[t]));
+        return error(Code::TargetRange, "divergence" + i + ": expected >= 0 (tolerance 1e-6), got " + number_text(D[t]));
+      case kEntNonFinite: return error(Code::NonFinite, "entropy" + i + ": expected a finite number, got " + number_text(H[t]));
+      case kEntNeg: return error(Code::TargetRange, "entropy" + i + ": expected >= 0 (tolerance 1e-6), got " + number_text(H[t]));
       default: return error(Code::NonFinite, "logratio" + i + ": expected a number, got NaN");
     }
   }

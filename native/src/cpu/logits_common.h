@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "gear/common.h"
@@ -114,6 +115,15 @@ struct DivergenceKernels {
 extern const DivergenceKernels divergence_baseline, divergence_avx2, divergence_avx512;
 const DivergenceKernels& divergence_kernels();
 
+// ---- the first bad row of a parallel pass over rows ----
+constexpr int64_t kNoRow = std::numeric_limits<int64_t>::max();  // no bad row
+// a = min(a, v), from any thread.
+inline void atomic_min(std::atomic<int64_t>& a, int64_t v) {
+  int64_t cur = a.load(std::memory_order_relaxed);
+  while (v < cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+
 // ---- shared checks (token_stats.cc) ----
 // rows >= 0, vocab >= 1, rows * vocab without overflow, data present, known dtype.
 Status check_logits(const LogitsView& l, const char* what);
@@ -121,6 +131,8 @@ Status check_logits(const LogitsView& l, const char* what);
 Status bad_row_status(const LogitsView& l, const char* what, int64_t r);
 // Every target in [0, vocab).
 Status check_targets(const int32_t* targets, int64_t rows, int64_t vocab, const char* what);
+// A vocabulary shard's start in [0, 2^31) and every target >= 0 (any id may fall outside the shard).
+Status check_partial_args(const int32_t* targets, int64_t rows, int64_t vocab_start);
 // Rows per parallel task: about 1 MiB of logits per task (results never depend on it).
 int64_t rows_per_task(int64_t rows, int64_t vocab, const ExecContext& ctx);
 void fill_nan(float* p, int64_t n);

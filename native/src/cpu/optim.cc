@@ -62,24 +62,16 @@ const Kernels& kernels() {
   }
 }
 
-std::string num(double x) {
-  if (std::isnan(x)) return "NaN";
-  if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.17g", x);
-  return b;
-}
-
 Status check_range(const char* what, double x, double lo, double hi, bool hi_open) {
   const bool ok = std::isfinite(x) && x >= lo && (hi_open ? x < hi : x <= hi);
   if (ok) return Status::ok();
-  return error(Code::Option, std::string(what) + ": expected a number in [" + num(lo) + ", " + num(hi) +
-                                 (hi_open ? ")" : "]") + ", got " + num(x));
+  return error(Code::Option, std::string(what) + ": expected a number in [" + number_text(lo, 17) + ", " + number_text(hi, 17) +
+                                 (hi_open ? ")" : "]") + ", got " + number_text(x, 17));
 }
 
 Status check_nonneg(const char* what, double x) {
   if (std::isfinite(x) && x >= 0) return Status::ok();
-  return error(Code::Option, std::string(what) + ": expected a finite number >= 0, got " + num(x));
+  return error(Code::Option, std::string(what) + ": expected a finite number >= 0, got " + number_text(x, 17));
 }
 
 // Every non-empty buffer must be present and disjoint from every other one: an aliased gradient or a
@@ -138,14 +130,17 @@ void run_tasks(const ExecContext& ctx, const std::vector<Task>& tasks, int64_t t
   ctx.pool->parallel_for(nt, [&](int64_t k, int) { fn(tasks[static_cast<size_t>(k)]); });
 }
 
-std::vector<int64_t> lengths(const OptimTensor* t, int64_t count, int64_t* total) {
+// Runs fn(tensor, begin, len) over fixed kStepBlock spans of every tensor: the optimizer steps' one pass.
+template <typename F>
+void for_each_span(const OptimTensor* t, int64_t count, const ExecContext& ctx, F&& fn) {
   std::vector<int64_t> n(static_cast<size_t>(count));
-  *total = 0;
+  int64_t total = 0;
   for (int64_t i = 0; i < count; ++i) {
     n[static_cast<size_t>(i)] = t[i].n;
-    *total += t[i].n;
+    total += t[i].n;
   }
-  return n;
+  run_tasks(ctx, partition(n.data(), count, kStepBlock), total,
+            [&](const Task& w) { fn(t[w.tensor], w.begin, w.end - w.begin); });
 }
 
 }  // namespace
@@ -169,8 +164,8 @@ Status check_sgd(const OptimTensor* t, int64_t count, const SgdHyper& h) {
   if (!(st = check_range("dampening", h.dampening, 0.0, 1.0, false)).is_ok()) return st;
   if (!(st = check_nonneg("weightDecay", h.weight_decay)).is_ok()) return st;
   if (h.nesterov && (h.momentum <= 0 || h.dampening != 0))
-    return error(Code::Option, "nesterov: expected momentum > 0 and dampening 0, got momentum " + num(h.momentum) +
-                                   " and dampening " + num(h.dampening));
+    return error(Code::Option, "nesterov: expected momentum > 0 and dampening 0, got momentum " + number_text(h.momentum, 17) +
+                                   " and dampening " + number_text(h.dampening, 17));
   return check_tensors(t, count, h.momentum != 0 ? 1 : 0, false);
 }
 
@@ -195,13 +190,8 @@ Status adam_step(const OptimTensor* t, int64_t count, const AdamHyper& h, const 
   s.neg_step = static_cast<float>(-step_size);
   s.gsign = h.maximize ? -1.0f : 1.0f;
   s.amsgrad = h.amsgrad;
-  int64_t total = 0;
-  const auto n = lengths(t, count, &total);
-  const auto tasks = partition(n.data(), count, kStepBlock);
   const Kernels& k = kernels();
-  run_tasks(ctx, tasks, total, [&](const Task& w) {
-    const OptimTensor& x = t[w.tensor];
-    const int64_t b = w.begin, len = w.end - w.begin;
+  for_each_span(t, count, ctx, [&](const OptimTensor& x, int64_t b, int64_t len) {
     k.adam(s, x.param + b, x.grad + b, x.buf0 + b, x.buf1 + b, h.amsgrad ? x.buf2 + b : nullptr, len);
   });
   return Status::ok();
@@ -219,14 +209,9 @@ Status sgd_step(const OptimTensor* t, int64_t count, const SgdHyper& h, const Ex
   s.gsign = h.maximize ? -1.0f : 1.0f;
   s.mom_mode = h.momentum == 0.0 ? 0 : h.first_step ? 1 : 2;
   s.nesterov = h.nesterov;
-  int64_t total = 0;
-  const auto n = lengths(t, count, &total);
-  const auto tasks = partition(n.data(), count, kStepBlock);
   const Kernels& k = kernels();
-  run_tasks(ctx, tasks, total, [&](const Task& w) {
-    const OptimTensor& x = t[w.tensor];
-    const int64_t b = w.begin;
-    k.sgd(s, x.param + b, x.grad + b, s.mom_mode ? x.buf0 + b : nullptr, w.end - w.begin);
+  for_each_span(t, count, ctx, [&](const OptimTensor& x, int64_t b, int64_t len) {
+    k.sgd(s, x.param + b, x.grad + b, s.mom_mode ? x.buf0 + b : nullptr, len);
   });
   return Status::ok();
 }
@@ -274,14 +259,14 @@ Status grad_norm(const float* const* g, const int64_t* n, int64_t count, double*
 Status clip_grad_norm(float* const* g, const int64_t* n, int64_t count, double max_norm, bool error_if_nonfinite,
                       double* norm, const ExecContext& ctx) {
   if (std::isnan(max_norm) || max_norm < 0)
-    return error(Code::Option, "maxNorm: expected a number >= 0, got " + num(max_norm));
+    return error(Code::Option, "maxNorm: expected a number >= 0, got " + number_text(max_norm, 17));
   int64_t total = 0;
   Status st = check_grads(g, n, count, &total);
   if (!st.is_ok()) return st;
   const double nrm = norm_of(g, n, count, total, ctx);
   *norm = nrm;
   if (error_if_nonfinite && !std::isfinite(nrm))
-    return error(Code::NonFinite, "gradient norm: expected a finite total norm, got " + num(nrm) +
+    return error(Code::NonFinite, "gradient norm: expected a finite total norm, got " + number_text(nrm, 17) +
                                       " (gradients left unchanged)");
   // torch: clip_coef = max_norm / (total_norm + 1e-6) on a float32 tensor is reciprocal() * max_norm.
   const float denom = static_cast<float>(nrm) + static_cast<float>(1e-6);

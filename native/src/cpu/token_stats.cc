@@ -26,14 +26,6 @@ const TokenStatsKernels& token_stats_kernels() {
   }
 }
 
-static std::string num(double x) {
-  if (std::isnan(x)) return "NaN";
-  if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", x);
-  return buf;
-}
-
 Status check_logits(const LogitsView& l, const char* what) {
   const std::string w(what);
   const int dt = static_cast<int>(l.dtype);
@@ -54,7 +46,7 @@ Status bad_row_status(const LogitsView& l, const char* what, int64_t r) {
     const float x = to_f32(l.dtype, row, v);
     if (std::isnan(x) || x == INFINITY)
       return error(Code::NonFinite, std::string(what) + "[row " + std::to_string(r) + ", entry " + std::to_string(v) +
-                                        "]: expected a finite logit or -Infinity, got " + num(x));
+                                        "]: expected a finite logit or -Infinity, got " + number_text(x));
   }
   return error(Code::NonFinite, std::string(what) + "[row " + std::to_string(r) +
                                     "]: expected at least one finite logit, got all -Infinity");
@@ -67,6 +59,17 @@ Status check_targets(const int32_t* targets, int64_t rows, int64_t vocab, const 
       return error(Code::TargetRange, std::string(what) + "[" + std::to_string(r) + "]: expected a token id in [0, " +
                                           std::to_string(vocab) + "), got " + std::to_string(targets[r]));
   }
+  return Status::ok();
+}
+
+Status check_partial_args(const int32_t* targets, int64_t rows, int64_t vocab_start) {
+  if (vocab_start < 0 || vocab_start > std::numeric_limits<int32_t>::max())
+    return error(Code::Option, "vocabStart: expected an integer in [0, 2^31), got " + std::to_string(vocab_start));
+  if (rows > 0 && targets == nullptr) return error(Code::Shape, "targets: expected an Int32Array of the row count, got none");
+  for (int64_t r = 0; r < rows; ++r)
+    if (targets[r] < 0)
+      return error(Code::TargetRange, "targets[" + std::to_string(r) + "]: expected a token id >= 0, got " +
+                                          std::to_string(targets[r]));
   return Status::ok();
 }
 
@@ -84,16 +87,10 @@ void fill_nan(float* p, int64_t n) {
   for (int64_t i = 0; i < n; ++i) p[i] = q;
 }
 
-static void atomic_min(std::atomic<int64_t>& a, int64_t v) {
-  int64_t cur = a.load(std::memory_order_relaxed);
-  while (v < cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
-  }
-}
-
 // 1/T must stay a finite float32 scale: T >= 1e-30 (any practical temperature).
 Status check_temperature(double t) {
   if (!(t >= 1e-30) || !std::isfinite(t))
-    return error(Code::Option, "temperature: expected a finite number >= 1e-30, got " + num(t));
+    return error(Code::Option, "temperature: expected a finite number >= 1e-30, got " + number_text(t));
   return Status::ok();
 }
 
@@ -101,13 +98,12 @@ Status check_finite(const float* p, int64_t n, const char* what) {
   if (p == nullptr) return Status::ok();
   for (int64_t i = 0; i < n; ++i)
     if (!std::isfinite(p[i]))
-      return error(Code::NonFinite, std::string(what) + "[" + std::to_string(i) + "]: expected a finite number, got " + num(p[i]));
+      return error(Code::NonFinite,
+                   std::string(what) + "[" + std::to_string(i) + "]: expected a finite number, got " + number_text(p[i]));
   return Status::ok();
 }
 
 }  // namespace kern
-
-using kern::num;
 
 Status token_stats(const LogitsView& l, const int32_t* targets, double temperature, float* logprob, float* entropy,
                    float* lse, const ExecContext& ctx) {
@@ -129,7 +125,7 @@ Status token_stats(const LogitsView& l, const int32_t* targets, double temperatu
   const double inv_t = 1.0 / temperature;
   const int64_t row_bytes = l.vocab * dtype_size(l.dtype);
   const char* base = static_cast<const char*>(l.data);
-  std::atomic<int64_t> bad{std::numeric_limits<int64_t>::max()};
+  std::atomic<int64_t> bad{kern::kNoRow};
   const bool done = parallel_blocks(ctx, l.rows, kern::rows_per_task(l.rows, l.vocab, ctx), [&](int64_t b, int64_t e, int) {
     auto finish = [&](int64_t r, const rowmath::SoftmaxStats& s) {
       if (lse) lse[r] = static_cast<float>(rowmath::stats_lse(s, inv_t));
@@ -156,7 +152,7 @@ Status token_stats(const LogitsView& l, const int32_t* targets, double temperatu
       finish(r, s);
     }
   });
-  if (bad.load() != std::numeric_limits<int64_t>::max()) return fail(kern::bad_row_status(l, "logits", bad.load()));
+  if (bad.load() != kern::kNoRow) return fail(kern::bad_row_status(l, "logits", bad.load()));
   if (!done) return fail(error(Code::Aborted, "tokenStats: aborted by the AbortSignal"));
   return Status::ok();
 }
@@ -195,7 +191,7 @@ Status token_stats_backward(const LogitsView& l, const int32_t* targets, const f
   const double inv_t = 1.0 / temperature;
   const int64_t row_bytes = l.vocab * dtype_size(l.dtype);
   const char* base = static_cast<const char*>(l.data);
-  std::atomic<int64_t> bad{std::numeric_limits<int64_t>::max()};
+  std::atomic<int64_t> bad{kern::kNoRow};
   const bool done = parallel_blocks(ctx, l.rows, kern::rows_per_task(l.rows, l.vocab, ctx), [&](int64_t b, int64_t e, int) {
     for (int64_t r = b; r < e; ++r) {
       const char* row = base + r * row_bytes;
@@ -223,7 +219,7 @@ Status token_stats_backward(const LogitsView& l, const int32_t* targets, const f
     }
   });
   Status err;
-  if (bad.load() != std::numeric_limits<int64_t>::max()) err = kern::bad_row_status(l, "logits", bad.load());
+  if (bad.load() != kern::kNoRow) err = kern::bad_row_status(l, "logits", bad.load());
   else if (!done) err = error(Code::Aborted, "tokenStatsBackward: aborted by the AbortSignal");
   if (!err.is_ok()) {
     kern::fill_nan(out, total);  // rows already written must not look valid (in place: the logits are gone too)
@@ -244,18 +240,12 @@ Status token_stats_partial(const LogitsView& l, const int32_t* targets, int64_t 
     return s;
   };
   if (!(st = kern::check_temperature(temperature)).is_ok()) return fail(st);
-  if (vocab_start < 0 || vocab_start > std::numeric_limits<int32_t>::max())
-    return fail(error(Code::Option, "vocabStart: expected an integer in [0, 2^31), got " + std::to_string(vocab_start)));
-  if (l.rows > 0 && targets == nullptr) return fail(error(Code::Shape, "targets: expected an Int32Array of the row count, got none"));
-  for (int64_t r = 0; r < l.rows; ++r)
-    if (targets[r] < 0)
-      return fail(error(Code::TargetRange, "targets[" + std::to_string(r) + "]: expected a token id >= 0, got " +
-                                               std::to_string(targets[r])));
+  if (!(st = kern::check_partial_args(targets, l.rows, vocab_start)).is_ok()) return fail(st);
   const auto fn = kern::token_stats_kernels().stats[static_cast<int>(l.dtype)];
   const double inv_t = 1.0 / temperature;
   const int64_t row_bytes = l.vocab * dtype_size(l.dtype);
   const char* base = static_cast<const char*>(l.data);
-  std::atomic<int64_t> bad{std::numeric_limits<int64_t>::max()};
+  std::atomic<int64_t> bad{kern::kNoRow};
   const bool done = parallel_blocks(ctx, l.rows, kern::rows_per_task(l.rows, l.vocab, ctx), [&](int64_t b, int64_t e, int) {
     for (int64_t r = b; r < e; ++r) {
       const char* row = base + r * row_bytes;
@@ -271,7 +261,7 @@ Status token_stats_partial(const LogitsView& l, const int32_t* targets, int64_t 
       target_logit[r] = y >= 0 && y < l.vocab ? static_cast<double>(kern::to_f32(l.dtype, row, y)) : qnan;
     }
   });
-  if (bad.load() != std::numeric_limits<int64_t>::max()) return fail(kern::bad_row_status(l, "shard", bad.load()));
+  if (bad.load() != kern::kNoRow) return fail(kern::bad_row_status(l, "shard", bad.load()));
   if (!done) return fail(error(Code::Aborted, "tokenStatsPartial: aborted by the AbortSignal"));
   return Status::ok();
 }
@@ -309,8 +299,8 @@ Status merge_token_stats(int64_t parts, const int64_t* vocab_start, const int64_
                       ((s.s == 0) == (s.m == -INFINITY));
       if (!ok)
         return fail(error(Code::NonFinite, "parts[" + std::to_string(p) + "] row " + std::to_string(r) +
-                                               ": expected statistics from tokenStatsPartial, got max " + num(s.m) +
-                                               ", sumExp " + num(s.s) + ", sumExpX " + num(s.a)));
+                                               ": expected statistics from tokenStatsPartial, got max " + number_text(s.m) +
+                                               ", sumExp " + number_text(s.s) + ", sumExpX " + number_text(s.a)));
       acc = rowmath::stats_merge(acc, s, inv_t);
       if (!std::isnan(target_logit[p][r])) {
         zy = target_logit[p][r];

@@ -34,14 +34,6 @@ std::string device_name() {
   return p.name;
 }
 
-std::string num(double x) {
-  if (std::isnan(x)) return "NaN";
-  if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", x);
-  return buf;
-}
-
 void fill_nan(float* p, int64_t n) { kern::fill_nan(p, n); }
 void fill_nan(double* p, int64_t n) {
   if (p == nullptr) return;
@@ -54,6 +46,9 @@ Status check_logits(const LogitsView& l, const char* what) { return kern::check_
 Status check_temperature(double t) { return kern::check_temperature(t); }
 Status check_targets(const int32_t* targets, int64_t rows, int64_t vocab, const char* what) {
   return kern::check_targets(targets, rows, vocab, what);
+}
+Status check_partial_args(const int32_t* targets, int64_t rows, int64_t vocab_start) {
+  return kern::check_partial_args(targets, rows, vocab_start);
 }
 Status check_finite(const float* p, int64_t n, const char* what) { return kern::check_finite(p, n, what); }
 // Logits stay in host memory (the kernels copy them to the device), so the CPU's row scan applies.

@@ -234,13 +234,7 @@ Status token_stats_partial(const LogitsView& l, const int32_t* targets, int64_t 
   };
   Status st = check_temperature(temperature);
   if (!st.is_ok()) return fail(st);
-  if (vocab_start < 0 || vocab_start > std::numeric_limits<int32_t>::max())
-    return fail(error(Code::Option, "vocabStart: expected an integer in [0, 2^31), got " + std::to_string(vocab_start)));
-  if (l.rows > 0 && targets == nullptr) return fail(error(Code::Shape, "targets: expected an Int32Array of the row count, got none"));
-  for (int64_t r = 0; r < l.rows; ++r)
-    if (targets[r] < 0)
-      return fail(error(Code::TargetRange, "targets[" + std::to_string(r) + "]: expected a token id >= 0, got " +
-                                               std::to_string(targets[r])));
+  if (!(st = check_partial_args(targets, l.rows, vocab_start)).is_ok()) return fail(st);
   if (l.rows == 0) return Status::ok();
   const int64_t esz = dtype_size(l.dtype);
   const int64_t per = std::min<int64_t>(l.rows, chunk_rows(l.vocab * esz));
