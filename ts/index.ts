@@ -10,7 +10,7 @@ export type { GearErrorCode } from './errors.js';
 
 // Native ops
 export { backend, setNumThreads, setIsa } from './ops/backend.js';
-export type { BackendInfo } from './ops/backend.js';
+export type { BackendInfo, Isa } from './ops/backend.js';
 export { segmentReduce, segmentReduceAsync, segmentBroadcast, segmentBroadcastAsync } from './ops/segment.js';
 export type { SegmentOp, AsyncOptions } from './ops/segment.js';
 // segmentBroadcast output reuse

@@ -22,7 +22,7 @@ const require = createRequire(import.meta.url);
 export type NativeFn = (...args: any[]) => any;
 export interface NativeAddon {
   setErrorClass(cls: unknown): void;
-  backend(): { variant: string; isa: string; detectedIsa: string; threads: number; version: string };
+  backend(): { variant: string; isa: string; detectedIsa: string; isas: string[]; threads: number; version: string };
   setNumThreads(n: number): void;
   setIsa(isa: string): string;
   [name: string]: NativeFn;

@@ -13,7 +13,7 @@ const PKG = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { ve
 const cpuFlags = readFileSync('/proc/cpuinfo', 'utf8').match(/^flags\s*:(.*)$/m)?.[1]?.split(/\s+/) ?? [];
 const has = (...f: string[]) => f.every((x) => cpuFlags.includes(x));
 // What the CPU supports, from /proc/cpuinfo (independent of the addon's own detection).
-const BEST = has('avx512f', 'avx512bw', 'avx512vl', 'avx512dq') ? 'avx512' : has('avx2', 'fma') ? 'avx2' : 'baseline';
+const BEST = has('avx512f', 'avx512bw', 'avx512vl', 'avx512dq', 'fma', 'f16c') ? 'avx512' : has('avx2', 'fma', 'f16c') ? 'avx2' : 'baseline';
 const ORDER = ['baseline', 'avx2', 'avx512'] as const;
 
 const initial = rl.backend();
@@ -38,7 +38,9 @@ function childBackend(env: Record<string, string>) {
 describe('backend()', () => {
   it('reports the cpu variant, the version of package.json, an ISA and a thread count', () => {
     const b = rl.backend();
-    expect(Object.keys(b).sort()).toEqual(['isa', 'threads', 'variant', 'version']);
+    expect(Object.keys(b).sort()).toEqual(['isa', 'isas', 'threads', 'variant', 'version']);
+    expect(b.isas).toEqual(ORDER.slice(0, ORDER.indexOf(BEST) + 1));
+    expect(b.isas).toContain(b.isa);
     expect(b.variant).toBe('cpu');
     expect(b.version).toBe(PKG.version);
     expect(ORDER).toContain(b.isa);
@@ -107,6 +109,13 @@ describe('setIsa()', () => {
       expect(rl.setIsa(isa)).toBe(want);
       expect(rl.backend().isa).toBe(want);
     }
+  });
+
+  it('rejects an instruction set of another architecture with ERR_OPTION and keeps the one in effect', () => {
+    const before = rl.backend().isa;
+    const foreign = process.arch === 'arm64' ? 'avx2' : 'neon';
+    expect(() => rl.setIsa(foreign)).toThrow(/^isa: expected an instruction set of this architecture/);
+    expect(rl.backend().isa).toBe(before);
   });
 
   it('rejects unknown names with ERR_OPTION, naming the accepted values', () => {

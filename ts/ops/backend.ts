@@ -7,12 +7,23 @@ import { fail } from '../errors.js';
 import { native } from '../native.js';
 import { numOpt } from '../validate.js';
 
+/**
+ * A CPU instruction set of the kernels. x86-64 has `'baseline' < 'avx2' < 'avx512'`, aarch64 has
+ * `'baseline' < 'neon'`; `'baseline'` is the portable scalar build of the same kernels.
+ */
+export type Isa = 'baseline' | 'avx2' | 'avx512' | 'neon';
+
 /** Description of the loaded native backend. */
 export interface BackendInfo {
   /** `'cpu'` or `'cuda'`. */
   variant: 'cpu' | 'cuda';
-  /** Instruction set the kernels use: `'baseline'`, `'avx2'` or `'avx512'` (or a GPU architecture). */
-  isa: 'baseline' | 'avx2' | 'avx512' | string;
+  /** Instruction set the kernels use now: one of {@link BackendInfo.isas} (or a GPU architecture). */
+  isa: Isa | string;
+  /**
+   * Every instruction set this CPU runs, lowest first (`'baseline'` always first): the values
+   * {@link setIsa} accepts without clamping. Tests and benchmarks loop over it to cover every path.
+   */
+  isas: Isa[];
   /** Threads in the addon's pool. */
   threads: number;
   /** Package version the binary was built from. */
@@ -22,7 +33,13 @@ export interface BackendInfo {
 /** Reports the native variant, instruction set, thread count and version. */
 export function backend(): BackendInfo {
   const b = native.backend();
-  return { variant: b.variant as 'cpu' | 'cuda', isa: b.isa, threads: b.threads, version: b.version };
+  return {
+    variant: b.variant as 'cpu' | 'cuda',
+    isa: b.isa,
+    isas: (b.isas ?? [b.isa]) as Isa[],
+    threads: b.threads,
+    version: b.version,
+  };
 }
 
 /**
@@ -36,9 +53,11 @@ export function setNumThreads(n: number): void {
 }
 
 /**
- * Forces the kernels' instruction set (`GEAR_RL_ISA` does the same at load); clamped to what the CPU
- * supports. Returns the instruction set in effect. Meant for testing and benchmarking every path.
+ * Forces the kernels' instruction set (`GEAR_RL_ISA` does the same at load); clamped to the best one
+ * the CPU supports. Returns the instruction set in effect. An instruction set of another architecture
+ * (`'neon'` on x86-64, `'avx2'` on aarch64) throws `ERR_OPTION`. Meant for testing and benchmarking
+ * every path; the setting is process-wide (every thread and worker of the process shares it).
  */
-export function setIsa(isa: 'baseline' | 'avx2' | 'avx512'): string {
+export function setIsa(isa: Isa): string {
   return native.setIsa(isa);
 }

@@ -17,6 +17,11 @@ static Napi::Value Backend(const Napi::CallbackInfo& info) {
   o.Set("variant", "cpu");
   o.Set("isa", isa_name(active_isa()));
   o.Set("detectedIsa", isa_name(detected_isa()));
+  Isa list[4];
+  const int n = available_isas(list);
+  Napi::Array isas = Napi::Array::New(env, static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) isas.Set(static_cast<uint32_t>(i), isa_name(list[i]));
+  o.Set("isas", isas);
   o.Set("threads", global_pool().threads());
   o.Set("version", GEAR_RL_VERSION);
   return o;
@@ -32,7 +37,11 @@ static Napi::Value SetIsa(const Napi::CallbackInfo& info) {
   std::string s = String(info[0], "isa");
   Isa isa;
   if (!parse_isa(s.c_str(), &isa))
-    Throw(info.Env(), Code::Option, "isa: expected 'baseline', 'avx2' or 'avx512', got \"" + s + "\"");
+    Throw(info.Env(), Code::Option, "isa: expected 'baseline', 'avx2', 'avx512' or 'neon', got \"" + s + "\"");
+  if (!isa_of_this_arch(isa))
+    Throw(info.Env(), Code::Option,
+          "isa: expected an instruction set of this architecture (" + std::string(isa_name(Isa::Baseline)) +
+              (isa_of_this_arch(Isa::Neon) ? ", neon" : ", avx2, avx512") + "), got \"" + s + "\"");
   return Napi::String::New(info.Env(), isa_name(set_isa(isa)));
 }
 

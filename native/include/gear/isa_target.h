@@ -1,0 +1,46 @@
+// Architecture guards and per-ISA target regions that both g++ and clang honour.
+//
+//   GEAR_X86 / GEAR_ARM64   1 when building for x86-64 / aarch64 (else 0).
+//   GEAR_TARGET_BEGIN(f) ... GEAR_TARGET_END
+//       compiles the functions in between for the target features `f` (a string literal such as
+//       GEAR_AVX2_FEATURES) while the rest of the file stays baseline. g++ reads `#pragma GCC target`;
+//       clang ignores that pragma and needs `#pragma clang attribute push(target)` instead, which
+//       applies to functions (function templates and their instantiations included) but not to lambdas:
+//       code inside a region calls named functions, not lambdas, for vector work.
+//
+// Include the intrinsics headers (through this header) before a region opens, never inside one.
+#pragma once
+
+#if defined(__x86_64__) || defined(_M_X64)
+#define GEAR_X86 1
+#else
+#define GEAR_X86 0
+#endif
+#if defined(__aarch64__) || defined(_M_ARM64)
+#define GEAR_ARM64 1
+#else
+#define GEAR_ARM64 0
+#endif
+
+#if GEAR_X86
+#include <immintrin.h>
+#endif
+#if GEAR_ARM64
+#include <arm_neon.h>
+#endif
+
+#define GEAR_AVX2_FEATURES "avx2,fma,f16c"
+#define GEAR_AVX512_FEATURES "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"
+
+#define GEAR_PRAGMA(...) _Pragma(#__VA_ARGS__)
+#if defined(__clang__)
+#define GEAR_TARGET_BEGIN(features) \
+  GEAR_PRAGMA(clang attribute push(__attribute__((target(features))), apply_to = function))
+#define GEAR_TARGET_END GEAR_PRAGMA(clang attribute pop)
+#elif defined(__GNUC__)
+#define GEAR_TARGET_BEGIN(features) GEAR_PRAGMA(GCC push_options) GEAR_PRAGMA(GCC target(features))
+#define GEAR_TARGET_END GEAR_PRAGMA(GCC pop_options)
+#else
+#define GEAR_TARGET_BEGIN(features)
+#define GEAR_TARGET_END
+#endif
