@@ -1,20 +1,18 @@
 // divergence / divergenceBackward against the float64 reference (test/helpers/reference.ts), finite
 // differences and TRL's SDPO vectors, on every ISA path and dtype.
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import { ISAS, restoreBackendAfterAll } from '../helpers/isa.js';
 import { data, expectClose, loadPeer } from '../helpers/peer.js';
 import {
   type DType, type Kind, encode, maxScaledError, randomLogits, refDivergence, refDivergenceGrad, rng,
 } from '../helpers/reference.js';
 
-const ISAS = ['baseline', 'avx2', 'avx512'] as const;
 const DTYPES: DType[] = ['float32', 'bfloat16', 'float16'];
 const TOL = 1e-5;
 const KINDS: [Kind, number][] = [['reverse_kl', 0.5], ['forward_kl', 0.5], ['jsd', 0.5], ['jsd', 0.1], ['jsd', 1], ['jsd', 0]];
 
-afterAll(() => {
-  rl.setIsa('avx512');
-});
+restoreBackendAfterAll();
 
 /** Student/teacher pairs with masked entries on both sides (same support), single-entry rows, +-1e4. */
 function makePair(seed: number, rows: number, vocab: number, studentOnlyMask = true) {

@@ -2,6 +2,7 @@
 // straight into the native layer), the process stays alive, and no output is left looking valid.
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import { ISAS, LOADED } from '../helpers/isa.js';
 import { native } from '../../ts/native.js';
 import { toBf16, toF16 } from '../helpers/reference.js';
 
@@ -81,7 +82,7 @@ describe('tokenStats rejects bad input', () => {
 
   it('a NaN or +Infinity anywhere is caught on every ISA path, also inside a fully masked block', () => {
     const V = 5000; // blocks of 2048: [0, 2048) finite, [2048, 4096) masked but for the bad entry
-    for (const isa of ['baseline', 'avx2', 'avx512'] as const) {
+    for (const isa of ISAS) {
       rl.setIsa(isa);
       for (const bad of [NaN, Infinity, -NaN]) {
         for (const at of [7, 3000, 4999]) {
@@ -105,7 +106,7 @@ describe('tokenStats rejects bad input', () => {
         }
       }
     }
-    rl.setIsa('avx512');
+    rl.setIsa(LOADED);
   });
 
   it('fills supplied out arrays with NaN on a kernel error (nothing partially valid)', () => {

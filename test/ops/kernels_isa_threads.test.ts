@@ -3,18 +3,13 @@
 import { execFileSync } from 'node:child_process';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import { BEST, ISAS, restoreBackendAfterAll } from '../helpers/isa.js';
 import { encode, randomLogits } from '../helpers/reference.js';
 
-const ISAS = ['baseline', 'avx2', 'avx512'] as const;
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const defaultThreads = rl.backend().threads;
-
-afterAll(() => {
-  rl.setNumThreads(defaultThreads);
-  rl.setIsa('avx512');
-});
+restoreBackendAfterAll();
 
 /** Bytes of every typed array in a result, concatenated: equality means bit-identical. */
 function bits(x: unknown): string {
@@ -115,24 +110,40 @@ describe('logits kernels are deterministic', () => {
 });
 
 describe('ISA override', () => {
-  it('GEAR_RL_ISA=avx2 is honoured at load (backend().isa) and computes what setIsa("avx2") computes', () => {
-    const script = `
-      const addon = require('node-gyp-build')(${JSON.stringify(ROOT)});
-      const z = new Float32Array(3 * 100).map((_, i) => Math.sin(i) * 4);
-      const o = addon.tokenStats(z, 3, 100, 0, new Int32Array([1, 2, 3]), 1, null, null, null, false, null);
-      console.log(JSON.stringify({ isa: addon.backend().isa, lse: Array.from(o.logsumexp), h: Array.from(o.entropy) }));`;
-    const out = execFileSync(process.execPath, ['-e', script], { env: { ...process.env, GEAR_RL_ISA: 'avx2' }, encoding: 'utf8' });
-    const child = JSON.parse(out) as { isa: string; lse: number[]; h: number[] };
-    expect(child.isa).toBe('avx2');
-    rl.setIsa('avx2');
+  // Each ISA of this CPU chosen through the environment at load: backend().isa reports it, and the
+  // results are bit-identical to setIsa(isa) in this process (the same kernel). An ISA the CPU lacks
+  // falls back to the best one it has.
+  const script = `
+    const addon = require('node-gyp-build')(${JSON.stringify(ROOT)});
     const z = new Float32Array(3 * 100).map((_, i) => Math.sin(i) * 4);
-    const o = rl.tokenStats({ data: z, rows: 3, vocab: 100 }, new Int32Array([1, 2, 3]));
-    expect(child.lse).toEqual(Array.from(o.logsumexp));
-    expect(child.h).toEqual(Array.from(o.entropy));
-    rl.setIsa('avx512');
-    const o512 = rl.tokenStats({ data: z, rows: 3, vocab: 100 }, new Int32Array([1, 2, 3]));
-    expect(rl.backend().isa).toBe('avx512');
-    // a different code path: close, and (for these values) not necessarily bit-identical
-    o512.logsumexp.forEach((x, i) => expect(Math.abs(x - o.logsumexp[i]!)).toBeLessThan(1e-5));
+    const o = addon.tokenStats(z, 3, 100, 0, new Int32Array([1, 2, 3]), 1, null, null, null, false, null);
+    console.log(JSON.stringify({ isa: addon.backend().isa, lse: Array.from(o.logsumexp), h: Array.from(o.entropy) }));`;
+  const child = (isa: string) =>
+    JSON.parse(execFileSync(process.execPath, ['-e', script], { env: { ...process.env, GEAR_RL_ISA: isa }, encoding: 'utf8' })) as
+      { isa: string; lse: number[]; h: number[] };
+  const z = new Float32Array(3 * 100).map((_, i) => Math.sin(i) * 4);
+
+  for (const isa of ISAS) {
+    it(`GEAR_RL_ISA=${isa} is honoured at load and computes what setIsa("${isa}") computes`, () => {
+      const c = child(isa);
+      expect(c.isa).toBe(isa);
+      expect(rl.setIsa(isa)).toBe(isa);
+      const o = rl.tokenStats({ data: z, rows: 3, vocab: 100 }, new Int32Array([1, 2, 3]));
+      expect(c.lse).toEqual(Array.from(o.logsumexp));
+      expect(c.h).toEqual(Array.from(o.entropy));
+      // every path agrees with the baseline to float32 rounding
+      rl.setIsa('baseline');
+      const b = rl.tokenStats({ data: z, rows: 3, vocab: 100 }, new Int32Array([1, 2, 3]));
+      b.logsumexp.forEach((x, i) => expect(Math.abs(x - o.logsumexp[i]!)).toBeLessThan(1e-5));
+    });
+  }
+
+  it('an ISA this CPU lacks falls back to the best it has, at load and in setIsa', () => {
+    const missing = (process.arch === 'x64' ? ['avx2', 'avx512'] : []).filter((i) => !ISAS.includes(i as rl.Isa));
+    for (const isa of missing) {
+      expect(child(isa).isa).toBe(BEST);
+      expect(rl.setIsa(isa as rl.Isa)).toBe(BEST);
+    }
+    expect(child('no-such-isa').isa).toBe(BEST);
   });
 });

@@ -1,19 +1,17 @@
 // tokenStats / tokenStatsBackward / tokenStatsPartial + mergeTokenStats against the float64 reference
 // (test/helpers/reference.ts), finite differences and the peer vectors (verl, TRL), on every ISA path.
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import { ISAS, restoreBackendAfterAll } from '../helpers/isa.js';
 import { data, expectClose, loadPeer } from '../helpers/peer.js';
 import {
   type DType, encode, maxScaledError, randomLogits, refTokenStats, refTokenStatsGrad, rng,
 } from '../helpers/reference.js';
 
-const ISAS = ['baseline', 'avx2', 'avx512'] as const;
 const DTYPES: DType[] = ['float32', 'bfloat16', 'float16'];
 const TOL = 1e-5; // abs error, scaled by max(1, |expected|) for large magnitudes (float32 outputs)
 
-afterAll(() => {
-  rl.setIsa('avx512');
-});
+restoreBackendAfterAll();
 
 /** Random rows with the edge rows the issue lists: masked entries, one finite entry, a +-1e4 spread. */
 function makeCase(seed: number, rows: number, vocab: number) {

@@ -1,14 +1,12 @@
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import { BEST, ISAS, restoreBackendAfterAll } from '../helpers/isa.js';
 import { bits, clone, randomTensors } from './reference.js';
 
 const f = Math.fround;
 const code = (c: string) => expect.objectContaining({ name: 'GearError', code: c });
 
-afterAll(() => {
-  rl.setNumThreads(2);
-  rl.setIsa('avx512');
-});
+restoreBackendAfterAll();
 
 /** float64 reference norm: plain left-to-right sum of squares. */
 function norm64(grads: Float32Array[]): number {
@@ -60,7 +58,7 @@ describe('clipGradNorm', () => {
   it('norm and clipped gradients are bit-identical for 1, 2, 3, 8 threads and every ISA', () => {
     const base = randomTensors(4, [1_000_003, 17, 131_072, 5]);
     const results: string[] = [];
-    const configs: [number, 'baseline' | 'avx2' | 'avx512'][] = [[1, 'avx512'], [2, 'avx512'], [3, 'avx512'], [8, 'avx512'], [2, 'avx2'], [3, 'baseline']];
+    const configs: [number, rl.Isa][] = [[1, BEST], [2, BEST], [3, BEST], [8, BEST], ...ISAS.map((isa, i): [number, rl.Isa] => [2 + (i % 2), isa])];
     for (const [t, isa] of configs) {
       rl.setNumThreads(t);
       rl.setIsa(isa);

@@ -1,5 +1,6 @@
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import { BEST, ISAS, restoreBackendAfterAll } from '../helpers/isa.js';
 import { data, expectClose, loadPeer } from '../helpers/peer.js';
 import {
   adam64, bits, clone, randomTensors, sgd64, torchAdam, torchSgd, type AdamHp, type SgdHp,
@@ -8,10 +9,7 @@ import {
 const peer = loadPeer('torch_optim.json');
 const f32 = (t: unknown) => Float32Array.from(data(t) as number[]);
 
-afterAll(() => {
-  rl.setNumThreads(2);
-  rl.setIsa('avx512');
-});
+restoreBackendAfterAll();
 
 describe('torch_optim.json (PyTorch 1.13), every step of every case', () => {
   expect(peer.cases.length).toBeGreaterThanOrEqual(9);
@@ -162,7 +160,7 @@ describe('SGD on random shapes', () => {
 
 describe('determinism', () => {
   const lengths = [200_003, 1, 65_536, 131_073, 0, 77];
-  function run(threads: number, isa: 'baseline' | 'avx2' | 'avx512', kind: 'adamw' | 'sgd') {
+  function run(threads: number, isa: rl.Isa, kind: 'adamw' | 'sgd') {
     rl.setNumThreads(threads);
     rl.setIsa(isa);
     const params = randomTensors(3, lengths);
@@ -179,9 +177,9 @@ describe('determinism', () => {
   }
   for (const kind of ['adamw', 'sgd'] as const) {
     it(`${kind}: bit-identical for 1, 2, 3, 8 threads and every ISA`, () => {
-      const want = run(1, 'avx512', kind);
-      for (const t of [2, 3, 8]) expect(run(t, 'avx512', kind)).toEqual(want);
-      for (const isa of ['baseline', 'avx2'] as const) expect(run(2, isa, kind)).toEqual(want);
+      const want = run(1, BEST, kind);
+      for (const t of [2, 3, 8]) expect(run(t, BEST, kind)).toEqual(want);
+      for (const isa of ISAS) expect(run(2, isa, kind)).toEqual(want);
     });
   }
 });

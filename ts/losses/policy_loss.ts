@@ -637,9 +637,13 @@ function resolveOpts(a: PolicyLossArgs, kind: PolicyLossKind, sem: Semantics): O
  * terms and gradient are computed per token in float32, as verl does in torch float32 (its vector exp is
  * within ~1 ulp; the baseline ISA uses the C library's), while the loss accumulates w·L in float64 and
  * the metric sums (`ppo_kl`, `ratio_mean`) in float32 groups of a few tokens moved into float64, over a
- * fixed block partition, so results are bit-identical for any thread count. Against the float64 path it
- * agrees to about 1e-7 relative in the loss and within a few float32 ulps (1e-6 relative) in the
- * gradient; a ratio within rounding of a clip bound may fall on the other side. A large reused `out`
+ * fixed block partition, so results are bit-identical for any thread count. Against the float64 path
+ * the loss agrees within a few float32 ulps of Σ|w·L| (each token's float32 term carries its own
+ * rounding, so a loss that cancels between tokens of opposite sign can differ by more than that
+ * relative to its own size) and the gradient within a few float32 ulps (1e-6 relative); a ratio within
+ * rounding of a clip bound may fall on the other side. A ratio that overflows float32 (δ > 88.7 with
+ * the log-ratio clamp off) gives the float64 path's zero gradient where its derivative is zero, and a
+ * zero term where the advantage is zero. A large reused `out`
  * is written with streaming stores (see the README on reusing outputs).
  *
  * Bad input throws `GearError`: mismatched lengths `ERR_SHAPE`, wrong array types `ERR_DTYPE`, bad offsets

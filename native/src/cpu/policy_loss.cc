@@ -51,12 +51,15 @@ inline float token_scalar(const Kern& s, int64_t t, uint8_t mt, double w, float 
   if (x < -s.clamp) { x = -s.clamp; dx = 0; } else if (x > s.clamp) { x = s.clamp; dx = 0; }
   const float r = std::exp(x);
   const float na = -a;
-  const float L1 = na * r;
-  float rc = r, drc = 1;
-  if (r < s.lo) { rc = s.lo; drc = 0; } else if (r > s.hi) { rc = s.hi; drc = 0; }
+  // The float32 ratio overflows to inf for δ > 88.7 (the float64 path's ratio stays finite): a zero
+  // advantage keeps a zero L1, and zero derivatives select 0 instead of multiplying inf by 0.
+  const float L1 = a == 0 ? 0.0f : na * r;
+  float rc = r;
+  bool in_r = true;
+  if (r < s.lo) { rc = s.lo; in_r = false; } else if (r > s.hi) { rc = s.hi; in_r = false; }
   const float L2 = na * rc;
-  const float d1 = L1 * dx;
-  const float d2 = L1 * dx * drc;
+  const float d1 = dx != 0 ? L1 : 0.0f;
+  const float d2 = dx != 0 && in_r ? L1 : 0.0f;
   const float Lc = std::max(L1, L2);
   const float dc = L1 > L2 ? d1 : L2 > L1 ? d2 : 0.5f * (d1 + d2);
   float Lt = Lc, dt = dc;
@@ -302,7 +305,8 @@ static void block(const Kern& s, int64_t rows, int64_t b, int64_t e, bool stream
         xx = _mm512_min_ps(_mm512_max_ps(x, ncl), cl);
       }
       const __m512 rr = exp_ps<true>(xx);
-      const __m512 L1 = _mm512_mul_ps(na, rr);
+      // ρ may overflow to inf here: a zero advantage keeps L1 = 0 (as the float64 path) instead of NaN
+      const __m512 L1 = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(a, zero, _CMP_NEQ_UQ), na, rr);
       const __mmask16 inr = _mm512_cmp_ps_mask(rr, lo, _CMP_GE_OQ) & _mm512_cmp_ps_mask(rr, hi, _CMP_LE_OQ);
       const __m512 rc = _mm512_min_ps(_mm512_max_ps(rr, lo), hi);
       const __m512 L2 = _mm512_mul_ps(na, rc);
