@@ -17,11 +17,13 @@
       ],
       "cflags!": ["-fno-exceptions"],
       "cflags_cc!": ["-fno-exceptions", "-std=gnu++17"],
-      "cflags_cc": ["-std=c++17", "-O3", "-fexceptions", "-fno-math-errno", "-fvisibility=hidden"],
-      "cflags": ["-O3"],
+      "cflags_cc": ["-std=c++17", "-O3", "-fexceptions", "-fno-math-errno", "-ffp-contract=off", "-fvisibility=hidden"],
+      "cflags": ["-O3", "-ffp-contract=off"],
       "xcode_settings": {
         "GCC_ENABLE_CPP_EXCEPTIONS": "YES",
-        "CLANG_CXX_LANGUAGE_STANDARD": "c++17"
+        "CLANG_CXX_LANGUAGE_STANDARD": "c++17",
+        "MACOSX_DEPLOYMENT_TARGET": "11.0",
+        "OTHER_CPLUSPLUSFLAGS": ["-O3", "-fno-math-errno", "-ffp-contract=off", "-fvisibility=hidden"]
       }
     }
   ]

@@ -44,3 +44,15 @@
 #define GEAR_TARGET_BEGIN(features)
 #define GEAR_TARGET_END
 #endif
+
+// GCC 12's AVX-512 intrinsics headers trip -Wmaybe-uninitialized on their own _mm512_undefined_*
+// pass-through operands; clang has no such warning (and would warn about the unknown option).
+#if defined(__GNUC__) && !defined(__clang__)
+#define GEAR_AVX512_DIAG_BEGIN \
+  GEAR_PRAGMA(GCC diagnostic push) GEAR_PRAGMA(GCC diagnostic ignored "-Wmaybe-uninitialized") \
+  GEAR_PRAGMA(GCC diagnostic ignored "-Wuninitialized")
+#define GEAR_AVX512_DIAG_END GEAR_PRAGMA(GCC diagnostic pop)
+#else
+#define GEAR_AVX512_DIAG_BEGIN
+#define GEAR_AVX512_DIAG_END
+#endif

@@ -11,6 +11,7 @@
 #include "gear/dispatch.h"
 #include "gear/row_math.h"
 #include "gear/thread_pool.h"
+#include "gear/isa_target.h"
 #include "logits_common.h"
 
 namespace gear {
@@ -18,8 +19,10 @@ namespace kern {
 
 const DivergenceKernels& divergence_kernels() {
   switch (active_isa()) {
+#if GEAR_X86
     case Isa::Avx512: return divergence_avx512;
     case Isa::Avx2: return divergence_avx2;
+#endif
     default: return divergence_baseline;
   }
 }

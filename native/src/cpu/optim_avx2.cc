@@ -2,17 +2,16 @@
 #include <cmath>
 #include <cstdint>
 
+#include "gear/isa_target.h"
 #include "optim_internal.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#pragma GCC optimize("fp-contract=off")
+#if GEAR_X86
+GEAR_TARGET_BEGIN(GEAR_AVX2_FEATURES)
 namespace gear::optim_detail::avx2 {
 static inline float fma32(float a, float b, float c) { return std::fma(a, b, c); }  // one vfmadd
 #include "optim_kernels.inc"
 }  // namespace gear::optim_detail::avx2
-#pragma GCC pop_options
+GEAR_TARGET_END
 #else
 // Not an x86 build: dispatch never selects this ISA; keep the symbol for the table lookup.
 namespace gear::optim_detail::avx2 {

@@ -1,7 +1,5 @@
 #include "gear/policy_loss.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,6 +7,7 @@
 #include <vector>
 
 #include "gear/dispatch.h"
+#include "gear/isa_target.h"
 #include "gear/segment.h"
 #include "gear/thread_pool.h"
 
@@ -107,12 +106,9 @@ bool count_rows_baseline(const uint8_t* mask, const int32_t* off, int64_t r0, in
 // AVX-512 variant: 16 tokens per step in float32 over a fixed vector grid (multiples of 16 tokens from
 // the block start, whatever the addresses), so a token's result and every sum are independent of the
 // thread count and of where the arrays sit. A vector spanning row boundaries gets per-lane weights.
-#pragma GCC push_options
-// GCC 12 warns about the undefined pass-through operand inside its own AVX-512 intrinsic headers.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma")
+#if GEAR_X86
+GEAR_AVX512_DIAG_BEGIN
+GEAR_TARGET_BEGIN(GEAR_AVX512_FEATURES)
 namespace avx512 {
 
 // float32 exp (Cephes expf: Cody-Waite reduction by ln2 in two parts, degree-5 polynomial, ~1 ulp),
@@ -385,8 +381,9 @@ static bool count_rows(const uint8_t* mask, const int32_t* off, int64_t r0, int6
 }
 
 }  // namespace avx512
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
+GEAR_TARGET_END
+GEAR_AVX512_DIAG_END
+#endif  // GEAR_X86
 // ---------------------------------------------------------------------------------------------------
 
 static Status bad_option(const std::string& what, const std::string& expected, double got) {
@@ -419,7 +416,11 @@ Status policy_loss_ppo(const float* logprob, const float* old_logprob, const flo
 
   // Pass 1: per-row valid-token counts and the 0/1 check of the mask (1 byte per token), over
   // row-aligned chunks of about equal work.
+#if GEAR_X86
   const bool use512 = active_isa() == Isa::Avx512;
+#else
+  constexpr bool use512 = false;
+#endif
   std::vector<double> cnt(static_cast<size_t>(rows), 0.0);
   std::vector<int64_t> bad_mask(static_cast<size_t>(row_chunk_count(n, rows)), -1);
   bool done = parallel_blocks(ctx, static_cast<int64_t>(bad_mask.size()), 1, [&](int64_t k, int64_t, int) {
@@ -428,8 +429,12 @@ Status policy_loss_ppo(const float* logprob, const float* old_logprob, const flo
       for (int64_t r = r0; r < r1; ++r) cnt[r] = static_cast<double>(offsets[r + 1] - offsets[r]);
       return;
     }
+#if GEAR_X86
     const bool binary = use512 ? avx512::count_rows(mask, offsets, r0, r1, cnt.data())
                                : count_rows_baseline(mask, offsets, r0, r1, cnt.data());
+#else
+    const bool binary = count_rows_baseline(mask, offsets, r0, r1, cnt.data());
+#endif
     if (!binary) bad_mask[static_cast<size_t>(k)] = first_non_binary(mask, offsets[r0], offsets[r1]);
   });
   if (!done) return error(Code::Aborted, "policyLossPpo: aborted");
@@ -492,14 +497,15 @@ Status policy_loss_ppo(const float* logprob, const float* old_logprob, const flo
   std::vector<Partial> parts(static_cast<size_t>(nblocks));
   done = parallel_blocks(ctx, n, kBlock, [&](int64_t b, int64_t e, int) {
     Partial& p = parts[static_cast<size_t>(b / kBlock)];
-    if (!use512) {
-      const int64_t r = std::upper_bound(offsets, offsets + rows + 1, static_cast<int32_t>(b)) - offsets - 1;
-      block_baseline(s, r, b, e, p);
-    } else if (std::isinf(clampf)) {
-      avx512::block<false>(s, rows, b, e, stream, p);
-    } else {
-      avx512::block<true>(s, rows, b, e, stream, p);
+#if GEAR_X86
+    if (use512) {
+      if (std::isinf(clampf)) avx512::block<false>(s, rows, b, e, stream, p);
+      else avx512::block<true>(s, rows, b, e, stream, p);
+      return;
     }
+#endif
+    const int64_t r = std::upper_bound(offsets, offsets + rows + 1, static_cast<int32_t>(b)) - offsets - 1;
+    block_baseline(s, r, b, e, p);
   });
   if (!done) return error(Code::Aborted, "policyLossPpo: aborted");
   PpoStats out;

@@ -1,7 +1,5 @@
 #include "gear/segment.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -9,6 +7,7 @@
 #include <vector>
 
 #include "gear/dispatch.h"
+#include "gear/isa_target.h"
 #include "gear/thread_pool.h"
 
 namespace gear {
@@ -199,10 +198,9 @@ void reduce_dispatch(const T* v, const int32_t* off, const uint8_t* mask, SegOp 
 // skip the read-for-ownership of every output line (measured: about half the time of ordinary stores
 // at 10^7 tokens). A freshly allocated output is faster with ordinary stores: the page-fault zeroing
 // has just brought its lines into the cache.
-#pragma GCC push_options
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC target("avx512f,avx512bw,avx512vl")
+#if GEAR_X86
+GEAR_AVX512_DIAG_BEGIN
+GEAR_TARGET_BEGIN(GEAR_AVX512_FEATURES)
 namespace avx512 {
 
 // Tokens [b, e) starting in row r; same values as the scalar loop (v or +0 per token).
@@ -243,8 +241,9 @@ static void broadcast_stream(const double* vals, const int32_t* off, int64_t r, 
 }
 
 }  // namespace avx512
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
+GEAR_TARGET_END
+GEAR_AVX512_DIAG_END
+#endif  // GEAR_X86
 // ---------------------------------------------------------------------------------------------------
 
 Status segment_reduce(const float* v32, const double* v64, int64_t n, const int32_t* offsets, int64_t rows,
@@ -269,11 +268,13 @@ Status segment_broadcast(const double* row_values, const int32_t* offsets, int64
   // Every token is written independently, so plain token blocks split even a single long row.
   const int64_t blocks = (n + kChunk - 1) / kChunk;
   std::vector<int64_t> bads(static_cast<size_t>(blocks), -1);
-  const bool stream = reused_out && active_isa() == Isa::Avx512 && n * 4 >= kStreamOutputBytes;
+  const bool stream = GEAR_X86 && reused_out && active_isa() == Isa::Avx512 && n * 4 >= kStreamOutputBytes;
   const bool done = parallel_blocks(ctx, n, kChunk, [&](int64_t b, int64_t e, int) {
     if (mask) bads[static_cast<size_t>(b / kChunk)] = first_non_binary(mask, b, e);
     int64_t r = std::upper_bound(offsets, offsets + rows + 1, static_cast<int32_t>(b)) - offsets - 1;
+#if GEAR_X86
     if (stream) return avx512::broadcast_stream(row_values, offsets, r, mask, out, b, e);
+#endif
     for (int64_t t = b; t < e; ++r) {
       const int64_t se = std::min<int64_t>(e, offsets[r + 1]);
       const float v = static_cast<float>(row_values[r]);

@@ -13,6 +13,7 @@
 #include "gear/dispatch.h"
 #include "gear/row_math.h"
 #include "gear/thread_pool.h"
+#include "gear/isa_target.h"
 #include "logits_common.h"
 
 namespace gear {
@@ -20,8 +21,10 @@ namespace kern {
 
 const TokenStatsKernels& token_stats_kernels() {
   switch (active_isa()) {
+#if GEAR_X86
     case Isa::Avx512: return token_stats_avx512;
     case Isa::Avx2: return token_stats_avx2;
+#endif
     default: return token_stats_baseline;
   }
 }

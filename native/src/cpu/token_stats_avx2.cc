@@ -1,15 +1,14 @@
 // token_stats kernels for AVX2 + FMA + F16C: the shared row kernels (token_stats_kernels.inc) instantiated over this ISA's
 // vector layer, inside its own target region and namespace (nothing compiled here leaks into other paths).
-#include <immintrin.h>
-
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
+#include "gear/isa_target.h"
 #include "logits_common.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
+#if GEAR_X86
+GEAR_TARGET_BEGIN(GEAR_AVX2_FEATURES)
 namespace gear {
 namespace avx2 {
 namespace {
@@ -19,6 +18,7 @@ namespace {
 }  // namespace
 }  // namespace avx2
 }  // namespace gear
-#pragma GCC pop_options
+GEAR_TARGET_END
 
 const gear::kern::TokenStatsKernels gear::kern::token_stats_avx2 = gear::avx2::kTokenStatsKernels;
+#endif  // GEAR_X86

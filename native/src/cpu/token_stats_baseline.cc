@@ -1,7 +1,5 @@
-// token_stats kernels for baseline x86-64 (scalar): the shared row kernels (token_stats_kernels.inc) instantiated over this ISA's
+// token_stats kernels for the baseline ISA of any architecture (scalar, auto-vectorised by the compiler): the shared row kernels (token_stats_kernels.inc) instantiated over this ISA's
 // vector layer, inside its own target region and namespace (nothing compiled here leaks into other paths).
-#include <immintrin.h>
-
 #include <cmath>
 #include <cstdint>
 #include <cstring>
