@@ -1,0 +1,245 @@
+// PPO token pass for AVX2 + FMA: 8 tokens per step in float32 over a fixed vector grid (multiples of 8
+// tokens from the block start), so a token's result and every sum are independent of the thread count
+// and of where the arrays sit. Same per-token rules as the AVX-512 pass; vectors that need the
+// log-ratio clamp, a large |δ| or |A|, or hold a non-finite input go token by token (token_scalar).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "gear/isa_target.h"
+#include "policy_loss_kernels.h"
+
+#if GEAR_X86
+GEAR_TARGET_BEGIN(GEAR_AVX2_FEATURES)
+namespace gear {
+namespace ppo {
+namespace avx2 {
+
+// float32 exp for |x| <= 40 (Cephes expf: Cody-Waite reduction by ln2 in two parts, degree-5
+// polynomial, ~1 ulp); the bound keeps 2^n a normal float built in the exponent bits.
+static inline __m256 exp_ps(__m256 x) {
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  const __m256 z = _mm256_mul_ps(r, r);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, z, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+// All-ones float lanes where bit i of `bits` is set (lanes 0-7).
+static inline __m256 lanes_ps(unsigned bits) {
+  const __m256i sel = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  return _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(static_cast<int>(bits)), sel), sel));
+}
+// All-ones double lanes where bit i of `bits` is set (lanes 0-3).
+static inline __m256d lanes_pd(unsigned bits) {
+  const __m256i sel = _mm256_setr_epi64x(1, 2, 4, 8);
+  return _mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(_mm256_set1_epi64x(bits), sel), sel));
+}
+
+// Software prefetch distance in tokens (2 KiB of each float stream), as in the AVX-512 pass.
+constexpr int64_t kPrefetch = 512;
+template <typename T>
+static inline void prefetch(const T* base, int64_t i) {
+  // formed in integers: pointer arithmetic past the array would be undefined; prefetching never faults
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(i) * sizeof(T)), _MM_HINT_T0);
+}
+
+// Per-lane sums. The loss sums w·L in float64 per token; δ and ρ collect in float32 over kGroup vectors
+// (at most 4 terms per lane, then the halves pairwise) before moving into float64; the counts are exact
+// in float32 (at most 2^12 per lane per block).
+constexpr int kGroup = 4;
+struct Acc {
+  __m256 fx, fr, clip, low, mn, mx;
+  __m256d dl, dh, dx, dr;
+  int k;
+};
+
+static inline void add_f64_pairwise(__m256d& d, __m256 f) {
+  d = _mm256_add_pd(d, _mm256_cvtps_pd(_mm_add_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1))));
+}
+static inline void flush(Acc& a) {
+  add_f64_pairwise(a.dx, a.fx);
+  add_f64_pairwise(a.dr, a.fr);
+  a.fx = a.fr = _mm256_setzero_ps();
+  a.k = 0;
+}
+
+// One full vector of 8 tokens on the common path: δ unclamped (dδ/dℓ = 1), ρ finite. Returns the
+// gradient (0 on invalid lanes). Torch's subgradients as in token_scalar: where L2 > L1 the ratio was
+// clipped and dL/dℓ = 0; where L1 > L2 it is L1; ties average.
+static inline __m256 common_vector(const Kern& s, __m256 x, __m256 a, __m256 valid, __m256 wv, __m256d wlo,
+                                   __m256d whi, Acc& acc) {
+  const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
+  const __m256 na = _mm256_xor_ps(a, _mm256_set1_ps(-0.0f));
+  const __m256 rr = exp_ps(x);
+  const __m256 L1 = _mm256_mul_ps(na, rr);
+  const __m256 rc = _mm256_min_ps(_mm256_max_ps(rr, _mm256_set1_ps(s.lo)), _mm256_set1_ps(s.hi));
+  const __m256 L2 = _mm256_mul_ps(na, rc);
+  const __m256 g21 = _mm256_cmp_ps(L2, L1, _CMP_GT_OQ);
+  const __m256 Lc = _mm256_blendv_ps(L1, L2, g21);
+  __m256 dc = _mm256_andnot_ps(g21, L1);
+  // a tie with ρ clipped: the average of d1 = L1 and d2 = 0
+  const __m256 tie12 = _mm256_and_ps(_mm256_cmp_ps(L1, L2, _CMP_EQ_OQ), _mm256_cmp_ps(rc, rr, _CMP_NEQ_UQ));
+  __m256 Lt = Lc, dt = dc, cut = zero, tie3 = zero;
+  const __m256 neg = _mm256_cmp_ps(a, zero, _CMP_LT_OQ);
+  if (_mm256_movemask_ps(neg) != 0) {  // dual clip: min(L3, Lc) for A < 0
+    const __m256 L3 = _mm256_mul_ps(na, _mm256_set1_ps(s.c));
+    cut = _mm256_and_ps(neg, _mm256_cmp_ps(L3, Lc, _CMP_LT_OQ));
+    tie3 = _mm256_and_ps(neg, _mm256_cmp_ps(L3, Lc, _CMP_EQ_OQ));
+    Lt = _mm256_blendv_ps(Lc, L3, cut);
+    dt = _mm256_andnot_ps(cut, dc);
+    acc.low = _mm256_add_ps(acc.low, _mm256_and_ps(_mm256_and_ps(valid, cut), one));
+  }
+  if (_mm256_movemask_ps(_mm256_and_ps(_mm256_or_ps(tie12, tie3), valid)) != 0) {
+    dc = _mm256_blendv_ps(dc, _mm256_mul_ps(half, L1), tie12);
+    dt = _mm256_blendv_ps(_mm256_andnot_ps(cut, dc), _mm256_mul_ps(half, dc), tie3);
+  }
+  const __m256 Lv = _mm256_and_ps(valid, Lt);
+  acc.dl = _mm256_fmadd_pd(wlo, _mm256_cvtps_pd(_mm256_castps256_ps128(Lv)), acc.dl);
+  acc.dh = _mm256_fmadd_pd(whi, _mm256_cvtps_pd(_mm256_extractf128_ps(Lv, 1)), acc.dh);
+  acc.fx = _mm256_add_ps(acc.fx, _mm256_and_ps(valid, x));
+  acc.fr = _mm256_add_ps(acc.fr, _mm256_and_ps(valid, rr));
+  acc.clip = _mm256_add_ps(acc.clip, _mm256_and_ps(_mm256_and_ps(valid, g21), one));
+  acc.mn = _mm256_blendv_ps(acc.mn, _mm256_min_ps(acc.mn, rr), valid);
+  acc.mx = _mm256_blendv_ps(acc.mx, _mm256_max_ps(acc.mx, rr), valid);
+  if (++acc.k == kGroup) flush(acc);
+  return _mm256_and_ps(valid, _mm256_mul_ps(wv, dt));
+}
+
+// Tokens [b, e) of one block (b a multiple of 8), with or without a log-ratio clamp (s.clamp = inf).
+// stream: the gradient is a large reused array; written with streaming stores when 32-byte aligned.
+static void block(const Kern& s, int64_t rows, int64_t b, int64_t e, bool stream, Partial& p) {
+  const __m256 zero = _mm256_setzero_ps();
+  // The common path needs |δ| within the clamp and <= 40 (exp's range, ρ <= 2.4e17) and |A| <= 2^40
+  // (−A·ρ stays far from float32 overflow). NaN compares as out of bounds.
+  const __m256 thr = _mm256_set1_ps(std::min(s.clamp, 40.0f));
+  const __m256 amax = _mm256_set1_ps(0x1p40f);
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  Acc acc{zero, zero, zero, zero, _mm256_set1_ps(std::numeric_limits<float>::infinity()),
+          _mm256_set1_ps(-std::numeric_limits<float>::infinity()), _mm256_setzero_pd(), _mm256_setzero_pd(),
+          _mm256_setzero_pd(), _mm256_setzero_pd(), 0};
+  // Locals: the compiler cannot tell that the gradient stores leave the Kern fields alone.
+  const float *const lpp = s.lp, *const oldp = s.old, *const advp = s.adv, *const wf = s.wf;
+  const double* const wd = s.w;
+  const uint8_t* const maskp = s.mask;
+  const int32_t* const off = s.off;
+  float* const gradp = s.grad;
+  const bool nt = stream && (reinterpret_cast<uintptr_t>(gradp) & 31) == 0;
+  int64_t r = row_of(off, rows, b);
+  __m256 cw = _mm256_set1_ps(wf[r]);
+  __m256d cwd = _mm256_set1_pd(wd[r]);
+  int64_t rend = off[r + 1];
+  int64_t t = b;
+  for (; t + 8 <= e; t += 8) {
+    if (rend <= t) {
+      do ++r; while (off[r + 1] <= t);
+      cw = _mm256_set1_ps(wf[r]);
+      cwd = _mm256_set1_pd(wd[r]);
+      rend = off[r + 1];
+    }
+    __m256 wv = cw;
+    __m256d wlo = cwd, whi = cwd;
+    for (int64_t q = r; off[q + 1] < t + 8;) {  // rows starting inside these tokens: per-lane weights
+      ++q;
+      const unsigned from = (0xFFu << (off[q] - t)) & 0xFFu;
+      wv = _mm256_blendv_ps(wv, _mm256_set1_ps(wf[q]), lanes_ps(from));
+      wlo = _mm256_blendv_pd(wlo, _mm256_set1_pd(wd[q]), lanes_pd(from & 15u));
+      whi = _mm256_blendv_pd(whi, _mm256_set1_pd(wd[q]), lanes_pd(from >> 4));
+    }
+    __m256 valid = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    if (maskp) {  // mask bytes were checked to be 0/1 in pass 1
+      const __m256i m32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(maskp + t)));
+      valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(m32, _mm256_setzero_si256()));
+    }
+    if ((t & 15) == 0) {
+      prefetch(lpp, t + kPrefetch);
+      prefetch(oldp, t + kPrefetch);
+      prefetch(advp, t + kPrefetch);
+      if (maskp && (t & 63) == 0) prefetch(maskp, t + kPrefetch);
+    }
+    const __m256 a = _mm256_loadu_ps(advp + t);
+    const __m256 x = _mm256_sub_ps(_mm256_loadu_ps(lpp + t), _mm256_loadu_ps(oldp + t));
+    const __m256 fast = _mm256_and_ps(_mm256_cmp_ps(_mm256_and_ps(x, absmask), thr, _CMP_LE_OQ),
+                                      _mm256_cmp_ps(_mm256_and_ps(a, absmask), amax, _CMP_LE_OQ));
+    __m256 g;
+    if (_mm256_movemask_ps(_mm256_andnot_ps(fast, valid)) == 0) {
+      g = common_vector(s, x, a, valid, wv, wlo, whi, acc);
+    } else {
+      // the clamp, a large |δ| or |A|, or a non-finite input: token by token
+      alignas(32) float wl[8], gl[8];
+      alignas(32) double wdl[8];
+      _mm256_store_ps(wl, wv);
+      _mm256_store_pd(wdl, wlo);
+      _mm256_store_pd(wdl + 4, whi);
+      for (int i = 0; i < 8; ++i) gl[i] = token_scalar(s, t + i, maskp ? maskp[t + i] : 1, wdl[i], wl[i], p);
+      g = _mm256_load_ps(gl);
+    }
+    if (nt) _mm256_stream_ps(gradp + t, g);
+    else _mm256_storeu_ps(gradp + t, g);
+  }
+  if (nt) _mm_sfence();  // streaming stores are weakly ordered: complete them before the task ends
+  for (; t < e; ++t) {  // the block's last partial vector
+    while (off[r + 1] <= t) ++r;
+    gradp[t] = token_scalar(s, t, maskp ? maskp[t] : 1, wd[r], wf[r], p);
+  }
+  flush(acc);
+  alignas(32) double l[4], xs[4], rs[4];
+  alignas(32) float c8[8], lw[8], mn[8], mx[8];
+  _mm256_store_pd(l, _mm256_add_pd(acc.dl, acc.dh));
+  _mm256_store_pd(xs, acc.dx);
+  _mm256_store_pd(rs, acc.dr);
+  _mm256_store_ps(c8, acc.clip);
+  _mm256_store_ps(lw, acc.low);
+  _mm256_store_ps(mn, acc.mn);
+  _mm256_store_ps(mx, acc.mx);
+  for (int i = 0; i < 4; ++i) { p.loss += l[i]; p.neg_kl -= xs[i]; p.ratio_sum += rs[i]; }
+  for (int i = 0; i < 8; ++i) {
+    p.clipped += c8[i];
+    p.lower += lw[i];
+    p.ratio_min = mn[i] < p.ratio_min ? mn[i] : p.ratio_min;
+    p.ratio_max = mx[i] > p.ratio_max ? mx[i] : p.ratio_max;
+  }
+}
+
+// Valid-token counts of rows [r0, r1), 32 mask bytes per step; false when a byte is neither 0 nor 1.
+static bool count_rows(const uint8_t* mask, const int32_t* off, int64_t r0, int64_t r1, double* cnt) {
+  const __m256i zero = _mm256_setzero_si256();
+  __m256i any = zero;
+  uint8_t any_tail = 0;
+  for (int64_t r = r0; r < r1; ++r) {
+    __m256i sum = zero;
+    int64_t t = off[r];
+    const int64_t e = off[r + 1];
+    for (; t + 32 <= e; t += 32) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(mask + t));
+      any = _mm256_or_si256(any, v);
+      sum = _mm256_add_epi64(sum, _mm256_sad_epu8(v, zero));
+    }
+    alignas(32) int64_t q[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(q), sum);
+    int64_t c = q[0] + q[1] + q[2] + q[3];
+    for (; t < e; ++t) { c += mask[t]; any_tail |= mask[t]; }
+    cnt[r] = static_cast<double>(c);
+  }
+  // a byte > 1 has a bit outside bit 0 set
+  return _mm256_testz_si256(any, _mm256_set1_epi8(static_cast<char>(0xFE))) && (any_tail & 0xFE) == 0;
+}
+
+}  // namespace avx2
+}  // namespace ppo
+}  // namespace gear
+GEAR_TARGET_END
+
+const gear::ppo::Kernels gear::ppo::kernels_avx2 = {&gear::ppo::avx2::block, &gear::ppo::avx2::block,
+                                                    &gear::ppo::avx2::count_rows, true};
+#endif  // GEAR_X86
