@@ -17,8 +17,20 @@
       ],
       "cflags!": ["-fno-exceptions"],
       "cflags_cc!": ["-fno-exceptions", "-std=gnu++17"],
+      # -ffp-contract=off on every build (here, in xcode_settings and in CMakeLists.txt): the compiler never
+      # fuses a*b + c into an FMA on its own (g++ does by default for aarch64, and for x86-64 wherever FMA is
+      # enabled), so results depend only on the kernels' explicit FMAs, not on the target or the compiler:
+      # the baseline paths of x86-64 and aarch64 agree bit for bit (test/platform/aarch64.test.ts).
       "cflags_cc": ["-std=c++17", "-O3", "-fexceptions", "-fno-math-errno", "-ffp-contract=off", "-fvisibility=hidden"],
       "cflags": ["-O3", "-ffp-contract=off"],
+      "conditions": [
+        ["OS=='linux'", {
+          # One binary for every glibc >= 2.28 (x86-64): libstdc++/libgcc linked in and kept private (no
+          # GLIBCXX version needed at load) where the compiler has libstdc++.a, and references to glibc
+          # symbols newer than the floor bound to their old versions (native/src/compat/glibc_compat.cc).
+          "ldflags": ["<!@(node native/linux-ldflags.mjs)"]
+        }]
+      ],
       "xcode_settings": {
         "GCC_ENABLE_CPP_EXCEPTIONS": "YES",
         "CLANG_CXX_LANGUAGE_STANDARD": "c++17",

@@ -1,7 +1,15 @@
 #!/usr/bin/env node
 // Runs before `npm test`: makes sure what the suite needs is here — the native addon (built when no
 // prebuild or local build loads), the compiled TypeScript (the packaging test and the demo run from
-// dist/), and Debian's headless Chromium (the visualiser's browser test).
+// dist/), and the Debian tools of the platform tests, installed in one apt run when root:
+//   chromium                       the visualiser's browser test (test/gear/visualize.test.ts)
+//   clang, musl-tools              the clang build and the musl link check (test/platform/clang.test.ts,
+//                                  test/packaging/glibc_floor.test.ts)
+//   g++-aarch64-linux-gnu,         the linux-arm64 build and its suites under qemu-user, and an AVX2-only
+//   qemu-user                      x86-64 CPU model (test/platform/aarch64.test.ts, avx2_cpu.test.ts)
+//   g++-mingw-w64-x86-64-posix,    the win32-x64 build and its suites under Wine (test/platform/win32.test.ts)
+//   wine64
+// then the foreign Nodes those runs use (npm registry, cached under .cache/).
 import { execSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -20,13 +28,33 @@ console.log('[pretest] compiling TypeScript');
 run('npx tsc -p tsconfig.json');
 if (existsSync('tsconfig.examples.json')) run('npx tsc -p tsconfig.examples.json');
 
-const chromium = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
-if (!chromium) {
+const onPath = (cmd) => (process.env.PATH ?? '').split(':').some((d) => d && existsSync(`${d}/${cmd}`));
+// [Debian package, what shows it is installed]
+const TOOLS = [
+  ['chromium', () => existsSync('/usr/bin/chromium') || existsSync('/usr/bin/chromium-browser')],
+  ['clang', () => onPath('clang++')],
+  ['musl-tools', () => onPath('musl-gcc')],
+  ['g++-aarch64-linux-gnu', () => onPath('aarch64-linux-gnu-g++')],
+  ['qemu-user', () => onPath('qemu-aarch64') && onPath('qemu-x86_64')],
+  ['g++-mingw-w64-x86-64-posix', () => onPath('x86_64-w64-mingw32-g++-posix')],
+  ['wine64', () => onPath('wine64') || onPath('wine') || existsSync('/usr/lib/wine/wine64')],
+];
+const missing = TOOLS.filter(([, present]) => !present()).map(([pkg]) => pkg);
+if (missing.length) {
   if (process.getuid && process.getuid() === 0) {
-    console.log('[pretest] installing Debian chromium for the browser test');
-    run('apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null');
+    console.log(`[pretest] installing Debian packages for the platform tests: ${missing.join(' ')}`);
+    // Chromium with its recommended fonts (the pictures are screenshot); the toolchains without theirs.
+    const withRec = missing.filter((p) => p === 'chromium'), noRec = missing.filter((p) => p !== 'chromium');
+    const apt = 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq';
+    run(['apt-get update -qq', ...(withRec.length ? [`${apt} ${withRec.join(' ')} >/dev/null`] : []),
+      ...(noRec.length ? [`${apt} --no-install-recommends ${noRec.join(' ')} >/dev/null`] : [])].join(' && '));
   } else {
-    console.error('[pretest] the visualiser test needs Chromium: run `sudo apt-get install -y chromium`');
+    console.error(`[pretest] the platform tests need: sudo apt-get install -y --no-install-recommends ${missing.join(' ')}`);
     process.exit(1);
   }
 }
+
+// The Windows Node and its Wine prefix (.cache/win32/), the arm64 Node and the arm64 rolldown binding
+// vitest needs there (.cache/node-arm64/). The cross builds themselves run in the tests.
+run(`"${process.execPath}" scripts/wine-node.mjs setup`);
+run(`"${process.execPath}" scripts/cross-build.mjs --setup`);

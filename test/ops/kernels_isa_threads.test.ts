@@ -114,7 +114,7 @@ describe('ISA override', () => {
   // results are bit-identical to setIsa(isa) in this process (the same kernel). An ISA the CPU lacks
   // falls back to the best one it has.
   const script = `
-    const addon = require('node-gyp-build')(${JSON.stringify(ROOT)});
+    const addon = process.env.GEAR_RL_ADDON ? require(process.env.GEAR_RL_ADDON) : require('node-gyp-build')(${JSON.stringify(ROOT)});
     const z = new Float32Array(3 * 100).map((_, i) => Math.sin(i) * 4);
     const o = addon.tokenStats(z, 3, 100, 0, new Int32Array([1, 2, 3]), 1, null, null, null, false, null);
     console.log(JSON.stringify({ isa: addon.backend().isa, lse: Array.from(o.logsumexp), h: Array.from(o.entropy) }));`;

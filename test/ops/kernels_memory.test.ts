@@ -1,6 +1,6 @@
 // Peak memory: the logits kernels allocate no N x V temporary. A child process allocates and touches
-// its inputs and outputs, records its peak RSS (VmHWM), runs every kernel, and reports how much the peak
-// grew; it must stay within the 64 MiB budget (thread stacks, block buffers, per-row statistics).
+// its inputs and outputs, records its peak RSS (process.resourceUsage().maxRSS: VmHWM on Linux, the peak
+// working set on Windows), runs every kernel, and reports how much the peak grew; it must stay within the 64 MiB budget (thread stacks, block buffers, per-row statistics).
 import { spawnSync } from 'node:child_process';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -10,9 +10,8 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const DIST = pathToFileURL(join(ROOT, 'dist', 'index.js')).href;
 
 const script = `
-import { readFileSync } from 'node:fs';
 import * as rl from ${JSON.stringify(DIST)};
-const hwm = () => Number(/VmHWM:\\s+(\\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'))[1]) * 1024;
+const hwm = () => process.resourceUsage().maxRSS * 1024; // kB
 const rows = 1024, vocab = 65536, n = rows * vocab;              // 256 MiB per float32 array
 const zs = new Float32Array(n), zt = new Float32Array(n), dz = new Float32Array(n);
 for (let i = 0; i < n; i++) { zs[i] = Math.sin(i) * 3; zt[i] = Math.cos(i) * 3; }

@@ -8,12 +8,16 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { glibcFloorProblems, versionReport } from '../helpers/elf.js';
+import { qemuNodeArgv } from '../../scripts/cross-build.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const PKG = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { name: string; version: string };
 const work = mkdtempSync(join(tmpdir(), 'gear-rl-pack-'));
 // node-gyp must never try to download headers here (offline): use the system's Node headers.
-const baseEnv = { ...process.env, npm_config_nodedir: process.env.npm_config_nodedir ?? '/usr', npm_config_jobs: '2' };
+// prepack's win32-x64 cross build reuses the objects of the tree's build-win32/ (content-keyed).
+const baseEnv = { ...process.env, npm_config_nodedir: process.env.npm_config_nodedir ?? '/usr', npm_config_jobs: '2',
+  GEAR_RL_WIN32_OUT: join(ROOT, 'build-win32') };
 delete (baseEnv as Record<string, string | undefined>).NODE_OPTIONS;
 
 function sh(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = baseEnv): string {
@@ -49,8 +53,9 @@ const ts = rl.tokenStats({ data: new Float32Array(${JSON.stringify(LOGITS.flat()
 console.log(JSON.stringify({ sums: Array.from(out), logprob: Array.from(ts.logprob), entropy: Array.from(ts.entropy), backend: rl.backend() }));
 `;
 
-function importAndCompute(app: string, env: NodeJS.ProcessEnv = baseEnv) {
-  const out = sh(process.execPath, ['--input-type=module', '-e', SCRIPT], app, env);
+// node: the command that runs Node (the arm64 one is started through qemu-user).
+function importAndCompute(app: string, env: NodeJS.ProcessEnv = baseEnv, node: string[] = [process.execPath]) {
+  const out = sh(node[0]!, [...node.slice(1), '--input-type=module', '-e', SCRIPT], app, env);
   const r = JSON.parse(out.trim().split('\n').pop()!) as {
     sums: number[]; logprob: number[]; entropy: number[]; backend: { variant: string; isa: string; version: string; threads: number };
   };
@@ -83,7 +88,8 @@ beforeAll(() => {
   }
   // The project's own dev dependencies (tsc, prebuildify, node-gyp) without a second registry install.
   symlinkSync(join(ROOT, 'node_modules'), join(src, 'node_modules'), 'dir');
-  // prepack: tsc + prebuildify (node-gyp in this copy) -> prebuilds/linux-x64/gear-rl.glibc.node
+  // prepack: tsc + prebuildify (node-gyp in this copy) -> prebuilds/linux-x64/gear-rl.glibc.node,
+  // then scripts/build-win32.mjs --prebuild -> prebuilds/win32-x64/gear-rl.node
   sh('npm', ['pack', '--pack-destination', work], src);
   tarball = join(work, `${PKG.name}-${PKG.version}.tgz`);
   files = sh('tar', ['tzf', tarball], work).trim().split('\n');
@@ -97,6 +103,8 @@ describe('npm pack', () => {
   it('ships the N-API prebuild, the compiled JS and the sources for a fallback build, and nothing else', () => {
     expect(existsSync(tarball)).toBe(true);
     expect(files).toContain('package/prebuilds/linux-x64/gear-rl.glibc.node');
+    expect(files).toContain('package/prebuilds/win32-x64/gear-rl.node');  // loaded under Wine in test/platform/win32.test.ts
+    expect(files).toContain('package/prebuilds/linux-arm64/gear-rl.glibc.node');  // cross-compiled, loaded under qemu below
     for (const f of ['package/package.json', 'package/dist/index.js', 'package/dist/index.d.ts', 'package/binding.gyp',
       'package/CMakeLists.txt', 'package/native/sources.json', 'package/README.md']) expect(files).toContain(f);
     // the copy's list (the working tree may have changed since it was copied)
@@ -105,6 +113,17 @@ describe('npm pack', () => {
     expect(files.filter((f) => /^package\/(test|bench|node_modules|build|scripts)\//.test(f))).toEqual([]);
     // N-API tagged: no ABI-specific prebuild that would only load in one Node version.
     expect(files.filter((f) => f.startsWith('package/prebuilds/') && /\.abi\d+\./.test(f))).toEqual([]);
+  });
+
+  it('every linux glibc prebuild (linux-x64 at least) loads on glibc >= 2.28 with no libstdc++/libgcc_s', () => {
+    const prebuilds = files.filter((f) => /^package\/prebuilds\/linux-[^/]+\/[^/]+\.glibc\.node$/.test(f));
+    expect(prebuilds).toContain('package/prebuilds/linux-x64/gear-rl.glibc.node');
+    const dir = join(work, 'floor');
+    mkdirSync(dir);
+    sh('tar', ['xzf', tarball, '-C', dir, ...prebuilds], work);
+    for (const p of prebuilds) {
+      expect(glibcFloorProblems(join(dir, p)), `${p}:\n${versionReport(join(dir, p)).join('\n')}`).toEqual([]);
+    }
   });
 });
 
@@ -128,6 +147,19 @@ describe('installed from the tarball', () => {
     const env = { ...baseEnv, CC: '/bin/false', CXX: '/bin/false' };
     sh('npm', ['install', '--ignore-scripts', '--prefer-offline', '--no-audit', '--no-fund', tarball], app, env);
     expect(importAndCompute(app, env).sums).toEqual(EXPECTED);
+  }, 600_000);
+
+  it('linux-arm64: the arm64 Node under qemu-user loads the cross-compiled prebuild and computes', () => {
+    const app = emptyApp('arm64');
+    const env = { ...baseEnv, CC: '/bin/false', CXX: '/bin/false' };
+    sh('npm', ['install', '--ignore-scripts', '--prefer-offline', '--no-audit', '--no-fund', tarball], app, env);
+    expect(existsSync(join(app, 'node_modules', PKG.name, 'prebuilds/linux-arm64/gear-rl.glibc.node'))).toBe(true);
+    const cleanEnv = { ...env };
+    delete cleanEnv.GEAR_RL_ADDON;
+    const r = importAndCompute(app, cleanEnv, qemuNodeArgv());
+    expect(r.sums).toEqual(EXPECTED);
+    expect(r.backend.isa).toBe('neon');
+    expect(r.backend.version).toBe(PKG.version);
   }, 600_000);
 
   it('without a matching prebuild: a clear ERR_NATIVE first, then a build from source that computes', () => {

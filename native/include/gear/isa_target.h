@@ -5,8 +5,10 @@
 //       compiles the functions in between for the target features `f` (a string literal such as
 //       GEAR_AVX2_FEATURES) while the rest of the file stays baseline. g++ reads `#pragma GCC target`;
 //       clang ignores that pragma and needs `#pragma clang attribute push(target)` instead, which
-//       applies to functions (function templates and their instantiations included) but not to lambdas:
-//       code inside a region calls named functions, not lambdas, for vector work.
+//       applies to every function declared in the region: function templates and their instantiations,
+//       and lambdas' call operators too (clang's IR is checked by test/platform/clang.test.ts).
+//       Put each region's functions in a namespace named after its ISA (avx2, avx512): that test
+//       requires them to carry the ISA's features, and shared (mergeable) functions to carry none.
 //
 // Include the intrinsics headers (through this header) before a region opens, never inside one.
 #pragma once

@@ -12,7 +12,12 @@
 #include <thread>
 #include <vector>
 
-#if defined(__SSE2__)
+#ifdef _WIN32
+#include <malloc.h>  // _aligned_malloc
+#endif
+// MSVC does not define __SSE2__; SSE2 is part of x86-64 there too.
+#if defined(__SSE2__) || defined(_M_X64)
+#define GEAR_BW_SSE2 1
 #include <emmintrin.h>
 #endif
 
@@ -27,9 +32,17 @@ constexpr int64_t kChunkAlign = 2 * kLine;
 struct AlignedBuffer {
   void* p = nullptr;
   explicit AlignedBuffer(int64_t bytes) {
+#ifdef _WIN32
+    p = _aligned_malloc(static_cast<size_t>(bytes), 4096);  // the Windows CRTs have no posix_memalign
+#else
     if (posix_memalign(&p, 4096, static_cast<size_t>(bytes)) != 0) p = nullptr;
+#endif
   }
+#ifdef _WIN32
+  ~AlignedBuffer() { _aligned_free(p); }
+#else
   ~AlignedBuffer() { std::free(p); }
+#endif
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
 };
@@ -38,7 +51,7 @@ struct AlignedBuffer {
 std::atomic<float> g_sink{0.f};
 
 float read1(const float* a, int64_t n) {
-#if defined(__SSE2__)
+#if defined(GEAR_BW_SSE2)
   __m128 s0 = _mm_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
   for (int64_t i = 0; i < n; i += 16) {
     s0 = _mm_add_ps(s0, _mm_load_ps(a + i));
@@ -58,7 +71,7 @@ float read1(const float* a, int64_t n) {
 
 // Two independent sequential streams (the two halves of the chunk), interleaved line by line.
 float read2(const float* a, const float* b, int64_t n) {
-#if defined(__SSE2__)
+#if defined(GEAR_BW_SSE2)
   __m128 s0 = _mm_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
   for (int64_t i = 0; i < n; i += 16) {
     s0 = _mm_add_ps(s0, _mm_add_ps(_mm_load_ps(a + i), _mm_load_ps(a + i + 4)));
@@ -77,7 +90,7 @@ float read2(const float* a, const float* b, int64_t n) {
 }
 
 void copy_nt(float* dst, const float* src, int64_t n) {
-#if defined(__SSE2__)
+#if defined(GEAR_BW_SSE2)
   for (int64_t i = 0; i < n; i += 16) {
     __m128 x0 = _mm_load_ps(src + i), x1 = _mm_load_ps(src + i + 4);
     __m128 x2 = _mm_load_ps(src + i + 8), x3 = _mm_load_ps(src + i + 12);
@@ -93,7 +106,7 @@ void copy_nt(float* dst, const float* src, int64_t n) {
 }
 
 void copy_plain(float* dst, const float* src, int64_t n) {
-#if defined(__SSE2__)
+#if defined(GEAR_BW_SSE2)
   for (int64_t i = 0; i < n; i += 16) {
     __m128 x0 = _mm_load_ps(src + i), x1 = _mm_load_ps(src + i + 4);
     __m128 x2 = _mm_load_ps(src + i + 8), x3 = _mm_load_ps(src + i + 12);

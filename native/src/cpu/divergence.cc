@@ -22,6 +22,8 @@ const DivergenceKernels& divergence_kernels() {
 #if GEAR_X86
     case Isa::Avx512: return divergence_avx512;
     case Isa::Avx2: return divergence_avx2;
+#elif GEAR_ARM64
+    case Isa::Neon: return divergence_neon;
 #endif
     default: return divergence_baseline;
   }

@@ -83,7 +83,7 @@ struct TokenStatsKernels {
   RowStats2Fn stats2[3];
   TokenGradFn grad[3];
 };
-extern const TokenStatsKernels token_stats_baseline, token_stats_avx2, token_stats_avx512;
+extern const TokenStatsKernels token_stats_baseline, token_stats_avx2, token_stats_avx512, token_stats_neon;
 const TokenStatsKernels& token_stats_kernels();
 
 // ---- divergence kernels ----
@@ -112,7 +112,7 @@ struct DivergenceKernels {
   JsdFn jsd[3];
   DivGradFn grad[3][3];  // [dtype][kind]
 };
-extern const DivergenceKernels divergence_baseline, divergence_avx2, divergence_avx512;
+extern const DivergenceKernels divergence_baseline, divergence_avx2, divergence_avx512, divergence_neon;
 const DivergenceKernels& divergence_kernels();
 
 // ---- the first bad row of a parallel pass over rows ----

@@ -15,8 +15,13 @@
 #include "gear/thread_pool.h"
 #include "optim_internal.h"
 
-// No contraction anywhere in this file: the scalars below follow Python's double arithmetic.
+// No contraction anywhere in this file: the scalars below follow Python's double arithmetic (the build
+// flags say -ffp-contract=off too; this keeps it when the file is compiled on its own).
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
 #pragma GCC optimize("fp-contract=off")
+#endif
 namespace gear::optim_detail::baseline {
 #if defined(__FMA__) || defined(__aarch64__)
 static inline float fma32(float a, float b, float c) { return std::fma(a, b, c); }
@@ -58,6 +63,8 @@ const Kernels& kernels() {
   switch (active_isa()) {
     case Isa::Avx512: return optim_detail::avx512::kKernels;
     case Isa::Avx2: return optim_detail::avx2::kKernels;
+    // aarch64 (neon and baseline): the baseline build already has Advanced SIMD and hardware FMA, and
+    // these are plain elementwise loops the compiler vectorises, so a NEON copy would be the same code.
     default: return optim_detail::baseline::kKernels;
   }
 }

@@ -268,7 +268,7 @@ Status segment_broadcast(const double* row_values, const int32_t* offsets, int64
   // Every token is written independently, so plain token blocks split even a single long row.
   const int64_t blocks = (n + kChunk - 1) / kChunk;
   std::vector<int64_t> bads(static_cast<size_t>(blocks), -1);
-  const bool stream = GEAR_X86 && reused_out && active_isa() == Isa::Avx512 && n * 4 >= kStreamOutputBytes;
+  [[maybe_unused]] const bool stream = GEAR_X86 && reused_out && active_isa() == Isa::Avx512 && n * 4 >= kStreamOutputBytes;
   const bool done = parallel_blocks(ctx, n, kChunk, [&](int64_t b, int64_t e, int) {
     if (mask) bads[static_cast<size_t>(b / kChunk)] = first_non_binary(mask, b, e);
     int64_t r = std::upper_bound(offsets, offsets + rows + 1, static_cast<int32_t>(b)) - offsets - 1;

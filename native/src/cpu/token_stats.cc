@@ -24,6 +24,8 @@ const TokenStatsKernels& token_stats_kernels() {
 #if GEAR_X86
     case Isa::Avx512: return token_stats_avx512;
     case Isa::Avx2: return token_stats_avx2;
+#elif GEAR_ARM64
+    case Isa::Neon: return token_stats_neon;
 #endif
     default: return token_stats_baseline;
   }

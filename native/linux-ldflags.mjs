@@ -1,0 +1,24 @@
+// Prints the Linux link flags of binding.gyp (space-separated), for the compiler in $CXX (default g++):
+//  * -static-libstdc++ -static-libgcc -Wl,--exclude-libs,ALL when the compiler finds libstdc++.a: the
+//    binary then needs no GLIBCXX/CXXABI version and keeps the C++ runtime's symbols private (the
+//    shipped prebuild, built on Debian, is linked so). Where libstdc++.a is not installed (Fedora/RHEL
+//    without libstdc++-static, for instance) a source build links the shared runtime of that machine.
+//  * -Wl,--wrap=<name> for each name of native/sources.json "linuxWrap": references to glibc symbols newer
+//    than the floor go through native/src/compat/glibc_compat.cc, which binds them to old versions.
+import { execSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+
+const { linuxWrap } = JSON.parse(readFileSync(new URL('./sources.json', import.meta.url), 'utf8'));
+let staticRuntime = false;
+try {
+  // prints the full path when found, the bare name when not
+  const lib = execSync(`${process.env.CXX || 'g++'} -print-file-name=libstdc++.a`, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  staticRuntime = lib.trim().includes('/');
+} catch {
+  // no usable compiler command here: node-gyp reports the real error when it compiles
+}
+const flags = [
+  ...(staticRuntime ? ['-static-libstdc++', '-static-libgcc', '-Wl,--exclude-libs,ALL'] : []),
+  ...linuxWrap.map((s) => `-Wl,--wrap=${s}`),
+];
+console.log(flags.join(' '));
