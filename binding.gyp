@@ -31,6 +31,15 @@
           "ldflags": ["<!@(node native/linux-ldflags.mjs)"]
         }]
       ],
+      # MSVC (a source build on Windows; the shipped win32-x64 binary is built with MinGW-w64): C++17,
+      # exceptions, no FP contraction. Its target regions are empty (gear/isa_target.h): MSVC compiles the
+      # AVX2 / AVX-512 intrinsics without target attributes.
+      "msvs_settings": {
+        "VCCLCompilerTool": {
+          "ExceptionHandling": 1,
+          "AdditionalOptions": ["/std:c++17", "/O2", "/fp:precise", "/Zc:__cplusplus", "/utf-8"]
+        }
+      },
       "xcode_settings": {
         "GCC_ENABLE_CPP_EXCEPTIONS": "YES",
         "CLANG_CXX_LANGUAGE_STANDARD": "c++17",

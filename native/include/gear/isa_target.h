@@ -31,6 +31,17 @@
 #include <arm_neon.h>
 #endif
 
+// A read prefetch hint for the portable (scalar / NEON) layers; never faults.
+#if defined(__GNUC__) || defined(__clang__)
+#define GEAR_PREFETCH(p) __builtin_prefetch(p)
+#elif defined(_MSC_VER) && GEAR_X86
+#define GEAR_PREFETCH(p) _mm_prefetch(static_cast<const char*>(static_cast<const void*>(p)), _MM_HINT_T0)
+#elif defined(_MSC_VER) && GEAR_ARM64
+#define GEAR_PREFETCH(p) __prefetch(p)
+#else
+#define GEAR_PREFETCH(p) ((void)(p))
+#endif
+
 #define GEAR_AVX2_FEATURES "avx2,fma,f16c"
 #define GEAR_AVX512_FEATURES "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"
 

@@ -11,6 +11,7 @@
 
 #include "gear/common.h"
 #include "gear/divergence.h"
+#include "gear/isa_target.h"
 #include "gear/row_math.h"
 
 namespace gear {
