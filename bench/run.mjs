@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Benchmark runner: `npm run bench -- [--quick] [--only a,b] [--threads N] [--no-peers] [--out DIR]`.
 // Measures the machine's memory bandwidth (the floor), runs every bench/*.bench.mjs (or the ones named
-// by --only) against the built package (dist/index.js), and writes bench/results/<date>-<commit>.json
+// by --only) against the built package (dist/index.js), and writes bench/results/<date>-<commit>-<isa>.json
 // and .md. Quick runs (small shapes, for smoke tests) go to the system temp folder unless --out is given,
 // so they never mix with recorded results.
 import { execSync } from 'node:child_process';
@@ -115,7 +115,8 @@ async function main() {
   const date = new Date().toISOString().slice(0, 10);
   const outDir = opts.out ?? (opts.quick ? join(tmpdir(), 'gear-rl-bench') : join(benchDir, 'results'));
   mkdirSync(outDir, { recursive: true });
-  const base = join(outDir, `${date}-${sha}${opts.quick ? '-quick' : ''}`);
+  // The ISA in the name: runs of one commit under GEAR_RL_ISA=<isa> and on the best path stay apart.
+  const base = join(outDir, `${date}-${sha}-${mach.backend.isa}${opts.quick ? '-quick' : ''}`);
   const result = {
     commit: sha,
     dirty,
