@@ -77,6 +77,34 @@ export interface GearBatchRecord extends GearInput {
   meta?: Record<string, string | number | boolean>;
 }
 
+const DIAG_NUMBERS = ['peaks', 'segments', 'tokensInSegments', 'meanSegmentLength', 'weightMin', 'weightMax', 'validTokens',
+  'segmentTokenFraction', 'peaksPerRow'] as const;
+const DIAG_THRESHOLDS = ['entropy', 'entropyLow', 'dRef', 'peakKl', 'fixedSegmentLength'] as const;
+const DIAG_QUANTILES = ['p50', 'p90', 'p95', 'p99', 'max'] as const;
+
+/**
+ * Checks that `d` has every field of {@link GearDiagnostics} as a number (what the report prints), so
+ * a hand-edited or hostile batch file is refused with a coded error instead of failing in the page.
+ */
+function checkDiagnostics(d: unknown, what: string): GearDiagnostics {
+  const num = (o: Record<string, unknown>, k: string, w: string) => {
+    if (typeof o[k] !== 'number') fail('ERR_DTYPE', `${w}.${k}`, 'a number', o[k]);
+  };
+  const obj = (o: unknown, w: string): Record<string, unknown> => {
+    if (typeof o !== 'object' || o === null || Array.isArray(o)) fail('ERR_DTYPE', w, 'an object', o);
+    return o as Record<string, unknown>;
+  };
+  const dg = obj(d, what);
+  for (const k of DIAG_NUMBERS) num(dg, k, what);
+  const th = obj(dg.thresholds, `${what}.thresholds`);
+  for (const k of DIAG_THRESHOLDS) num(th, k, `${what}.thresholds`);
+  for (const q of ['klQuantiles', 'entropyQuantiles'] as const) {
+    const o = obj(dg[q], `${what}.${q}`);
+    for (const k of DIAG_QUANTILES) num(o, k, `${what}.${q}`);
+  }
+  return d as GearDiagnostics;
+}
+
 const enc = (x: number): JsonNumber => (Number.isFinite(x) ? x : Number.isNaN(x) ? 'NaN' : x > 0 ? 'Infinity' : '-Infinity');
 const encArr = (a: ArrayLike<number>): JsonNumber[] => Array.from(a, enc);
 function dec(x: unknown, what: string): number {
@@ -185,12 +213,11 @@ export function fromSavedBatch(obj: unknown): GearBatchRecord {
       weights: Float32Array.from(decArr(r.weights, 'batch.result.weights')),
       segmentId: Int32Array.from(v.numArray(r.segmentId, 'batch.result.segmentId')),
       anchors: Int32Array.from(v.numArray(r.anchors, 'batch.result.anchors')),
-      diagnostics: r.diagnostics,
+      diagnostics: checkDiagnostics(r.diagnostics, 'batch.result.diagnostics'),
     };
     for (const k of ['advantages', 'weights', 'segmentId'] as const) {
       if (res[k].length !== n) fail('ERR_SHAPE', `batch.result.${k}.length`, String(n), res[k].length);
     }
-    if (typeof r.diagnostics !== 'object' || r.diagnostics === null) fail('ERR_DTYPE', 'batch.result.diagnostics', 'an object', r.diagnostics);
     res.anchors.forEach((a, i) => {
       if (a < 0 || a >= n) fail('ERR_SHAPE', `batch.result.anchors[${i}]`, `a token index in [0, ${n})`, a);
     });
@@ -241,7 +268,8 @@ export const REPORT_SCALES: Readonly<Record<ReportMetric, readonly [number, numb
   weight: [[33, 102, 172], [247, 247, 247], [178, 24, 43]],
 });
 
-const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+/** The one escaping function of the report: every value interpolated into its HTML goes through it. */
+const esc = (s: string) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /**
  * Renders a self-contained HTML report of one batch (no network assets: inline CSS, JS and SVG). Each
@@ -264,6 +292,15 @@ export function renderReport(b: GearBatchRecord, opts: ReportOptions = {}): stri
   const res = b.result ?? gear(input);
   const n = b.divergence.length;
   const rows = b.offsets.length - 1;
+  // What the page indexes must match the batch: a short array would throw in the browser.
+  if (b.tokens !== undefined && (!Array.isArray(b.tokens) || b.tokens.length !== n)) fail('ERR_SHAPE', 'tokens', `${n} strings`, b.tokens);
+  if (b.rowLabels !== undefined && (!Array.isArray(b.rowLabels) || b.rowLabels.length !== rows)) {
+    fail('ERR_SHAPE', 'rowLabels', `${rows} strings`, b.rowLabels);
+  }
+  for (const k of ['advantages', 'weights', 'segmentId'] as const) {
+    if (!ArrayBuffer.isView(res[k]) || res[k].length !== n) fail('ERR_SHAPE', `result.${k}.length`, String(n), res[k]?.length);
+  }
+  checkDiagnostics(res.diagnostics, 'result.diagnostics');
   const cap = Math.fround(options.klCap);
   const valid = (t: number) => (b.mask ? b.mask[t] === 1 : true);
   const D = Array.from(b.divergence, (x) => (x <= 0 ? 0 : x > cap ? cap : x));
@@ -305,7 +342,7 @@ export function renderReport(b: GearBatchRecord, opts: ReportOptions = {}): stri
   ];
   if (dg.thresholds.fixedSegmentLength) diagRows.push(['fixed segment length', String(dg.thresholds.fixedSegmentLength)]);
   const qrow = (name: string, q: GearDiagnostics['klQuantiles']) =>
-    `<tr><th>${name}</th>${[q.p50, q.p90, q.p95, q.p99, q.max].map((x) => `<td>${f(x)}</td>`).join('')}</tr>`;
+    `<tr><th>${esc(name)}</th>${[q.p50, q.p90, q.p95, q.p99, q.max].map((x) => `<td>${esc(f(x))}</td>`).join('')}</tr>`;
   const nonDefault = Object.entries(b.options ?? {}).map(([k, x]) => `${k}=${String(x)}`).join(', ');
   const meta = Object.entries(b.meta ?? {}).map(([k, x]) => `<span class="meta"><b>${esc(k)}</b> ${esc(String(x))}</span>`).join(' ');
   const json = JSON.stringify(data).replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
@@ -318,7 +355,7 @@ export function renderReport(b: GearBatchRecord, opts: ReportOptions = {}): stri
 <header>
   <h1>${esc(title)}</h1>
   <p class="sub">GEAR-proposed reweighting (gear-rl). Options: ${nonDefault ? esc(nonDefault) : 'defaults'}. ${meta}</p>
-  ${shown < rows ? `<p class="warn">Showing the first ${shown} of ${rows} rows.</p>` : ''}
+  ${shown < rows ? `<p class="warn">Showing the first ${esc(String(shown))} of ${esc(String(rows))} rows.</p>` : ''}
 </header>
 <section class="panel">
   <div class="controls" role="radiogroup" aria-label="colour tokens by">
@@ -336,7 +373,7 @@ export function renderReport(b: GearBatchRecord, opts: ReportOptions = {}): stri
   </div>
 </section>
 <section class="panel diag">
-  <table class="kv">${diagRows.map(([k, x]) => `<tr><th>${esc(k)}</th><td>${x}</td></tr>`).join('')}</table>
+  <table class="kv">${diagRows.map(([k, x]) => `<tr><th>${esc(k)}</th><td>${esc(x)}</td></tr>`).join('')}</table>
   <table class="q"><tr><th></th><th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>max</th></tr>
   ${qrow('D (capped)', dg.klQuantiles)}${qrow('H', dg.entropyQuantiles)}</table>
 </section>
