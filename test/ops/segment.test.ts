@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import { native } from '../../ts/native.js';
 
 // float64 reference
 function refReduce(v: ArrayLike<number>, off: Int32Array, op: string, mask?: Uint8Array): number[] {
@@ -217,5 +218,30 @@ describe('segmentBroadcast', () => {
     const ac = new AbortController();
     ac.abort();
     await expect(rl.segmentBroadcastAsync(vals, off, mask, { signal: ac.signal })).rejects.toMatchObject({ code: 'ERR_ABORTED' });
+  });
+});
+
+describe('segment ops after an error', () => {
+  it('leave no output looking valid: a bad mask byte NaN-fills a supplied out (both ops)', () => {
+    const out = new Float32Array(3);
+    expect(() => rl.segmentBroadcast(Float64Array.of(5), Int32Array.of(0, 3), Uint8Array.of(1, 1, 2), { out }))
+      .toThrow(expect.objectContaining({ code: 'ERR_OPTION' }));
+    expect(Array.from(out).every(Number.isNaN)).toBe(true);
+    const big = 3 * 65536 + 7; // several work chunks: the bad byte sits in the last one, the others wrote
+    const off = Int32Array.of(0, big);
+    const mask = new Uint8Array(big).fill(1);
+    mask[big - 1] = 3;
+    const outBig = new Float32Array(big);
+    expect(() => rl.segmentBroadcast(Float64Array.of(2), off, mask, { out: outBig })).toThrow(expect.objectContaining({ code: 'ERR_OPTION' }));
+    expect(outBig.every(Number.isNaN)).toBe(true);
+    expect(() => rl.segmentReduce(new Float32Array(big).fill(1), off, 'sum', mask)).toThrow(expect.objectContaining({ code: 'ERR_OPTION' }));
+    // the addon's own output argument (reused by callers of the raw addon)
+    const rows = 4, per = 65536, off4 = Int32Array.from({ length: rows + 1 }, (_, r) => r * per);
+    const m4 = new Uint8Array(rows * per).fill(1);
+    m4[rows * per - 1] = 2;
+    const out4 = new Float64Array(rows);
+    expect(() => native.segmentReduce(new Float32Array(rows * per).fill(1), off4, m4, 0, out4, false, null))
+      .toThrow(expect.objectContaining({ code: 'ERR_OPTION' }));
+    expect(Array.from(out4).every(Number.isNaN)).toBe(true);
   });
 });

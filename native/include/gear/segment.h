@@ -33,12 +33,12 @@ Status mask_error(const uint8_t* mask, int64_t index);
 // float32 or float64 (exactly one of v32 / v64 non-null); accumulation is float64, sequential within a
 // row, so results do not depend on the thread count. Empty rows: sum 0, count 0, mean 0, max -inf,
 // min +inf. Mask bytes other than 0/1 give ERR_OPTION with the first such index (checked in the same
-// pass as the reduction).
+// pass as the reduction); after any error (abort included) out is NaN-filled.
 Status segment_reduce(const float* v32, const double* v64, int64_t n, const int32_t* offsets, int64_t rows,
                       const uint8_t* mask, SegOp op, double* out, const ExecContext& ctx);
 
 // out[t] = row_values[row(t)] for every token t, 0 where mask is 0. Mask bytes other than 0/1 give
-// ERR_OPTION with the first such index (out is then partly written).
+// ERR_OPTION with the first such index; after any error (abort included) out is NaN-filled.
 // reused_out: out is the caller's array (not freshly allocated), so a large one is written with
 // streaming stores.
 Status segment_broadcast(const double* row_values, const int32_t* offsets, int64_t rows, int64_t n,

@@ -257,8 +257,10 @@ Status segment_reduce(const float* v32, const double* v64, int64_t n, const int3
     if (v32) reduce_dispatch(v32, offsets, mask, op, out, r0, r1);
     else reduce_dispatch(v64, offsets, mask, op, out, r0, r1);
   });
-  if (!done) return error(Code::Aborted, "segmentReduce: aborted");
-  return bad >= 0 ? mask_error(mask, bad) : Status::ok();
+  Status result = !done ? error(Code::Aborted, "segmentReduce: aborted") : bad >= 0 ? mask_error(mask, bad) : Status::ok();
+  // rows already reduced must not look valid after an error
+  if (!result.is_ok()) std::fill(out, out + rows, std::numeric_limits<double>::quiet_NaN());
+  return result;
 }
 
 Status segment_broadcast(const double* row_values, const int32_t* offsets, int64_t rows, int64_t n,
@@ -290,10 +292,12 @@ Status segment_broadcast(const double* row_values, const int32_t* offsets, int64
       }
     }
   });
-  if (!done) return error(Code::Aborted, "segmentBroadcast: aborted");
+  Status result = done ? Status::ok() : error(Code::Aborted, "segmentBroadcast: aborted");
   for (int64_t bad : bads)
-    if (bad >= 0) return mask_error(mask, bad);
-  return Status::ok();
+    if (result.is_ok() && bad >= 0) result = mask_error(mask, bad);
+  // tokens already written must not look valid after an error
+  if (!result.is_ok()) std::fill(out, out + n, std::numeric_limits<float>::quiet_NaN());
+  return result;
 }
 
 }  // namespace gear
