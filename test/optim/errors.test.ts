@@ -128,6 +128,11 @@ describe('fromState rejects a state that does not fit', () => {
     ['betas out of range', (s) => ({ ...s, betas: [1.2, 0.9] }), 'ERR_STATE'],
     ['lr missing', (s) => { const c: Partial<rl.AdamState> = { ...s }; delete c.lr; return c; }, 'ERR_STATE'],
     ['null', () => null, 'ERR_STATE'],
+    // corrupted checkpoints: the next step would turn the parameters into NaN
+    ['a NaN first moment', (s) => ({ ...s, expAvg: [Float32Array.from(s.expAvg[0]!, (x, i) => (i === 1 ? NaN : x)), s.expAvg[1], s.expAvg[2]] }), 'ERR_STATE'],
+    ['an infinite first moment', (s) => ({ ...s, expAvg: [Float32Array.from(s.expAvg[0]!, (x, i) => (i === 2 ? Infinity : x)), s.expAvg[1], s.expAvg[2]] }), 'ERR_STATE'],
+    ['a negative second moment', (s) => ({ ...s, expAvgSq: [Float32Array.from(s.expAvgSq[0]!, (x, i) => (i === 3 ? -1e-9 : x)), s.expAvgSq[1], s.expAvgSq[2]] }), 'ERR_STATE'],
+    ['an infinite second moment', (s) => ({ ...s, expAvgSq: [s.expAvgSq[0], s.expAvgSq[1], s.expAvgSq[2]!.map(() => Infinity)] }), 'ERR_STATE'],
   ];
   for (const [name, mutate, c] of cases) {
     it(`${name} -> ${c}`, () => {
@@ -140,6 +145,23 @@ describe('fromState rejects a state that does not fit', () => {
   it('params of another count -> ERR_STATE', () => {
     const { st } = good();
     expect(() => rl.AdamW.fromState(randomTensors(5, [4, 0]), st)).toThrow(code('ERR_STATE'));
+  });
+  it('AMSGrad: a NaN or negative running max -> ERR_STATE; SGD: a NaN momentum buffer -> ERR_STATE', () => {
+    const params = randomTensors(5, LENGTHS);
+    const ams = new rl.AdamW(params, { amsgrad: true });
+    ams.step(randomTensors(6, LENGTHS));
+    const st = ams.state();
+    for (const bad of [NaN, -1]) {
+      const vmax = st.maxExpAvgSq!.map((b, i) => (i === 0 ? Float32Array.from(b, (x, j) => (j === 0 ? bad : x)) : b));
+      expect(() => rl.AdamW.fromState(randomTensors(5, LENGTHS), { ...st, maxExpAvgSq: vmax })).toThrow(code('ERR_STATE'));
+    }
+    const sgd = new rl.SGD(randomTensors(5, LENGTHS), { lr: 0.1, momentum: 0.9 });
+    sgd.step(randomTensors(7, LENGTHS));
+    const ss = sgd.state();
+    const buf = ss.momentumBuffer!.map((b, i) => (i === 2 ? b.map(() => NaN) : b));
+    expect(() => rl.SGD.fromState(randomTensors(5, LENGTHS), { ...ss, momentumBuffer: buf })).toThrow(code('ERR_STATE'));
+    // an ordinary state still loads (zeros and negative first moments are in the domain)
+    expect(() => rl.AdamW.fromState(randomTensors(5, LENGTHS), st)).not.toThrow();
   });
   it('SGD: momentum buffers of a momentum-free state -> ERR_STATE', () => {
     const s = new rl.SGD(randomTensors(5, LENGTHS), { lr: 0.1, momentum: 0.9 }).state();

@@ -121,8 +121,8 @@ abstract class AdamBase extends Optimizer {
   /** Loads buffers and step count from a checked state. */
   protected load(s: Record<string, unknown>): void {
     this.#m = stateBuffers(s.expAvg, this.params, 'expAvg');
-    this.#v = stateBuffers(s.expAvgSq, this.params, 'expAvgSq');
-    if (this.#h.amsgrad) this.#vmax = stateBuffers(s.maxExpAvgSq, this.params, 'maxExpAvgSq');
+    this.#v = stateBuffers(s.expAvgSq, this.params, 'expAvgSq', true);
+    if (this.#h.amsgrad) this.#vmax = stateBuffers(s.maxExpAvgSq, this.params, 'maxExpAvgSq', true);
     else if (s.maxExpAvgSq !== null && s.maxExpAvgSq !== undefined) {
       throw new GearError('ERR_STATE', 'state.maxExpAvgSq: expected null when amsgrad is false, got buffers');
     }

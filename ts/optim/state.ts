@@ -134,8 +134,13 @@ export function boolOpt(x: unknown, what: string, dflt: boolean): boolean {
   return x;
 }
 
-/** Copies a state buffer list after checking it matches the parameters (ERR_STATE otherwise). */
-export function stateBuffers(list: unknown, params: readonly Float32Array[], what: string): Float32Array[] {
+/**
+ * Copies a state buffer list after checking it matches the parameters and holds values of its domain:
+ * finite everywhere, and >= 0 for second moments (`nonNegative`). A corrupted checkpoint is refused with
+ * ERR_STATE instead of turning the parameters into NaN at the next step. The copies are checked, so
+ * nothing the caller changes afterwards reaches the optimizer.
+ */
+export function stateBuffers(list: unknown, params: readonly Float32Array[], what: string, nonNegative = false): Float32Array[] {
   if (!Array.isArray(list)) throw new GearError('ERR_STATE', `state.${what}: expected an array of ${params.length} Float32Array, got ${describe(list)}`);
   if (list.length !== params.length) {
     throw new GearError('ERR_STATE', `state.${what}.length: expected ${params.length} (one per parameter), got ${list.length}`);
@@ -147,7 +152,14 @@ export function stateBuffers(list: unknown, params: readonly Float32Array[], wha
     if (b.length !== params[i]!.length) {
       throw new GearError('ERR_STATE', `state.${what}[${i}].length: expected ${params[i]!.length}, got ${b.length}`);
     }
-    return b.slice();
+    const copy = b.slice();
+    for (let j = 0; j < copy.length; j++) {
+      const x = copy[j]!;
+      if (!Number.isFinite(x) || (nonNegative && x < 0)) {
+        throw new GearError('ERR_STATE', `state.${what}[${i}][${j}]: expected a finite number${nonNegative ? ' >= 0' : ''}, got ${describe(x)}`);
+      }
+    }
+    return copy;
   });
 }
 
