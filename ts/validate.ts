@@ -94,6 +94,19 @@ export function offsets(v: unknown, what = 'offsets', n?: number): number {
   return o.length - 1;
 }
 
+/** The most elements a list argument (tensors, partial statistics) may have; the addon has the same bound. */
+export const MAX_LIST_LENGTH = 2 ** 20;
+
+/**
+ * An array of at most {@link MAX_LIST_LENGTH} elements (a sparse array of length 2^30 is refused at
+ * once instead of being walked).
+ */
+export function list(v: unknown, what: string, expected: string): unknown[] {
+  if (!Array.isArray(v)) fail('ERR_DTYPE', what, expected, v);
+  if (v.length > MAX_LIST_LENGTH) fail('ERR_SHAPE', `${what}.length`, `at most ${MAX_LIST_LENGTH}`, v.length);
+  return v;
+}
+
 /** A number option (never NaN) within the given bounds (inclusive unless `minOpen` / `maxOpen`); `finite` also rejects ±Infinity. */
 export function numOpt(
   v: unknown, what: string, dflt: number,

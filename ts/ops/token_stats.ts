@@ -387,6 +387,7 @@ export async function tokenStatsPartialAsync(shard: Logits, targets: Int32Array,
 
 function mergeArgs(parts: PartialStats[]) {
   if (!Array.isArray(parts) || parts.length === 0) fail('ERR_SHAPE', 'parts', 'a non-empty array of PartialStats', parts);
+  v.list(parts, 'parts', 'a non-empty array of PartialStats');
   const first = parts[0]!;
   if (typeof first !== 'object' || first === null) fail('ERR_DTYPE', 'parts[0]', 'a PartialStats object', first);
   const sorted = [...parts].sort((x, y) => x.vocabStart - y.vocabStart);

@@ -27,8 +27,8 @@ export interface ClipGradNormAsyncOptions extends ClipGradNormOptions {
 
 function args(grads: unknown, maxNorm: unknown, opts: ClipGradNormOptions | undefined) {
   v.knownKeys(opts, 'options', ['errorIfNonfinite', 'signal']);
-  if (!Array.isArray(grads)) fail('ERR_DTYPE', 'grads', 'an array of Float32Array', grads);
-  grads.forEach((g, i) => v.f32(g, `grads[${i}]`));
+  const list = v.list(grads, 'grads', 'an array of Float32Array');
+  for (let i = 0; i < list.length; i++) v.f32(list[i], `grads[${i}]`); // holes included (forEach skips them)
   checkDisjoint(grads as Float32Array[], 'grads');
   const max = v.numOpt(maxNorm, 'maxNorm', NaN, { min: 0 });
   if (Number.isNaN(max)) fail('ERR_OPTION', 'maxNorm', 'a number >= 0', maxNorm);
@@ -82,7 +82,7 @@ export async function clipGradNormAsync(
  * @returns sqrt of the sum of squares of every element
  */
 export function gradNorm(grads: Float32Array[]): number {
-  if (!Array.isArray(grads)) fail('ERR_DTYPE', 'grads', 'an array of Float32Array', grads);
-  grads.forEach((g, i) => v.f32(g, `grads[${i}]`));
+  const list = v.list(grads, 'grads', 'an array of Float32Array');
+  for (let i = 0; i < list.length; i++) v.f32(list[i], `grads[${i}]`); // holes included (forEach skips them)
   return native.gradNorm(grads) as number;
 }

@@ -70,9 +70,9 @@ export type OptimizerState = AdamState | SGDState;
  * listed twice would be updated twice). Returns a copy of the list.
  */
 export function checkParams(params: unknown): Float32Array[] {
-  if (!Array.isArray(params)) fail('ERR_DTYPE', 'params', 'an array of Float32Array', params);
+  v.list(params, 'params', 'an array of Float32Array');
   const out: Float32Array[] = [];
-  for (let i = 0; i < params.length; i++) out.push(v.f32(params[i], `params[${i}]`));
+  for (let i = 0; i < (params as unknown[]).length; i++) out.push(v.f32((params as unknown[])[i], `params[${i}]`));
   checkDisjoint(out, 'params');
   return out;
 }
@@ -102,12 +102,12 @@ export function checkDisjoint(list: readonly Float32Array[], what: string): void
 
 /** Checks a gradient list against the parameters: same count, Float32Array, same lengths. */
 export function checkGrads(grads: unknown, params: readonly Float32Array[], what = 'grads'): Float32Array[] {
-  if (!Array.isArray(grads)) fail('ERR_DTYPE', what, 'an array of Float32Array', grads);
-  if (grads.length !== params.length) {
-    fail('ERR_SHAPE', `${what}.length`, `${params.length} (one per parameter)`, grads.length);
+  v.list(grads, what, 'an array of Float32Array');
+  if ((grads as unknown[]).length !== params.length) {
+    fail('ERR_SHAPE', `${what}.length`, `${params.length} (one per parameter)`, (grads as unknown[]).length);
   }
-  for (let i = 0; i < grads.length; i++) {
-    const g = v.f32(grads[i], `${what}[${i}]`);
+  for (let i = 0; i < params.length; i++) {
+    const g = v.f32((grads as unknown[])[i], `${what}[${i}]`);
     if (g.length !== params[i]!.length) fail('ERR_SHAPE', `${what}[${i}].length`, String(params[i]!.length), g.length);
   }
   return grads as Float32Array[];

@@ -43,16 +43,23 @@ Array<T> Typed(const Napi::Value& v, const char* what, int64_t len, napi_typedar
                const char* type_name) {
   if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != type)
     Throw(v.Env(), Code::DType, std::string(what) + ": expected " + type_name + ", got " + Describe(v));
-  auto ta = v.As<Napi::TypedArray>();
+  // napi_get_typedarray_info gives the element pointer for every backing (a SharedArrayBuffer included,
+  // which napi_get_arraybuffer_info refuses); a detached buffer reports length 0.
+  napi_typedarray_type t;
+  size_t n = 0;
+  void* data = nullptr;
+  napi_value ab;
+  size_t off = 0;
+  if (napi_get_typedarray_info(v.Env(), v, &t, &n, &data, &ab, &off) != napi_ok)
+    Throw(v.Env(), Code::DType, std::string(what) + ": expected a readable " + type_name + ", got " + Describe(v));
   Array<T> a;
-  a.length = static_cast<int64_t>(ta.ElementLength());
+  a.length = static_cast<int64_t>(n);
   if (len >= 0 && a.length != len)
     Throw(v.Env(), Code::Shape, std::string(what) + ".length: expected " + std::to_string(len) + ", got " +
                                     std::to_string(a.length));
-  auto buf = ta.ArrayBuffer();
-  if (a.length > 0 && buf.Data() == nullptr)
+  if (a.length > 0 && data == nullptr)
     Throw(v.Env(), Code::Shape, std::string(what) + ": expected an attached buffer, got a detached one");
-  a.data = a.length > 0 ? reinterpret_cast<T*>(static_cast<uint8_t*>(buf.Data()) + ta.ByteOffset()) : nullptr;
+  a.data = a.length > 0 ? static_cast<T*>(data) : nullptr;
   a.value = v;
   return a;
 }
@@ -127,6 +134,28 @@ Array<double> F64(const Napi::Value& v, const char* w, int64_t len) { return Typ
 Array<int32_t> I32(const Napi::Value& v, const char* w, int64_t len) { return Typed<int32_t>(v, w, len, napi_int32_array, "Int32Array"); }
 Array<uint8_t> U8(const Napi::Value& v, const char* w, int64_t len) { return Typed<uint8_t>(v, w, len, napi_uint8_array, "Uint8Array"); }
 Array<uint16_t> U16(const Napi::Value& v, const char* w, int64_t len) { return Typed<uint16_t>(v, w, len, napi_uint16_array, "Uint16Array"); }
+
+Array<int32_t> I32Copy(const Napi::Value& v, const char* what, int64_t len) {
+  Array<int32_t> a = I32(v, what, len);
+  a.copy = std::make_shared<std::vector<int32_t>>(a.data, a.data + a.length);
+  a.data = a.copy->empty() ? nullptr : a.copy->data();
+  return a;
+}
+
+std::vector<Napi::Value> ListValues(const Napi::Value& v, const std::string& what, int64_t len) {
+  if (!v.IsArray()) Throw(v.Env(), Code::DType, what + ": expected an array, got " + Describe(v));
+  auto arr = v.As<Napi::Array>();
+  const int64_t count = static_cast<int64_t>(arr.Length());
+  if (len >= 0 && count != len)
+    Throw(v.Env(), Code::Shape, what + ".length: expected " + std::to_string(len) + ", got " + std::to_string(count));
+  if (count > kMaxListLength)
+    Throw(v.Env(), Code::Shape, what + ".length: expected at most " + std::to_string(kMaxListLength) + ", got " +
+                                    std::to_string(count));
+  std::vector<Napi::Value> out;
+  out.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) out.push_back(arr.Get(static_cast<uint32_t>(i)));
+  return out;
+}
 
 bool IsNullish(const Napi::Value& v) { return v.IsUndefined() || v.IsNull(); }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,8 @@ struct Array {
   T* data = nullptr;
   int64_t length = 0;
   Napi::Value value;  // keeps the JS object for async jobs
+  // Set by the *Copy readers: data points into this private copy, which the job's lambda keeps alive.
+  std::shared_ptr<std::vector<T>> copy;
 };
 
 // Typed-array readers: `what` names the argument in messages. `len` < 0 means any length.
@@ -35,6 +38,18 @@ Array<double> F64(const Napi::Value& v, const char* what, int64_t len = -1);
 Array<int32_t> I32(const Napi::Value& v, const char* what, int64_t len = -1);
 Array<uint8_t> U8(const Napi::Value& v, const char* what, int64_t len = -1);
 Array<uint16_t> U16(const Napi::Value& v, const char* what, int64_t len = -1);
+// Index arrays the kernels check once and then read again (offsets, targets) are copied before the work
+// starts: JS (a getter, another thread writing a SharedArrayBuffer, code running while an async job is
+// in flight) can change the caller's array, never the copy the kernel reads.
+Array<int32_t> I32Copy(const Napi::Value& v, const char* what, int64_t len = -1);
+
+// The most elements a list argument (an array of tensors or of partial statistics) may have: a sparse
+// array of length 2^30 is refused at once instead of being walked.
+constexpr int64_t kMaxListLength = int64_t{1} << 20;
+// Reads list element Values (running any getters) before any pointer is taken from them. Checks
+// Array-ness and the length bound; `len` >= 0 requires that exact length.
+std::vector<Napi::Value> ListValues(const Napi::Value& v, const std::string& what, int64_t len = -1);
+
 // null / undefined -> empty Array (data == nullptr).
 bool IsNullish(const Napi::Value& v);
 

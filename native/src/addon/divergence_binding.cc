@@ -37,31 +37,38 @@ static PairArgs ReadPairArgs(const Napi::CallbackInfo& info) {
 
 static Napi::Value Divergence(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  const PairArgs p = ReadPairArgs(info);
-  const int32_t* targets = IsNullish(info[9]) ? nullptr : I32(info[9], "targets", p.s.rows).data;
+  // The `out` object's fields first: its getters run before any pointer is taken.
   if (!IsNullish(info[10]) && !info[10].IsObject()) Throw(env, Code::Option, "out: expected an object, got another value");
-  Napi::Object outs = IsNullish(info[10]) ? Napi::Object::New(env) : info[10].As<Napi::Object>();
+  static const char* const kKeys[6] = {"value", "studentEntropy", "studentLogsumexp", "teacherLogsumexp",
+                                       "studentLogprob", "teacherLogprob"};
+  Napi::Value given[6];
+  if (!IsNullish(info[10])) {
+    Napi::Object outs = info[10].As<Napi::Object>();
+    for (int k = 0; k < 6; ++k) given[k] = outs.Get(kKeys[k]);
+  }
+  const PairArgs p = ReadPairArgs(info);
+  const auto tg = IsNullish(info[9]) ? Array<int32_t>{} : I32Copy(info[9], "targets", p.s.rows);
   const bool async = !IsNullish(info[11]) && Bool(info[11], "async");
   const auto* abort = AbortFlag(info[12]);
   Napi::Object result = Napi::Object::New(env);
   std::vector<Napi::Value> keep{info[0], info[1], info[9], info[12], result};
-  auto field = [&](const char* key) {
-    Napi::Float32Array a = OutF32(env, outs.Get(key), (std::string("out.") + key).c_str(), p.s.rows);
-    result.Set(key, a);
+  auto field = [&](int k) {
+    Napi::Float32Array a = OutF32(env, given[k].IsEmpty() ? env.Undefined() : given[k], (std::string("out.") + kKeys[k]).c_str(), p.s.rows);
+    result.Set(kKeys[k], a);
     return a.Data();
   };
   DivergenceOut o;
-  o.value = field("value");
-  o.student_entropy = field("studentEntropy");
-  o.student_lse = field("studentLogsumexp");
-  o.teacher_lse = field("teacherLogsumexp");
-  if (targets) {
-    o.student_logprob = field("studentLogprob");
-    o.teacher_logprob = field("teacherLogprob");
+  o.value = field(0);
+  o.student_entropy = field(1);
+  o.student_lse = field(2);
+  o.teacher_lse = field(3);
+  if (tg.data != nullptr) {
+    o.student_logprob = field(4);
+    o.teacher_logprob = field(5);
   }
   return Run(env, async, keep,
              [=](const ExecContext& ctx) {
-               return divergence(p.s, p.t, p.kind, p.beta, p.temperature, p.kl_cap, targets, o, ctx);
+               return divergence(p.s, p.t, p.kind, p.beta, p.temperature, p.kl_cap, tg.data, o, ctx);
              },
              result, abort);
 }

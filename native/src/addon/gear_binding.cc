@@ -23,7 +23,7 @@ constexpr int kStatCount = 11 + 2 * kGearDiagQuantiles;
 
 static Napi::Value GearScan(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto off = I32(info[1], "offsets");
+  const auto off = I32Copy(info[1], "offsets");  // checked once, read again by the scan: a private copy
   if (off.length < 1) Throw(env, Code::Shape, "offsets.length: expected at least 1, got 0");
   const int64_t rows = off.length - 1;
   auto adv = F64(info[0], "advantages", rows);

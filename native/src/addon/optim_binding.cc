@@ -23,21 +23,31 @@ namespace gear::addon {
 
 namespace {
 
-std::vector<Array<float>> F32List(const Napi::Value& v, const std::string& what, const std::vector<Array<float>>* like) {
+// A list argument's element values, read (any getter runs here) before any pointer is taken from any
+// list of the call, so no JS runs between taking a pointer and finishing with it.
+struct ListArg {
+  std::string what;
+  std::vector<Napi::Value> items;
+};
+
+ListArg List(const Napi::Value& v, const std::string& what) {
   if (!v.IsArray())
     Throw(v.Env(), Code::DType, what + ": expected an array of Float32Array, got " +
                                     (v.IsTypedArray() ? std::string("a typed array") : std::string("a non-array value")));
-  auto arr = v.As<Napi::Array>();
-  const int64_t count = static_cast<int64_t>(arr.Length());
+  return {what, ListValues(v, what)};
+}
+
+std::vector<Array<float>> F32s(Napi::Env env, const ListArg& l, const std::vector<Array<float>>* like) {
+  const int64_t count = static_cast<int64_t>(l.items.size());
   if (like != nullptr && count != static_cast<int64_t>(like->size()))
-    Throw(v.Env(), Code::Shape, what + ".length: expected " + std::to_string(like->size()) + " (one per parameter), got " +
-                                    std::to_string(count));
+    Throw(env, Code::Shape, l.what + ".length: expected " + std::to_string(like->size()) + " (one per parameter), got " +
+                                std::to_string(count));
   std::vector<Array<float>> out;
   out.reserve(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) {
-    const std::string name = what + "[" + std::to_string(i) + "]";
+    const std::string name = l.what + "[" + std::to_string(i) + "]";
     const int64_t len = like ? (*like)[static_cast<size_t>(i)].length : -1;
-    out.push_back(F32(arr.Get(static_cast<uint32_t>(i)), name.c_str(), len));
+    out.push_back(F32(l.items[static_cast<size_t>(i)], name.c_str(), len));
   }
   return out;
 }
@@ -54,13 +64,15 @@ Status Aborted() { return error(Code::Aborted, "aborted: the AbortSignal fired b
 
 static Napi::Value AdamStep(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto params = F32List(info[0], "params", nullptr);
-  auto grads = F32List(info[1], "grads", &params);
-  auto m = F32List(info[2], "expAvg", &params);
-  auto v = F32List(info[3], "expAvgSq", &params);
-  std::vector<Array<float>> vmax;
   const bool amsgrad = Bool(info[12], "amsgrad");
-  if (amsgrad) vmax = F32List(info[4], "maxExpAvgSq", &params);
+  const ListArg lp = List(info[0], "params"), lg = List(info[1], "grads"), lm = List(info[2], "expAvg"),
+                lv = List(info[3], "expAvgSq"), lx = amsgrad ? List(info[4], "maxExpAvgSq") : ListArg{};
+  auto params = F32s(env, lp, nullptr);
+  auto grads = F32s(env, lg, &params);
+  auto m = F32s(env, lm, &params);
+  auto v = F32s(env, lv, &params);
+  std::vector<Array<float>> vmax;
+  if (amsgrad) vmax = F32s(env, lx, &params);
   AdamHyper h;
   h.lr = Number(info[5], "lr");
   h.beta1 = Number(info[6], "betas[0]");
@@ -91,8 +103,6 @@ static Napi::Value AdamStep(const Napi::CallbackInfo& info) {
 
 static Napi::Value SgdStep(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto params = F32List(info[0], "params", nullptr);
-  auto grads = F32List(info[1], "grads", &params);
   SgdHyper h;
   h.lr = Number(info[3], "lr");
   h.momentum = Number(info[4], "momentum");
@@ -101,8 +111,12 @@ static Napi::Value SgdStep(const Napi::CallbackInfo& info) {
   h.nesterov = Bool(info[7], "nesterov");
   h.maximize = Bool(info[8], "maximize");
   h.first_step = Bool(info[9], "firstStep");
+  const ListArg lp = List(info[0], "params"), lg = List(info[1], "grads"),
+                lb = h.momentum != 0 ? List(info[2], "momentumBuffer") : ListArg{};
+  auto params = F32s(env, lp, nullptr);
+  auto grads = F32s(env, lg, &params);
   std::vector<Array<float>> buf;
-  if (h.momentum != 0) buf = F32List(info[2], "momentumBuffer", &params);
+  if (h.momentum != 0) buf = F32s(env, lb, &params);
   const bool async = !IsNullish(info[10]) && Bool(info[10], "async");
   const auto* abort = StartFlag(info[11]);
   std::vector<OptimTensor> t(params.size());
@@ -122,7 +136,7 @@ static Napi::Value SgdStep(const Napi::CallbackInfo& info) {
 
 static Napi::Value GradNorm(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto grads = F32List(info[0], "grads", nullptr);
+  auto grads = F32s(env, List(info[0], "grads"), nullptr);
   std::vector<const float*> g;
   std::vector<int64_t> n;
   for (auto& a : grads) g.push_back(a.data), n.push_back(a.length);
@@ -133,7 +147,7 @@ static Napi::Value GradNorm(const Napi::CallbackInfo& info) {
 
 static Napi::Value ClipGradNorm(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto grads = F32List(info[0], "grads", nullptr);
+  auto grads = F32s(env, List(info[0], "grads"), nullptr);
   const double max_norm = Number(info[1], "maxNorm");
   const bool err = Bool(info[2], "errorIfNonfinite");
   auto out = F64(info[3], "out", 1);

@@ -20,7 +20,7 @@ static Napi::Value PolicyLossPpo(const Napi::CallbackInfo& info) {
   const int64_t n = lp.length;
   auto old = F32(info[1], "oldLogprob", n);
   auto adv = F32(info[2], "advantages", n);
-  auto off = I32(info[3], "offsets");
+  const auto off = I32Copy(info[3], "offsets");  // checked once, read again by the kernel: a private copy
   if (off.length < 1) Throw(env, Code::Shape, "offsets.length: expected at least 1, got 0");
   const int64_t rows = off.length - 1;
   Array<uint8_t> mask;

@@ -18,7 +18,7 @@ static Napi::Value SegmentReduce(const Napi::CallbackInfo& info) {
   else
     v64 = F64(info[0], "values");
   const int64_t n = v32.value.IsEmpty() ? v64.length : v32.length;
-  auto off = I32(info[1], "offsets");
+  const auto off = I32Copy(info[1], "offsets");
   if (off.length < 1) Throw(env, Code::Shape, "offsets.length: expected at least 1, got 0");
   const int64_t rows = off.length - 1;
   Array<uint8_t> mask;
@@ -31,14 +31,14 @@ static Napi::Value SegmentReduce(const Napi::CallbackInfo& info) {
   double* o = out.Data();
   return Run(env, async, {info[0], info[1], info[2], out, info[6]},
              [=](const ExecContext& ctx) {
-               return segment_reduce(v32.data, v64.data, n, off.data, rows, mask.data, op, o, ctx);
+               return segment_reduce(v32.data, v64.data, n, off.data, rows, mask.data, op, o, ctx);  // off: a copy
              },
              out, abort);
 }
 
 static Napi::Value SegmentBroadcast(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  auto off = I32(info[1], "offsets");
+  const auto off = I32Copy(info[1], "offsets");
   if (off.length < 1) Throw(env, Code::Shape, "offsets.length: expected at least 1, got 0");
   const int64_t rows = off.length - 1;
   auto vals = F64(info[0], "rowValues", rows);

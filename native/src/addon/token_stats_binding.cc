@@ -21,7 +21,7 @@ namespace gear::addon {
 static Napi::Value TokenStats(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const LogitsView l = ReadLogits(info[0], info[1], info[2], info[3], "logits");
-  const int32_t* targets = I32(info[4], "targets", l.rows).data;
+  const auto tg = I32Copy(info[4], "targets", l.rows);  // checked once, read again: a private copy
   const double temperature = Number(info[5], "temperature");
   Napi::Float32Array lp = OutF32(env, info[6], "out.logprob", l.rows);
   Napi::Float32Array ent = OutF32(env, info[7], "out.entropy", l.rows);
@@ -36,14 +36,14 @@ static Napi::Value TokenStats(const Napi::CallbackInfo& info) {
   float* pent = ent.Data();
   float* plse = lse.Data();
   return Run(env, async, {info[0], info[4], lp, ent, lse, info[10]},
-             [=](const ExecContext& ctx) { return token_stats(l, targets, temperature, plp, pent, plse, ctx); },
+             [=](const ExecContext& ctx) { return token_stats(l, tg.data, temperature, plp, pent, plse, ctx); },
              result, abort);
 }
 
 static Napi::Value TokenStatsBackward(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const LogitsView l = ReadLogits(info[0], info[1], info[2], info[3], "logits");
-  const int32_t* targets = IsNullish(info[4]) ? nullptr : I32(info[4], "targets", l.rows).data;
+  const auto tg = IsNullish(info[4]) ? Array<int32_t>{} : I32Copy(info[4], "targets", l.rows);
   const float* gl = OptF32(info[5], "grad.logprob", l.rows);
   const float* ge = OptF32(info[6], "grad.entropy", l.rows);
   const double temperature = Number(info[7], "temperature");
@@ -64,7 +64,7 @@ static Napi::Value TokenStatsBackward(const Napi::CallbackInfo& info) {
   float* po = total > 0 ? out.Data() : nullptr;
   return Run(env, async, {info[0], info[4], info[5], info[6], info[8], info[9], out, info[13]},
              [=](const ExecContext& ctx) {
-               return token_stats_backward(l, targets, gl, ge, temperature, slse, sent, po, ctx);
+               return token_stats_backward(l, tg.data, gl, ge, temperature, slse, sent, po, ctx);
              },
              out, abort);
 }
@@ -72,7 +72,7 @@ static Napi::Value TokenStatsBackward(const Napi::CallbackInfo& info) {
 static Napi::Value TokenStatsPartial(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const LogitsView l = ReadLogits(info[0], info[1], info[2], info[3], "shard");
-  const int32_t* targets = I32(info[4], "targets", l.rows).data;
+  const auto tg = I32Copy(info[4], "targets", l.rows);
   const int64_t vocab_start = Int(info[5], "vocabStart", 0, 2147483647);
   const double temperature = Number(info[6], "temperature");
   const bool async = !IsNullish(info[7]) && Bool(info[7], "async");
@@ -88,7 +88,7 @@ static Napi::Value TokenStatsPartial(const Napi::CallbackInfo& info) {
   double *pm = mx.Data(), *ps = se.Data(), *px = sx.Data(), *pt = tl.Data();
   return Run(env, async, {info[0], info[4], mx, se, sx, tl, info[8]},
              [=](const ExecContext& ctx) {
-               return token_stats_partial(l, targets, vocab_start, temperature, pm, ps, px, pt, ctx);
+               return token_stats_partial(l, tg.data, vocab_start, temperature, pm, ps, px, pt, ctx);
              },
              result, abort);
 }
@@ -96,26 +96,33 @@ static Napi::Value TokenStatsPartial(const Napi::CallbackInfo& info) {
 static Napi::Value MergeTokenStats(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!info[0].IsArray()) Throw(env, Code::DType, "parts: expected an array of partial statistics, got another value");
-  auto arr = info[0].As<Napi::Array>();
   const int64_t rows = Int(info[1], "rows", 0, kMaxSafeInt);
   const double temperature = Number(info[2], "temperature");
   const bool async = !IsNullish(info[3]) && Bool(info[3], "async");
-  const int64_t parts = arr.Length();
+  // Every property is read (getters run) before any pointer is taken from any part.
+  const std::vector<Napi::Value> items = ListValues(info[0], "parts");
+  const int64_t parts = static_cast<int64_t>(items.size());
+  static const char* const kFields[6] = {"vocabStart", "vocab", "max", "sumExp", "sumExpX", "targetLogit"};
+  std::vector<Napi::Value> fields(static_cast<size_t>(parts) * 6);
+  for (int64_t p = 0; p < parts; ++p) {
+    if (!items[p].IsObject())
+      Throw(env, Code::DType, "parts[" + std::to_string(p) + "]: expected an object from tokenStatsPartial, got another value");
+    auto o = items[p].As<Napi::Object>();
+    for (int f = 0; f < 6; ++f) fields[p * 6 + f] = o.Get(kFields[f]);
+  }
   std::vector<int64_t> starts(parts), widths(parts);
   std::vector<const double*> mx(parts), se(parts), sx(parts), tl(parts);
-  std::vector<Napi::Value> keep;
+  std::vector<Napi::Value> keep(items.begin(), items.end());
   for (int64_t p = 0; p < parts; ++p) {
-    Napi::Value pv = arr.Get(static_cast<uint32_t>(p));
     const std::string w = "parts[" + std::to_string(p) + "]";
-    if (!pv.IsObject()) Throw(env, Code::DType, w + ": expected an object from tokenStatsPartial, got another value");
-    auto o = pv.As<Napi::Object>();
-    starts[p] = Int(o.Get("vocabStart"), (w + ".vocabStart").c_str(), 0, kMaxSafeInt);
-    widths[p] = Int(o.Get("vocab"), (w + ".vocab").c_str(), 1, kMaxSafeInt);
-    mx[p] = F64(o.Get("max"), (w + ".max").c_str(), rows).data;
-    se[p] = F64(o.Get("sumExp"), (w + ".sumExp").c_str(), rows).data;
-    sx[p] = F64(o.Get("sumExpX"), (w + ".sumExpX").c_str(), rows).data;
-    tl[p] = F64(o.Get("targetLogit"), (w + ".targetLogit").c_str(), rows).data;
-    keep.push_back(pv);
+    const Napi::Value* f = &fields[p * 6];
+    starts[p] = Int(f[0], (w + ".vocabStart").c_str(), 0, kMaxSafeInt);
+    widths[p] = Int(f[1], (w + ".vocab").c_str(), 1, kMaxSafeInt);
+    mx[p] = F64(f[2], (w + ".max").c_str(), rows).data;
+    se[p] = F64(f[3], (w + ".sumExp").c_str(), rows).data;
+    sx[p] = F64(f[4], (w + ".sumExpX").c_str(), rows).data;
+    tl[p] = F64(f[5], (w + ".targetLogit").c_str(), rows).data;
+    for (int k = 2; k < 6; ++k) keep.push_back(f[k]);
   }
   const size_t n = static_cast<size_t>(rows);
   Napi::Float32Array lp = Napi::Float32Array::New(env, n), ent = Napi::Float32Array::New(env, n),
