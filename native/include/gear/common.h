@@ -76,12 +76,17 @@ struct LogitsView {
 
 class ThreadPool;
 
-// Where and how a kernel runs: the pool to split rows over (nullptr = calling thread only) and an abort
-// flag polled between blocks of rows (nullptr = not abortable).
+// Where and how a kernel runs: the pool to split rows over (nullptr = calling thread only) and two
+// flags polled between blocks of rows (nullptr = none): the caller's abort (an AbortSignal) and the
+// binding's cancel (the JS environment that started the work is being torn down).
 struct ExecContext {
   ThreadPool* pool = nullptr;
   const std::atomic<int32_t>* abort = nullptr;
-  bool aborted() const { return abort != nullptr && abort->load(std::memory_order_relaxed) != 0; }
+  const std::atomic<int32_t>* cancel = nullptr;
+  bool aborted() const {
+    return (abort != nullptr && abort->load(std::memory_order_relaxed) != 0) ||
+           (cancel != nullptr && cancel->load(std::memory_order_relaxed) != 0);
+  }
 };
 
 }  // namespace gear

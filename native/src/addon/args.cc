@@ -1,21 +1,50 @@
 #include "args.h"
 
 #include <cmath>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 
 #include "gear/thread_pool.h"
 
 namespace gear::addon {
 
 namespace {
-struct InstanceData {
-  Napi::FunctionReference error_class;
+// What the async jobs of one JS environment (the main thread or a worker) share with its teardown: a
+// cancel flag the kernels poll, and the count of jobs whose Execute is running. The environment's
+// cleanup hook sets the flag and waits for the count to reach 0, so no job touches that environment's
+// memory after it is freed; a job that starts afterwards sees the flag and touches nothing.
+struct EnvJobs {
+  std::mutex mu;
+  std::condition_variable idle;
+  int64_t running = 0;
+  std::atomic<int32_t> cancel{0};
 };
 
-InstanceData* Data(Napi::Env env) {
-  auto* d = env.GetInstanceData<InstanceData>();
+struct InstanceData {
+  Napi::FunctionReference error_class;
+  std::shared_ptr<EnvJobs> jobs = std::make_shared<EnvJobs>();
+};
+
+void TeardownJobs(void* arg) {
+  auto* holder = static_cast<std::shared_ptr<EnvJobs>*>(arg);
+  EnvJobs& j = **holder;
+  {
+    std::unique_lock<std::mutex> lock(j.mu);
+    j.cancel.store(1);
+    j.idle.wait(lock, [&] { return j.running == 0; });
+  }
+  delete holder;
+}
+
+InstanceData* Data(napi_env env) {
+  void* raw = nullptr;
+  napi_get_instance_data(env, &raw);
+  auto* d = static_cast<InstanceData*>(raw);
   if (!d) {
     d = new InstanceData();
-    env.SetInstanceData(d);
+    napi_set_instance_data(env, d, [](napi_env, void* p, void*) { delete static_cast<InstanceData*>(p); }, nullptr);
+    napi_add_env_cleanup_hook(env, TeardownJobs, new std::shared_ptr<EnvJobs>(d->jobs));
   }
   return d;
 }
@@ -69,7 +98,7 @@ class Job : public Napi::AsyncWorker {
   Job(Napi::Env env, std::vector<Napi::Value> keep, std::function<Status(const ExecContext&)> work,
       Napi::Value result, const std::atomic<int32_t>* abort)
       : Napi::AsyncWorker(env, "gear-rl"), deferred_(Napi::Promise::Deferred::New(env)),
-        work_(std::move(work)), abort_(abort) {
+        work_(std::move(work)), abort_(abort), jobs_(Data(env)->jobs) {
     result_ = Napi::Persistent(result.As<Napi::Object>());
     for (auto& v : keep)
       if (v.IsObject()) keep_.push_back(Napi::Persistent(v.As<Napi::Object>()));
@@ -78,29 +107,50 @@ class Job : public Napi::AsyncWorker {
 
  protected:
   void Execute() override {
-    ExecContext ctx{&global_pool(), abort_};
+    {
+      std::lock_guard<std::mutex> lock(jobs_->mu);
+      if (jobs_->cancel.load() != 0) {  // the environment is gone or going: touch none of its memory
+        status_ = error(Code::Aborted, "aborted: the JavaScript environment that started the call was torn down");
+        return;
+      }
+      ++jobs_->running;
+    }
+    ExecContext ctx{&global_pool(), abort_, &jobs_->cancel};
     try {
       status_ = work_(ctx);
     } catch (const std::exception& e) {
       status_ = error(Code::Internal, std::string("internal error: ") + e.what());
     }
     if (status_.is_ok() && ctx.aborted()) status_ = error(Code::Aborted, "aborted: the AbortSignal fired");
+    std::lock_guard<std::mutex> lock(jobs_->mu);
+    if (--jobs_->running == 0) jobs_->idle.notify_all();
   }
+  // Settling the promise can fail while the environment is shutting down (JS can no longer run): that
+  // is not an error of the call, and an exception escaping here would terminate the whole process.
   void OnOK() override {
-    Napi::HandleScope scope(Env());
-    if (!status_.is_ok()) {
-      deferred_.Reject(MakeError(Env(), status_.code, status_.message).Value());
-      return;
+    try {
+      Napi::HandleScope scope(Env());
+      if (!status_.is_ok()) {
+        deferred_.Reject(MakeError(Env(), status_.code, status_.message).Value());
+        return;
+      }
+      deferred_.Resolve(result_.Value());
+    } catch (const Napi::Error&) {
     }
-    deferred_.Resolve(result_.Value());
   }
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+  void OnError(const Napi::Error& e) override {
+    try {
+      deferred_.Reject(e.Value());
+    } catch (const Napi::Error&) {
+    }
+  }
 
  private:
   Napi::Promise::Deferred deferred_;
   std::function<Status(const ExecContext&)> work_;
   Napi::ObjectReference result_;
   const std::atomic<int32_t>* abort_;
+  std::shared_ptr<EnvJobs> jobs_;
   std::vector<Napi::ObjectReference> keep_;
   Status status_;
 };
