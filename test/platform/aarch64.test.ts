@@ -11,12 +11,12 @@
 // Left out of the emulated run: kernels_huge (a 4.6 GB input) and kernels_memory (1 GiB filled in JS,
 // peak RSS of the emulator): 5 to 13 minutes each under qemu, and what they check (64-bit offsets, no
 // N x V temporary) is the same portable C++ on both architectures, covered by the native x86-64 run.
-import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cleanEnv, run, type Run } from '../helpers/child.js';
 import { ADDON, ensureArm64Node, qemuNodeArgv, qemuTestEnv } from '../../scripts/cross-build.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -24,18 +24,6 @@ const SUITES = ['test/ops', 'test/losses', 'test/optim', 'test/gear'];
 const LEFT_OUT = ['test/ops/kernels_huge.test.ts', 'test/ops/kernels_memory.test.ts'];
 const scratch = mkdtempSync(join(tmpdir(), 'gear-rl-arm64-'));
 
-type Run = { status: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string };
-function run(argv: string[], env: NodeJS.ProcessEnv, timeoutMs: number): Run {
-  const r = spawnSync(argv[0]!, argv.slice(1), { cwd: ROOT, env, encoding: 'utf8', maxBuffer: 256 * 2 ** 20, timeout: timeoutMs });
-  return { status: r.status, signal: r.signal, stdout: r.stdout ?? '', stderr: r.stderr ?? '' };
-}
-
-/** The environment of this process without what would steer a child's choices (ISA, threads, vitest's own). */
-function cleanEnv(): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  for (const k of Object.keys(env)) if (k.startsWith('VITEST') || k === 'NODE_OPTIONS' || k === 'GEAR_RL_ISA' || k === 'GEAR_RL_NUM_THREADS') delete env[k];
-  return env;
-}
 
 let build: Run;
 let suite: Run & { ms: number };

@@ -6,12 +6,12 @@
 // Children that tests start (GEAR_RL_ISA at load, fresh processes) run under the same CPU model through
 // test/platform/qemu_exec_path.mjs. /proc/cpuinfo shows the host's flags under qemu-user, so the
 // emulated model's flags reach test/ops/backend.test.ts through GEAR_RL_TEST_CPU_FLAGS.
-import { spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cleanEnv, run, type Run } from '../helpers/child.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const CPU = 'EPYC-Rome';
@@ -32,18 +32,6 @@ const FILES = [
 ];
 const scratch = mkdtempSync(join(tmpdir(), 'gear-rl-avx2-cpu-'));
 
-type Run = { status: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string };
-function run(argv: string[], env: NodeJS.ProcessEnv, timeoutMs: number): Run {
-  const r = spawnSync(argv[0]!, argv.slice(1), { cwd: ROOT, env, encoding: 'utf8', maxBuffer: 256 * 2 ** 20, timeout: timeoutMs });
-  return { status: r.status, signal: r.signal, stdout: r.stdout ?? '', stderr: r.stderr ?? '' };
-}
-
-/** This process's environment without what would steer a child's choices (ISA, threads, vitest's own). */
-function cleanEnv(): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  for (const k of Object.keys(env)) if (k.startsWith('VITEST') || k === 'NODE_OPTIONS' || k === 'GEAR_RL_ISA' || k === 'GEAR_RL_NUM_THREADS') delete env[k];
-  return env;
-}
 
 /** Environment of the emulated run: every Node it starts runs under the same CPU model. */
 function emulatedEnv(): NodeJS.ProcessEnv {
