@@ -41,7 +41,8 @@ static Napi::Value Divergence(const Napi::CallbackInfo& info) {
   if (!IsNullish(info[10]) && !info[10].IsObject()) Throw(env, Code::Option, "out: expected an object, got another value");
   static const char* const kKeys[6] = {"value", "studentEntropy", "studentLogsumexp", "teacherLogsumexp",
                                        "studentLogprob", "teacherLogprob"};
-  Napi::Value given[6];
+  Napi::Value given[6] = {env.Undefined(), env.Undefined(), env.Undefined(), env.Undefined(), env.Undefined(),
+                          env.Undefined()};
   if (!IsNullish(info[10])) {
     Napi::Object outs = info[10].As<Napi::Object>();
     for (int k = 0; k < 6; ++k) given[k] = outs.Get(kKeys[k]);
@@ -53,7 +54,7 @@ static Napi::Value Divergence(const Napi::CallbackInfo& info) {
   Napi::Object result = Napi::Object::New(env);
   std::vector<Napi::Value> keep{info[0], info[1], info[9], info[12], result};
   auto field = [&](int k) {
-    Napi::Float32Array a = OutF32(env, given[k].IsEmpty() ? env.Undefined() : given[k], (std::string("out.") + kKeys[k]).c_str(), p.s.rows);
+    Napi::Float32Array a = OutF32(env, given[k], (std::string("out.") + kKeys[k]).c_str(), p.s.rows);
     result.Set(kKeys[k], a);
     return a.Data();
   };
