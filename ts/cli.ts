@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { GearError } from './errors.js';
+import { GearError } from './core/errors.js';
 import { gear } from './gear/gear.js';
 import { loadBatch, writeReport } from './gear/visualize.js';
 import type { ReportMetric } from './gear/visualize.js';

@@ -5,14 +5,15 @@
  *
  * @packageDocumentation
  */
-export { GearError } from './errors.js';
-export type { GearErrorCode } from './errors.js';
+export { GearError } from './core/errors.js';
+export type { GearErrorCode } from './core/errors.js';
 
 // Native ops
 export { backend, setNumThreads, setIsa } from './ops/backend.js';
 export type { BackendInfo, Isa } from './ops/backend.js';
 export { segmentReduce, segmentReduceAsync, segmentBroadcast, segmentBroadcastAsync } from './ops/segment.js';
-export type { SegmentOp, AsyncOptions } from './ops/segment.js';
+export type { SegmentOp } from './ops/segment.js';
+export type { AsyncOptions } from './core/invoke.js';
 // segmentBroadcast output reuse
 export type { BroadcastOptions, BroadcastAsyncOptions } from './ops/segment.js';
 

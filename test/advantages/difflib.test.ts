@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
-import { GearError } from '../../ts/errors.js';
+import { GearError } from '../../ts/core/errors.js';
 
 function rng(seed: number) {
   let s = seed >>> 0;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
-import { GearError } from '../../ts/errors.js';
+import { GearError } from '../../ts/core/errors.js';
 import { data, expectClose, loadPeer } from '../helpers/peer.js';
 import { expectRowsMatch, pack } from './adapter.js';
 

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
-import { native } from '../../ts/native.js';
+import { native } from '../../ts/core/addon.js';
 import type { GearOptions } from '../../ts/gear/gear.js';
 import { gearReference, quantileRef } from '../helpers/gear_reference.js';
 

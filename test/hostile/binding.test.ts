@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const DIST = pathToFileURL(join(ROOT, 'dist', 'index.js')).href;
-const NATIVE = pathToFileURL(join(ROOT, 'dist', 'native.js')).href;
+const NATIVE = pathToFileURL(join(ROOT, 'dist', 'core', 'addon.js')).href;
 
 /** Runs `body` (an async ESM function body with `rl` and `native` in scope) in a child; returns its JSON. */
 function child(body: string, timeoutMs = 60_000): Record<string, unknown> {

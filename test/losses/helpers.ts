@@ -2,7 +2,7 @@
 // central finite differences in float64.
 import { expect } from 'vitest';
 import * as rl from '../../ts/index.js';
-import { mulberry32 } from '../../ts/losses/common.js';
+import { mulberry32 } from '../../ts/core/prng.js';
 import { data, type Tensor } from '../helpers/peer.js';
 
 /** A (B, T) peer tensor as packed rows of equal length T. */

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
 import { aggWeights } from '../../ts/losses/aggregate.js';
-import { native } from '../../ts/native.js';
+import { native } from '../../ts/core/addon.js';
 import { expectClose } from '../helpers/peer.js';
 import { expectGearError, randomBatch } from './helpers.js';
 import { eachIsa, restoreBackendAfterAll } from '../helpers/isa.js';

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
 import { ISAS, LOADED } from '../helpers/isa.js';
-import { native } from '../../ts/native.js';
+import { native } from '../../ts/core/addon.js';
 import { toBf16, toF16 } from '../helpers/reference.js';
 
 function expectCode(f: () => unknown, code: string, msg?: string | RegExp): void {

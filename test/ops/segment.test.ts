@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
-import { native } from '../../ts/native.js';
+import { native } from '../../ts/core/addon.js';
 
 // float64 reference
 function refReduce(v: ArrayLike<number>, off: Int32Array, op: string, mask?: Uint8Array): number[] {
@@ -110,7 +110,7 @@ describe('segmentReduce', () => {
   });
 
   it('the native layer checks offsets on its own', async () => {
-    const { native } = await import('../../ts/native.js');
+    const { native } = await import('../../ts/core/addon.js');
     const call = () => native.segmentReduce(new Float32Array(4), new Int32Array([0, 9]), null, 0, null, false, null);
     expect(call).toThrow(rl.GearError);
     const call2 = () => native.segmentBroadcast(new Float64Array(1), new Int32Array([0, -3]), null, null, false, null);
@@ -118,7 +118,7 @@ describe('segmentReduce', () => {
   });
 
   it('the native kernels check mask values themselves and report the first bad index', async () => {
-    const { native } = await import('../../ts/native.js');
+    const { native } = await import('../../ts/core/addon.js');
     const n = 200_000;
     const off = new Int32Array([0, 70_000, 70_000, n]);
     for (const at of [3, 69_999, 70_000, 150_001, n - 1]) {
@@ -201,7 +201,7 @@ describe('segmentBroadcast', () => {
   });
 
   it('checks a supplied out in both layers', async () => {
-    const { native } = await import('../../ts/native.js');
+    const { native } = await import('../../ts/core/addon.js');
     const off = new Int32Array([0, 2, 5]);
     expect(() => rl.segmentBroadcast([1, 2], off, undefined, { out: new Float32Array(4) })).toThrow(
       expect.objectContaining({ code: 'ERR_SHAPE' }));

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
-import { native } from '../../ts/native.js';
+import { native } from '../../ts/core/addon.js';
 import { bits, clone, randomTensors } from './reference.js';
 
 const LENGTHS = [4, 0, 9];

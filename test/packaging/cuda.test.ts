@@ -71,7 +71,7 @@ describe('CUDA module build', () => {
     expect(out.backend.variant).toBe('cuda');
     expect(out.backend.isa).toBe('cuda (no device)');
     // the same op surface as the CPU addon, plus the device probe
-    const cpu = child(`import { native } from ${JSON.stringify(pathToFileURL(join(ROOT, 'dist', 'native.js')).href)};
+    const cpu = child(`import { native } from ${JSON.stringify(pathToFileURL(join(ROOT, 'dist', 'core', 'addon.js')).href)};
       console.log(JSON.stringify(Object.keys(native).sort()));`, { GEAR_RL_VARIANT: 'cpu' });
     expect(cpu.status, cpu.stderr).toBe(0);
     const cpuNames = JSON.parse(cpu.stdout.trim().split('\n').pop()!) as string[];

@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { GearError } from '../errors.js';
+import { GearError } from '../core/errors.js';
 
 /** A JSON-like anchor state: a string, number, boolean, null, array, typed array or plain object. */
 export type AnchorState = string | number | boolean | null | readonly AnchorState[] | ArrayLike<number> | { [key: string]: AnchorState };

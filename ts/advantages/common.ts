@@ -4,7 +4,7 @@
  * @internal
  * @module
  */
-import * as v from '../validate.js';
+import * as v from '../core/validate.js';
 import { type GroupId, type GroupIndex, type SingletonPolicy, SINGLETON, groupIndex, objectArg, rewardsArg } from './groups.js';
 
 /** Parsed common arguments. @internal */

@@ -17,7 +17,7 @@
  *
  * @module
  */
-import { fail } from '../errors.js';
+import { fail } from '../core/errors.js';
 
 // Global character interning: code point -> small id. Ids only ever grow.
 const bmpIds = new Int32Array(65536).fill(-1);

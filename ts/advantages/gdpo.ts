@@ -3,8 +3,8 @@
  *
  * @module
  */
-import { fail } from '../errors.js';
-import * as v from '../validate.js';
+import { fail } from '../core/errors.js';
+import * as v from '../core/validate.js';
 import { grpo } from './grpo.js';
 import { type GroupId, type SingletonPolicy, SINGLETON, groupIndex, objectArg, rewardsArg } from './groups.js';
 import { lengthsArg, whitenRows } from './masked.js';

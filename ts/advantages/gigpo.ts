@@ -4,8 +4,8 @@
  *
  * @module
  */
-import { GearError, fail } from '../errors.js';
-import * as v from '../validate.js';
+import { GearError, fail } from '../core/errors.js';
+import * as v from '../core/validate.js';
 import { anchorIds } from './anchors.js';
 import { similarityClusters } from './difflib.js';
 import {

@@ -6,8 +6,8 @@
  *
  * @module
  */
-import { fail } from '../errors.js';
-import * as v from '../validate.js';
+import { fail } from '../core/errors.js';
+import * as v from '../core/validate.js';
 
 /** A group id as accepted by the estimators: a number or a string. */
 export type GroupId = number | string;

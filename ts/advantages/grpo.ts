@@ -4,8 +4,8 @@
  *
  * @module
  */
-import { GearError, fail } from '../errors.js';
-import * as v from '../validate.js';
+import { GearError, fail } from '../core/errors.js';
+import * as v from '../core/validate.js';
 import { common } from './common.js';
 import {
   type GroupId, type SingletonPolicy, SINGLETON, batchStats, contiguousGroups, groupIndex, groupStats, objectArg, rewardsArg,

@@ -6,8 +6,8 @@
  *
  * @module
  */
-import { GearError, fail } from '../errors.js';
-import * as v from '../validate.js';
+import { GearError, fail } from '../core/errors.js';
+import * as v from '../core/validate.js';
 
 function valuesArg(values: unknown, what: string): ArrayLike<number> {
   if (!(values instanceof Float32Array || values instanceof Float64Array || Array.isArray(values))) {

@@ -3,7 +3,7 @@
  *
  * @module
  */
-import { fail } from '../errors.js';
+import { fail } from '../core/errors.js';
 import { common } from './common.js';
 import { type GroupId, type SingletonPolicy, groupStats } from './groups.js';
 import { lengthsArg } from './masked.js';

@@ -4,8 +4,8 @@
  *
  * @module
  */
-import { fail } from '../errors.js';
-import * as v from '../validate.js';
+import { fail } from '../core/errors.js';
+import * as v from '../core/validate.js';
 import { common } from './common.js';
 import { type GroupId, type SingletonPolicy, groupStats, objectArg } from './groups.js';
 import { lengthsArg, weightedVar, whitenRows } from './masked.js';

@@ -3,8 +3,8 @@
  *
  * @module
  */
-import { fail } from '../errors.js';
-import * as v from '../validate.js';
+import { fail } from '../core/errors.js';
+import * as v from '../core/validate.js';
 import { objectArg, rewardsArg } from './groups.js';
 
 /** Arguments of {@link remax}. */

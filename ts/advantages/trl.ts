@@ -5,8 +5,8 @@
  *
  * @module
  */
-import { fail } from '../errors.js';
-import * as v from '../validate.js';
+import { fail } from '../core/errors.js';
+import * as v from '../core/validate.js';
 import { type GroupId, type GroupIndex, batchStats, groupIndex, groupStats, objectArg, rewardsArg, scaled } from './groups.js';
 
 /** Arguments of {@link trlAdvantages}. */

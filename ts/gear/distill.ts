@@ -7,11 +7,11 @@
  *
  * @module
  */
-import { fail } from '../errors.js';
+import { fail } from '../core/errors.js';
 import { divergence, divergenceBackward } from '../ops/divergence.js';
 import type { Divergence } from '../ops/divergence.js';
 import type { Logits } from '../ops/token_stats.js';
-import * as v from '../validate.js';
+import * as v from '../core/validate.js';
 
 /** Arguments of {@link distillLoss}. */
 export interface DistillArgs {

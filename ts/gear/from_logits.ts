@@ -5,11 +5,11 @@
  *
  * @module
  */
-import { fail } from '../errors.js';
+import { fail } from '../core/errors.js';
 import { divergence } from '../ops/divergence.js';
 import type { Divergence } from '../ops/divergence.js';
 import type { Logits } from '../ops/token_stats.js';
-import * as v from '../validate.js';
+import * as v from '../core/validate.js';
 import { distillLoss } from './distill.js';
 import type { DistillResult } from './distill.js';
 import { gear, resolveGearOptions } from './gear.js';

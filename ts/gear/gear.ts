@@ -16,9 +16,9 @@
  *
  * @module
  */
-import { fail } from '../errors.js';
-import { native } from '../native.js';
-import * as v from '../validate.js';
+import { fail } from '../core/errors.js';
+import { native } from '../core/addon.js';
+import * as v from '../core/validate.js';
 
 /** How departure points (divergence spikes) are detected. */
 export type GearPeakRule = 'zscore' | 'quantile';

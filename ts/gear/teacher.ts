@@ -9,8 +9,8 @@
  *
  * @module
  */
-import { fail } from '../errors.js';
-import * as v from '../validate.js';
+import { fail } from '../core/errors.js';
+import * as v from '../core/validate.js';
 
 /**
  * Default reference template of the GEAR-proposed design (algorithms.md section 10.3, ours: the paper's

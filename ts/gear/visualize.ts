@@ -7,8 +7,8 @@
  * @module
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { GearError, fail } from '../errors.js';
-import * as v from '../validate.js';
+import { GearError, fail } from '../core/errors.js';
+import * as v from '../core/validate.js';
 import { gear, resolveGearOptions } from './gear.js';
 import type { GearDiagnostics, GearInput, GearOptions, GearResult } from './gear.js';
 

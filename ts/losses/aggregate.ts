@@ -6,8 +6,8 @@
  *
  * @module
  */
-import { fail } from '../errors.js';
-import * as v from '../validate.js';
+import { fail } from '../core/errors.js';
+import * as v from '../core/validate.js';
 import { FloatArray, SEMANTICS, Semantics, finite, floats, rowsOf, sameType } from './common.js';
 
 /** How per-token values are reduced to one scalar. */

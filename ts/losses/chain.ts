@@ -6,11 +6,11 @@
  *
  * @module
  */
-import { fail } from '../errors.js';
+import { fail } from '../core/errors.js';
 import { divergenceBackward } from '../ops/divergence.js';
 import { tokenStatsBackward } from '../ops/token_stats.js';
 import type { Logits, TokenStats } from '../ops/token_stats.js';
-import * as v from '../validate.js';
+import * as v from '../core/validate.js';
 import { AGG_MODES, AggMode, AggregateOptions, aggWeights, checkAggOptions } from './aggregate.js';
 import { FloatArray, finite, floats, rowsOf } from './common.js';
 

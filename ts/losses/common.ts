@@ -4,8 +4,8 @@
  *
  * @module
  */
-import { fail } from '../errors.js';
-import * as v from '../validate.js';
+import { fail } from '../core/errors.js';
+import * as v from '../core/validate.js';
 
 /** A per-token float array: `Float32Array` (usual) or `Float64Array` (exact float64 paths). */
 export type FloatArray = Float32Array | Float64Array;
@@ -56,16 +56,4 @@ export function maskedMeanEps(x: (t: number) => number, n: number, mask: Uint8Ar
     c += 1;
   }
   return s / (c + 1e-8);
-}
-
-/** @internal Deterministic 32-bit PRNG (mulberry32) for seeded selections. */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }

@@ -4,8 +4,8 @@
  *
  * @module
  */
-import { GearError, fail } from '../errors.js';
-import * as v from '../validate.js';
+import { GearError, fail } from '../core/errors.js';
+import * as v from '../core/validate.js';
 import { AGG_MODES, AggMode, AggregateOptions, aggWeights, checkAggOptions } from './aggregate.js';
 import { FloatArray, finite, floats, rowsOf, sameType } from './common.js';
 

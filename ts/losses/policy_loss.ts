@@ -9,11 +9,12 @@
  *
  * @module
  */
-import { GearError, fail } from '../errors.js';
-import { abortable, native } from '../native.js';
-import * as v from '../validate.js';
+import { GearError, fail } from '../core/errors.js';
+import { abortable, native } from '../core/addon.js';
+import * as v from '../core/validate.js';
 import { AGG_MODES, AggMode, AggregateOptions, aggWeights, checkAggOptions } from './aggregate.js';
-import { FloatArray, SEMANTICS, Semantics, finite, floats, maskedMeanEps, mulberry32, rowsOf, sameType } from './common.js';
+import { FloatArray, SEMANTICS, Semantics, finite, floats, maskedMeanEps, rowsOf, sameType } from './common.js';
+import { mulberry32 } from '../core/prng.js';
 import { TrlLossArgs, trlLoss } from './trl_loss.js';
 
 /** The loss families (verl's `loss_mode` names `vanilla` and `geo_mean` are accepted as aliases). */

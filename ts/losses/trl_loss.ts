@@ -7,8 +7,8 @@
  *
  * @module
  */
-import { fail } from '../errors.js';
-import * as v from '../validate.js';
+import { fail } from '../core/errors.js';
+import * as v from '../core/validate.js';
 import { FloatArray, finite, floats, rowsOf, sameType } from './common.js';
 
 /** TRL's `loss_type`. */

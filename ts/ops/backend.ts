@@ -3,9 +3,9 @@
  *
  * @module
  */
-import { fail } from '../errors.js';
-import { native } from '../native.js';
-import { numOpt } from '../validate.js';
+import { fail } from '../core/errors.js';
+import { native } from '../core/addon.js';
+import { numOpt } from '../core/validate.js';
 
 /**
  * A CPU instruction set of the kernels. x86-64 has `'baseline' < 'avx2' < 'avx512'`, aarch64 has

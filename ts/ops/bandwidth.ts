@@ -4,8 +4,8 @@
  *
  * @module
  */
-import { native } from '../native.js';
-import * as v from '../validate.js';
+import { native } from '../core/addon.js';
+import * as v from '../core/validate.js';
 
 /** Access pattern measured by {@link memoryBandwidth}. */
 export type BandwidthMode = 'read' | 'read2' | 'copy' | 'copyPlain';

@@ -17,11 +17,11 @@
  *
  * @module
  */
-import { fail } from '../errors.js';
-import { native } from '../native.js';
-import * as v from '../validate.js';
-import type { AsyncOptions } from './segment.js';
-import { type Logits, checkLogits, checkTargets, checkTemperature, claimBuffers, runAsync } from './token_stats.js';
+import { fail } from '../core/errors.js';
+import { native } from '../core/addon.js';
+import * as v from '../core/validate.js';
+import { type AsyncOptions, claimBuffers, runAsync } from '../core/invoke.js';
+import { type Logits, checkLogits, checkTargets, checkTemperature } from '../core/logits.js';
 
 /** Which divergence {@link divergence} computes. */
 export type DivergenceKind = 'reverse_kl' | 'forward_kl' | 'jsd';

@@ -3,19 +3,15 @@
  *
  * @module
  */
-import { fail } from '../errors.js';
-import { abortable, native } from '../native.js';
-import * as v from '../validate.js';
+import { fail } from '../core/errors.js';
+import { abortable, native } from '../core/addon.js';
+import * as v from '../core/validate.js';
 
 /** Reduction applied by {@link segmentReduce}. */
 export type SegmentOp = 'sum' | 'mean' | 'max' | 'min' | 'count';
 const OPS: readonly SegmentOp[] = ['sum', 'mean', 'max', 'min', 'count'];
 
-/** Options shared by the async forms. */
-export interface AsyncOptions {
-  /** Aborting rejects the Promise with `ERR_ABORTED`. */
-  signal?: AbortSignal;
-}
+import type { AsyncOptions } from '../core/invoke.js';
 
 function reduceArgs(values: unknown, offsets: Int32Array, op: unknown, mask: unknown) {
   if (!(values instanceof Float32Array || values instanceof Float64Array)) {

@@ -15,28 +15,13 @@
  *
  * @module
  */
-import { GearError, fail } from '../errors.js';
-import { abortable, native } from '../native.js';
-import * as v from '../validate.js';
-import type { AsyncOptions } from './segment.js';
+import { GearError, fail } from '../core/errors.js';
+import { native } from '../core/addon.js';
+import * as v from '../core/validate.js';
+import { type AsyncOptions, claimBuffers, runAsync } from '../core/invoke.js';
+import { type Logits, type LogitsDType, checkLogits, checkTargets, checkTemperature } from '../core/logits.js';
 
-/** Element type of a logits buffer. */
-export type LogitsDType = 'float32' | 'bfloat16' | 'float16';
-
-/**
- * Row-major `rows x vocab` logits (one row per token position). A `Float32Array` is float32; a
- * `Uint16Array` holds raw bfloat16 or float16 words and needs `dtype`. `rows * vocab` may exceed 2^31.
- */
-export interface Logits {
-  /** The logits, `rows * vocab` elements. */
-  data: Float32Array | Uint16Array;
-  /** Number of rows (token positions). */
-  rows: number;
-  /** Vocabulary size (row length). */
-  vocab: number;
-  /** `'float32'` (default for a Float32Array), or `'bfloat16'` / `'float16'` for a Uint16Array. */
-  dtype?: LogitsDType;
-}
+export type { Logits, LogitsDType } from '../core/logits.js';
 
 /** Per-row statistics returned by {@link tokenStats}, each a Float32Array of length `rows`. */
 export interface TokenStats {
@@ -105,116 +90,6 @@ export interface PartialStats {
   sumExpX: Float64Array;
   /** Per row: the raw logit of the row's target when it falls in this shard, NaN otherwise. */
   targetLogit: Float64Array;
-}
-
-const DTYPE_CODE: Record<LogitsDType, number> = { float32: 0, bfloat16: 1, float16: 2 };
-
-/** Validated logits: the native dtype code plus the shape. @internal */
-export interface CheckedLogits {
-  data: Float32Array | Uint16Array;
-  rows: number;
-  vocab: number;
-  dtype: LogitsDType;
-  code: number;
-}
-
-/** Validates a {@link Logits} argument (shape, dtype tag, length). @internal */
-export function checkLogits(l: unknown, what: string): CheckedLogits {
-  if (typeof l !== 'object' || l === null) fail('ERR_DTYPE', what, 'a Logits object { data, rows, vocab, dtype? }', l);
-  v.knownKeys(l, what, ['data', 'rows', 'vocab', 'dtype']);
-  const { data, rows, vocab, dtype } = l as Logits;
-  if (!Number.isSafeInteger(rows) || rows < 0) fail('ERR_SHAPE', `${what}.rows`, 'an integer >= 0', rows);
-  if (!Number.isSafeInteger(vocab) || vocab < 1) fail('ERR_SHAPE', `${what}.vocab`, 'an integer >= 1', vocab);
-  let dt: LogitsDType;
-  if (data instanceof Float32Array) {
-    if (dtype !== undefined && dtype !== 'float32') {
-      fail('ERR_DTYPE', `${what}.dtype`, `'float32' for a Float32Array`, dtype);
-    }
-    dt = 'float32';
-  } else if (data instanceof Uint16Array) {
-    if (dtype !== 'bfloat16' && dtype !== 'float16') {
-      fail('ERR_DTYPE', `${what}.dtype`, `'bfloat16' or 'float16' for a Uint16Array`, dtype);
-    }
-    dt = dtype;
-  } else {
-    fail('ERR_DTYPE', `${what}.data`, 'a Float32Array, or a Uint16Array with dtype bfloat16/float16', data);
-  }
-  if (rows * vocab !== data.length) {
-    fail('ERR_SHAPE', `${what}.data.length`, `rows * vocab = ${rows} * ${vocab} = ${rows * vocab}`, data.length);
-  }
-  return { data, rows, vocab, dtype: dt, code: DTYPE_CODE[dt] };
-}
-
-/** Validates token ids: an Int32Array of `rows` ids in [0, vocab). @internal */
-export function checkTargets(t: unknown, what: string, rows: number, vocab: number): Int32Array {
-  const a = v.i32(t, what, rows);
-  for (let r = 0; r < a.length; r++) {
-    const y = a[r]!;
-    if (y < 0 || y >= vocab) fail('ERR_TARGET_RANGE', `${what}[${r}]`, `a token id in [0, ${vocab})`, y);
-  }
-  return a;
-}
-
-/** Validates a temperature option (finite, >= 1e-30 so that 1/T is a finite float32 scale; default 1). @internal */
-export function checkTemperature(t: unknown): number {
-  return v.numOpt(t, 'temperature', 1, { min: 1e-30, max: Infinity, maxOpen: true });
-}
-
-// ---- buffers in use by pending async calls (ERR_BUSY) ----
-const pendingWrites = new Map<ArrayBufferLike, number>();
-const pendingReads = new Map<ArrayBufferLike, number>();
-
-function bump(m: Map<ArrayBufferLike, number>, b: ArrayBufferLike, d: number): void {
-  const n = (m.get(b) ?? 0) + d;
-  if (n <= 0) m.delete(b);
-  else m.set(b, n);
-}
-
-/**
- * Rejects a call that would write a buffer a pending async call reads or writes, or read a buffer a
- * pending async call writes (`ERR_BUSY`). For async calls, marks the buffers until `release` is called.
- * @internal
- */
-export function claimBuffers(
-  reads: [string, ArrayBufferView | undefined | null][],
-  writes: [string, ArrayBufferView | undefined | null][],
-  isAsync: boolean,
-): () => void {
-  for (const [what, w] of writes) {
-    if (w && (pendingWrites.has(w.buffer) || pendingReads.has(w.buffer))) {
-      throw new GearError('ERR_BUSY', `${what}: expected a buffer not in use by a pending async call, got one in use`);
-    }
-  }
-  for (const [what, r] of reads) {
-    if (r && pendingWrites.has(r.buffer)) {
-      throw new GearError('ERR_BUSY', `${what}: expected a buffer not being written by a pending async call, got one in use`);
-    }
-  }
-  if (!isAsync) return () => {};
-  const rb = reads.flatMap(([, r]) => (r ? [r.buffer] : []));
-  const wb = writes.flatMap(([, w]) => (w ? [w.buffer] : []));
-  rb.forEach((b) => bump(pendingReads, b, 1));
-  wb.forEach((b) => bump(pendingWrites, b, 1));
-  let released = false;
-  return () => {
-    if (released) return;
-    released = true;
-    rb.forEach((b) => bump(pendingReads, b, -1));
-    wb.forEach((b) => bump(pendingWrites, b, -1));
-  };
-}
-
-/** Runs an async native call with buffer claims and abort support. @internal */
-export async function runAsync<T>(
-  signal: AbortSignal | undefined,
-  release: () => void,
-  call: (flag: Int32Array | null) => Promise<T>,
-): Promise<T> {
-  try {
-    return await abortable(signal, call);
-  } finally {
-    release();
-  }
 }
 
 function statsArgs(logits: Logits, targets: Int32Array, opts: TokenStatsOptions | undefined) {

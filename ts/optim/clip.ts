@@ -3,10 +3,10 @@
  *
  * @module
  */
-import { abortable, native } from '../native.js';
-import * as v from '../validate.js';
+import { abortable, native } from '../core/addon.js';
+import * as v from '../core/validate.js';
 import { checkDisjoint } from './state.js';
-import { fail } from '../errors.js';
+import { fail } from '../core/errors.js';
 
 /** Options of {@link clipGradNorm}. */
 export interface ClipGradNormOptions {

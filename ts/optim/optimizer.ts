@@ -4,9 +4,9 @@
  *
  * @module
  */
-import { GearError, fail } from '../errors.js';
-import { f32 } from '../validate.js';
-import { abortable } from '../native.js';
+import { GearError, fail } from '../core/errors.js';
+import { f32 } from '../core/validate.js';
+import { abortable } from '../core/addon.js';
 import { checkGrads, checkLr, checkParams } from './state.js';
 import type { OptimizerState } from './state.js';
 

@@ -4,8 +4,8 @@
  *
  * @module
  */
-import { GearError, fail } from '../errors.js';
-import * as v from '../validate.js';
+import { GearError, fail } from '../core/errors.js';
+import * as v from '../core/validate.js';
 
 /** A schedule: the learning rate to use for optimizer step number `step` (0-based). */
 export type Schedule = (step: number) => number;

@@ -4,9 +4,9 @@
  *
  * @module
  */
-import { GearError, fail } from '../errors.js';
-import { native } from '../native.js';
-import * as v from '../validate.js';
+import { GearError, fail } from '../core/errors.js';
+import { native } from '../core/addon.js';
+import * as v from '../core/validate.js';
 import { Optimizer } from './optimizer.js';
 import { asStateError, boolOpt, checkLr, nonNeg, requireFields, stateBuffers, stateHeader } from './state.js';
 import type { SGDState } from './state.js';

@@ -3,8 +3,8 @@
  *
  * @module
  */
-import { GearError, describe, fail } from '../errors.js';
-import * as v from '../validate.js';
+import { GearError, describe, fail } from '../core/errors.js';
+import * as v from '../core/validate.js';
 
 /**
  * Snapshot of an {@link AdamW} or {@link Adam} optimizer: hyper-parameters, the number of steps taken and

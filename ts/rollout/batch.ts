@@ -12,8 +12,8 @@
  *
  * @module
  */
-import { fail } from '../errors.js';
-import * as v from '../validate.js';
+import { fail } from '../core/errors.js';
+import * as v from '../core/validate.js';
 import type { GroupId } from '../advantages/groups.js';
 
 /** One agent step (verl-agent) or one assistant turn (multi-turn conversation). */

@@ -12,8 +12,8 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { GearError } from './errors.js';
 
-/** Package root: this file sits in `ts/` (sources) or `dist/` (compiled), one level below it. */
-export const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+/** Package root: this file sits in `ts/core/` (sources) or `dist/core/` (compiled), two levels below it. */
+export const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 const require = createRequire(import.meta.url);
 

@@ -1,0 +1,17 @@
+/**
+ * The library's seeded PRNG, one stream on every platform (used where a loss or estimator samples).
+ *
+ * @internal
+ * @module
+ */
+/** Deterministic 32-bit PRNG (mulberry32): uniform [0, 1) for seeded selections. */
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
