@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "gear/common.h"
+#include "gear/types.h"
 
 namespace gear {
 

@@ -6,7 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "gear/common.h"
+#include "gear/backend.h"
+#include "gear/types.h"
 #include "gear/divergence.h"
 #include "gear/segment.h"
 
@@ -18,6 +19,10 @@ int device_count(std::string* err);
 // "sm_<major><minor>" and the name of device 0 (empty when there is none).
 std::string device_arch();
 std::string device_name();
+
+// The CUDA module's backend table (cuda_backend.cc): the functions below, and the CPU entries for the ops
+// without a device kernel (merge_token_stats: per-row math on small arrays). Installed at module init.
+const Backend& backend();
 
 Status token_stats(const LogitsView& logits, const int32_t* targets, double temperature, float* logprob,
                    float* entropy, float* lse, const ExecContext& ctx);

@@ -1,7 +1,9 @@
 // CPU feature dispatch: the instruction set is chosen once at load (the best the CPU supports, or
 // GEAR_RL_ISA=<name> to force a lower one) and kernels pick their function-pointer table from it.
-// Each ISA's kernels live in their own file inside a target region (gear/isa_target.h) and in their
-// own namespace, so no inline helper compiled for a wider ISA can leak into the baseline path.
+// Every op family of the CPU module has one table struct of its kernels, one instance per ISA level,
+// each in its own file (<family>_<isa>.cc) inside a target region (gear/isa_target.h) and its own
+// namespace, so no inline helper compiled for a wider ISA can leak into the baseline path; one
+// selector per family in native/src/cpu/dispatch.cc returns the active ISA's table.
 //
 // The ISAs form one ladder per architecture, lowest first:
 //   x86-64:  baseline < avx2 (AVX2 + FMA + F16C) < avx512 (F + BW + VL + DQ)

@@ -10,7 +10,7 @@
 #pragma once
 #include <cstdint>
 
-#include "gear/common.h"
+#include "gear/types.h"
 
 namespace gear {
 

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "gear/common.h"
+#include "gear/types.h"
 
 namespace gear {
 

@@ -3,14 +3,11 @@
 #pragma once
 #include <cstdint>
 
-#include "gear/common.h"
+#include "gear/types.h"
 
 namespace gear {
 
 enum class SegOp : int { Sum = 0, Mean = 1, Max = 2, Min = 3, Count = 4 };
-
-// Checks offsets[0] = 0, non-decreasing, offsets[rows] = n. Used by every packed-row kernel.
-Status check_offsets(const int32_t* offsets, int64_t rows, int64_t n);
 
 // Row-aligned work chunks: chunk k holds the rows r with offsets[r] + r in [k, k+1) * kRowChunk (a
 // row costs its tokens plus one), so long and short rows alike split evenly across threads. The split
@@ -23,11 +20,6 @@ int64_t row_chunk_begin(const int32_t* offsets, int64_t rows, int64_t k);
 // Outputs the caller reuses are written with streaming (non-temporal) stores from this size on: far
 // beyond the per-core caches, skipping the read-for-ownership of every output line pays off.
 constexpr int64_t kStreamOutputBytes = int64_t{32} << 20;
-
-// First index in [b, e) whose mask byte is neither 0 nor 1, or -1.
-int64_t first_non_binary(const uint8_t* mask, int64_t b, int64_t e);
-// ERR_OPTION "mask[i]: expected 0 or 1, got v" (the message of the TS layer's mask check).
-Status mask_error(const uint8_t* mask, int64_t index);
 
 // out[r] = op over tokens [offsets[r], offsets[r+1]) with mask != 0 (mask may be null). Values are
 // float32 or float64 (exactly one of v32 / v64 non-null); accumulation is float64, sequential within a

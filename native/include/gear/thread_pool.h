@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "gear/common.h"
+#include "gear/types.h"
 
 namespace gear {
 

@@ -1,5 +1,6 @@
-// divergence drivers: argument checks, ISA selection, row-parallel scheduling (each row by exactly one
-// task, fixed order: bit-identical for every thread count) and per-row finalisation (row_math.h).
+// divergence drivers (the CPU backend's entries): argument checks, row-parallel scheduling over the
+// active ISA's kernel table (each row by exactly one task, fixed order: bit-identical for every thread
+// count) and per-row finalisation (row_math.h).
 #include "gear/divergence.h"
 
 #include <atomic>
@@ -8,26 +9,14 @@
 #include <limits>
 #include <string>
 
-#include "gear/dispatch.h"
 #include "gear/row_math.h"
 #include "gear/thread_pool.h"
-#include "gear/isa_target.h"
-#include "logits_common.h"
+#include "logits_kernels.h"
+#include "../core/checks.h"
+#include "cpu_backend.h"
 
 namespace gear {
 namespace kern {
-
-const DivergenceKernels& divergence_kernels() {
-  switch (active_isa()) {
-#if GEAR_X86
-    case Isa::Avx512: return divergence_avx512;
-    case Isa::Avx2: return divergence_avx2;
-#elif GEAR_ARM64
-    case Isa::Neon: return divergence_neon;
-#endif
-    default: return divergence_baseline;
-  }
-}
 
 }  // namespace kern
 
@@ -43,83 +32,30 @@ int pair_want(DivKind k) {
 
 Status bad_status(const LogitsView& s, const LogitsView& t, int64_t code) {
   const int64_t r = code >> 1;
-  return (code & 1) ? kern::bad_row_status(t, "teacher", r) : kern::bad_row_status(s, "student", r);
+  return (code & 1) ? bad_row_status(t, "teacher", r) : bad_row_status(s, "student", r);
 }
 
 }  // namespace
 
-namespace kern {
-
-Status check_pair(const LogitsView& s, const LogitsView& t, DivKind kind, double beta, double temperature,
-                  double kl_cap) {
-  Status st = check_logits(s, "student");
-  if (!st.is_ok()) return st;
-  if (!(st = check_logits(t, "teacher")).is_ok()) return st;
-  if (s.rows != t.rows || s.vocab != t.vocab)
-    return error(Code::Shape, "teacher: expected the student's shape " + std::to_string(s.rows) + " x " +
-                                  std::to_string(s.vocab) + ", got " + std::to_string(t.rows) + " x " + std::to_string(t.vocab));
-  if (s.dtype != t.dtype)
-    return error(Code::DType, "teacher.dtype: expected the student's dtype " + std::string(dtype_name(s.dtype)) + ", got " +
-                                  dtype_name(t.dtype));
-  const int k = static_cast<int>(kind);
-  if (k < 0 || k > 2) return error(Code::Option, "kind: expected reverse_kl, forward_kl or jsd, got " + std::to_string(k));
-  if (!(beta >= 0.0 && beta <= 1.0)) return error(Code::Option, "beta: expected a number in [0, 1], got " + number_text(beta));
-  if (!(st = check_temperature(temperature)).is_ok()) return st;
-  if (!(kl_cap > 0)) return error(Code::Option, "klCap: expected a number > 0 (or Infinity), got " + number_text(kl_cap));
-  return Status::ok();
-}
-
-// JSD with beta 1 / 0 is reverse / forward KL (TRL's special cases).
-DivKind effective_kind(DivKind kind, double beta) {
-  if (kind != DivKind::Jsd) return kind;
-  if (beta == 1.0) return DivKind::ReverseKl;
-  if (beta == 0.0) return DivKind::ForwardKl;
-  return kind;
-}
-
-// Every check of divergence_backward's arguments (shared with the CUDA module).
-Status check_backward_args(const LogitsView& s, const LogitsView& t, DivKind kind, double beta, double temperature,
-                           double kl_cap, const float* grad, const float* value, const float* student_lse,
-                           const float* teacher_lse) {
-  const int64_t rows = s.rows;
-  Status st = check_pair(s, t, kind, beta, temperature, kl_cap);
-  if (!st.is_ok()) return st;
-  if (rows > 0 && grad == nullptr) return error(Code::Shape, "grad: expected a Float32Array of the row count, got none");
-  for (int64_t r = 0; r < rows; ++r)
-    if (!std::isfinite(grad[r]))
-      return error(Code::NonFinite, "grad[" + std::to_string(r) + "]: expected a finite number, got " + number_text(grad[r]));
-  const int given = (value != nullptr) + (student_lse != nullptr) + (teacher_lse != nullptr);
-  if (given != 0 && given != 3)
-    return error(Code::Shape, "stats: expected value, studentLogsumexp and teacherLogsumexp together, got " +
-                                       std::to_string(given) + " of 3");
-  for (int64_t r = 0; given == 3 && r < rows; ++r) {
-    if (!std::isfinite(student_lse[r]) || !std::isfinite(teacher_lse[r]))
-      return error(Code::NonFinite, "stats row " + std::to_string(r) + ": expected finite logsumexps, got " +
-                                             number_text(student_lse[r]) + " and " + number_text(teacher_lse[r]));
-    if (std::isnan(value[r]))
-      return error(Code::NonFinite, "stats.value[" + std::to_string(r) + "]: expected a number, got NaN");
-  }
-  return Status::ok();
-}
-
-}  // namespace kern
+// The CPU backend's entries (cpu_backend.cc): the public functions dispatch to them through the active table.
+namespace cpu {
 
 Status divergence(const LogitsView& s, const LogitsView& t, DivKind kind, double beta, double temperature,
                   double kl_cap, const int32_t* targets, const DivergenceOut& out, const ExecContext& ctx) {
-  Status st = kern::check_logits(s, "student");
+  Status st = check_logits(s, "student");
   if (!st.is_ok()) return st;
   const int64_t rows = s.rows;
   auto fail = [&](Status e) {
     for (float* p : {out.value, out.student_entropy, out.student_lse, out.teacher_lse, out.student_logprob, out.teacher_logprob})
-      kern::fill_nan(p, rows);
+      fill_nan(p, rows);
     return e;
   };
-  if (!(st = kern::check_pair(s, t, kind, beta, temperature, kl_cap)).is_ok()) return fail(st);
+  if (!(st = check_pair(s, t, kind, beta, temperature, kl_cap)).is_ok()) return fail(st);
   if ((out.student_logprob || out.teacher_logprob) && targets == nullptr)
     return fail(error(Code::Shape, "targets: expected an Int32Array of the row count for the log-probs, got none"));
-  if (targets && !(st = kern::check_targets(targets, rows, s.vocab, "targets")).is_ok()) return fail(st);
+  if (targets && !(st = check_targets(targets, rows, s.vocab, "targets")).is_ok()) return fail(st);
 
-  const DivKind k = kern::effective_kind(kind, beta);
+  const DivKind k = effective_kind(kind, beta);
   const auto& kt = kern::divergence_kernels();
   const int dt = static_cast<int>(s.dtype);
   const auto pair_fn = kt.pair[dt][pair_want(k)];
@@ -167,21 +103,21 @@ Status divergence(const LogitsView& s, const LogitsView& t, DivKind kind, double
 Status divergence_backward(const LogitsView& s, const LogitsView& t, DivKind kind, double beta, double temperature,
                            double kl_cap, const float* grad, const float* value, const float* student_lse,
                            const float* teacher_lse, float* out, const ExecContext& ctx) {
-  Status st = kern::check_logits(s, "student");
+  Status st = check_logits(s, "student");
   if (!st.is_ok()) return st;
   const int64_t rows = s.rows;
   const int64_t total = rows * s.vocab;
   auto fail = [&](Status e) {
-    kern::fill_nan(out, total);
+    fill_nan(out, total);
     return e;
   };
   if (out == nullptr && total > 0) return error(Code::Shape, "out: expected a Float32Array of rows * vocab, got none");
-  if (!(st = kern::check_backward_args(s, t, kind, beta, temperature, kl_cap, grad, value, student_lse, teacher_lse))
+  if (!(st = check_backward_args(s, t, kind, beta, temperature, kl_cap, grad, value, student_lse, teacher_lse))
            .is_ok())
     return fail(st);
   const int given = (value != nullptr) + (student_lse != nullptr) + (teacher_lse != nullptr);
 
-  const DivKind k = kern::effective_kind(kind, beta);
+  const DivKind k = effective_kind(kind, beta);
   const auto& kt = kern::divergence_kernels();
   const int dt = static_cast<int>(s.dtype);
   const auto pair_fn = kt.pair[dt][pair_want(k)];
@@ -249,4 +185,5 @@ Status divergence_backward(const LogitsView& s, const LogitsView& t, DivKind kin
   return Status::ok();
 }
 
+}  // namespace cpu
 }  // namespace gear

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "gear/isa_target.h"
-#include "logits_common.h"
+#include "logits_kernels.h"
 
 #if GEAR_X86
 GEAR_TARGET_BEGIN(GEAR_AVX2_FEATURES)
@@ -13,7 +13,7 @@ namespace gear {
 namespace avx2 {
 namespace {
 #include "simd_avx2.inc"
-#include "row_kernels_common.inc"
+#include "row_block_ops.inc"
 #include "divergence_kernels.inc"
 }  // namespace
 }  // namespace avx2

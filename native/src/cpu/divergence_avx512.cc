@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "gear/isa_target.h"
-#include "logits_common.h"
+#include "logits_kernels.h"
 
 #if GEAR_X86
 GEAR_AVX512_DIAG_BEGIN
@@ -14,7 +14,7 @@ namespace gear {
 namespace avx512 {
 namespace {
 #include "simd_avx512.inc"
-#include "row_kernels_common.inc"
+#include "row_block_ops.inc"
 #include "divergence_kernels.inc"
 }  // namespace
 }  // namespace avx512

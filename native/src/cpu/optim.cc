@@ -1,5 +1,5 @@
 // Optimizer driver: validation, hyper-parameter -> float32 scalar conversion (as torch does it), the
-// fixed work partition and ISA dispatch. Baseline kernels are compiled here from optim_kernels.inc.
+// fixed work partition; the kernels come from the active ISA's table (optim_kernels.h).
 #include "gear/optim.h"
 
 #include <algorithm>
@@ -11,9 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "gear/dispatch.h"
 #include "gear/thread_pool.h"
-#include "optim_internal.h"
+#include "optim_kernels.h"
 
 // No contraction anywhere in this file: the scalars below follow Python's double arithmetic (the build
 // flags say -ffp-contract=off too; this keeps it when the file is compiled on its own).
@@ -22,35 +21,11 @@
 #elif defined(__GNUC__)
 #pragma GCC optimize("fp-contract=off")
 #endif
-namespace gear::optim_detail::baseline {
-#if defined(__FMA__) || defined(__aarch64__)
-static inline float fma32(float a, float b, float c) { return std::fma(a, b, c); }
-#else
-// Correctly rounded float32 fma without FMA hardware (glibc's fmaf is a slow out-of-line call): a*b is
-// exact in double; the double sum s plus its exact error e (TwoSum) give s rounded to odd, and
-// rounding a round-to-odd double (53 >= 2*24 + 2 bits) to float is the correctly rounded result.
-static inline float fma32(float a, float b, float c) {
-  const double p = static_cast<double>(a) * static_cast<double>(b);
-  const double cd = static_cast<double>(c);
-  const double s = p + cd;
-  const double bb = s - p;
-  const double e = (p - (s - bb)) + (cd - bb);
-  uint64_t u;
-  std::memcpy(&u, &s, sizeof u);
-  // inexact and s even: step one ulp toward the exact value (s finite; e is NaN otherwise)
-  if (e != 0 && e == e && (u & 1) == 0) u += ((e > 0) == (s > 0)) ? 1 : static_cast<uint64_t>(-1);
-  double r;
-  std::memcpy(&r, &u, sizeof r);
-  return static_cast<float>(r);
-}
-#endif
-#include "optim_kernels.inc"
-}  // namespace gear::optim_detail::baseline
 
 namespace gear {
 
 using optim_detail::AdamScalars;
-using optim_detail::Kernels;
+using optim_detail::OptimKernels;
 using optim_detail::SgdScalars;
 
 namespace {
@@ -58,16 +33,6 @@ namespace {
 // Elements per task of an elementwise step: large enough that the pool's per-task cost vanishes,
 // small enough that two threads stay balanced on a handful of tensors.
 constexpr int64_t kStepBlock = 1 << 15;
-
-const Kernels& kernels() {
-  switch (active_isa()) {
-    case Isa::Avx512: return optim_detail::avx512::kKernels;
-    case Isa::Avx2: return optim_detail::avx2::kKernels;
-    // aarch64 (neon and baseline): the baseline build already has Advanced SIMD and hardware FMA, and
-    // these are plain elementwise loops the compiler vectorises, so a NEON copy would be the same code.
-    default: return optim_detail::baseline::kKernels;
-  }
-}
 
 Status check_range(const char* what, double x, double lo, double hi, bool hi_open) {
   const bool ok = std::isfinite(x) && x >= lo && (hi_open ? x < hi : x <= hi);
@@ -197,7 +162,7 @@ Status adam_step(const OptimTensor* t, int64_t count, const AdamHyper& h, const 
   s.neg_step = static_cast<float>(-step_size);
   s.gsign = h.maximize ? -1.0f : 1.0f;
   s.amsgrad = h.amsgrad;
-  const Kernels& k = kernels();
+  const OptimKernels& k = optim_detail::optim_kernels();
   for_each_span(t, count, ctx, [&](const OptimTensor& x, int64_t b, int64_t len) {
     k.adam(s, x.param + b, x.grad + b, x.buf0 + b, x.buf1 + b, h.amsgrad ? x.buf2 + b : nullptr, len);
   });
@@ -216,7 +181,7 @@ Status sgd_step(const OptimTensor* t, int64_t count, const SgdHyper& h, const Ex
   s.gsign = h.maximize ? -1.0f : 1.0f;
   s.mom_mode = h.momentum == 0.0 ? 0 : h.first_step ? 1 : 2;
   s.nesterov = h.nesterov;
-  const Kernels& k = kernels();
+  const OptimKernels& k = optim_detail::optim_kernels();
   for_each_span(t, count, ctx, [&](const OptimTensor& x, int64_t b, int64_t len) {
     k.sgd(s, x.param + b, x.grad + b, s.mom_mode ? x.buf0 + b : nullptr, len);
   });
@@ -240,7 +205,7 @@ Status check_grads(const float* const* g, const int64_t* n, int64_t count, int64
 double norm_of(const float* const* g, const int64_t* n, int64_t count, int64_t total, const ExecContext& ctx) {
   const auto tasks = partition(n, count, kNormBlock);
   std::vector<double> partial(tasks.size(), 0.0);
-  const Kernels& k = kernels();
+  const OptimKernels& k = optim_detail::optim_kernels();
   std::vector<Task> index(tasks.size());
   // Each task writes only its own partial; the partials are then added in task order.
   for (size_t j = 0; j < tasks.size(); ++j) index[j] = {static_cast<int64_t>(j), 0, 0};
@@ -284,7 +249,7 @@ Status clip_grad_norm(float* const* g, const int64_t* n, int64_t count, double m
   std::vector<Task> tasks;
   for (int64_t i = 0; i < count; ++i)
     for (int64_t b = 0; b < n[i]; b += kStepBlock) tasks.push_back({i, b, std::min(n[i], b + kStepBlock)});
-  const Kernels& k = kernels();
+  const OptimKernels& k = optim_detail::optim_kernels();
   run_tasks(ctx, tasks, total, [&](const Task& w) { k.scale(g[w.tensor] + w.begin, w.end - w.begin, coef); });
   return Status::ok();
 }

@@ -3,7 +3,7 @@
 #include <cstdint>
 
 #include "gear/isa_target.h"
-#include "optim_internal.h"
+#include "optim_kernels.h"
 
 #if GEAR_X86
 GEAR_TARGET_BEGIN(GEAR_AVX512_FEATURES)
@@ -12,9 +12,6 @@ static inline float fma32(float a, float b, float c) { return std::fma(a, b, c);
 #include "optim_kernels.inc"
 }  // namespace gear::optim_detail::avx512
 GEAR_TARGET_END
-#else
-// Not an x86 build: dispatch never selects this ISA; keep the symbol for the table lookup.
-namespace gear::optim_detail::avx512 {
-const Kernels kKernels = baseline::kKernels;
-}  // namespace gear::optim_detail::avx512
-#endif
+
+const gear::optim_detail::OptimKernels gear::optim_detail::optim_avx512 = gear::optim_detail::avx512::kOptimKernels;
+#endif  // GEAR_X86

@@ -6,52 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "gear/dispatch.h"
-#include "gear/isa_target.h"
 #include "gear/segment.h"
 #include "gear/thread_pool.h"
 #include "policy_loss_kernels.h"
+#include "../core/checks.h"
 
 namespace gear {
-
-namespace ppo {
-namespace {
-
-// Tokens [b, e), one at a time.
-void block_baseline(const Kern& s, int64_t rows, int64_t b, int64_t e, bool, Partial& p) {
-  int64_t r = row_of(s.off, rows, b);
-  for (int64_t t = b; t < e; ++t) {
-    while (s.off[r + 1] <= t) ++r;
-    const uint8_t mt = s.mask ? s.mask[t] : 1;
-    s.grad[t] = token_scalar(s, t, mt, s.w[r], s.wf[r], p);
-  }
-}
-
-bool count_rows_baseline(const uint8_t* mask, const int32_t* off, int64_t r0, int64_t r1, double* cnt) {
-  uint8_t any = 0;
-  for (int64_t r = r0; r < r1; ++r) {
-    int64_t c = 0;
-    for (int64_t t = off[r]; t < off[r + 1]; ++t) { c += mask[t]; any |= mask[t]; }
-    cnt[r] = static_cast<double>(c);
-  }
-  return (any & 0xFE) == 0;
-}
-
-}  // namespace
-
-const Kernels kernels_baseline = {&block_baseline, &block_baseline, &count_rows_baseline, false};
-
-const Kernels& kernels() {
-  switch (active_isa()) {
-#if GEAR_X86
-    case Isa::Avx512: return kernels_avx512;
-    case Isa::Avx2: return kernels_avx2;
-#endif
-    default: return kernels_baseline;
-  }
-}
-
-}  // namespace ppo
 
 // ---------------------------------------------------------------------------------------------------
 
@@ -85,7 +45,7 @@ Status policy_loss_ppo(const float* logprob, const float* old_logprob, const flo
 
   // Pass 1: per-row valid-token counts and the 0/1 check of the mask (1 byte per token), over
   // row-aligned chunks of about equal work.
-  const ppo::Kernels& kern = ppo::kernels();
+  const ppo::PolicyLossKernels& kern = ppo::policy_loss_kernels();
   std::vector<double> cnt(static_cast<size_t>(rows), 0.0);
   std::vector<int64_t> bad_mask(static_cast<size_t>(row_chunk_count(n, rows)), -1);
   bool done = parallel_blocks(ctx, static_cast<int64_t>(bad_mask.size()), 1, [&](int64_t k, int64_t, int) {

@@ -240,6 +240,6 @@ static bool count_rows(const uint8_t* mask, const int32_t* off, int64_t r0, int6
 }  // namespace gear
 GEAR_TARGET_END
 
-const gear::ppo::Kernels gear::ppo::kernels_avx2 = {&gear::ppo::avx2::block, &gear::ppo::avx2::block,
+const gear::ppo::PolicyLossKernels gear::ppo::policy_loss_avx2 = {&gear::ppo::avx2::block, &gear::ppo::avx2::block,
                                                     &gear::ppo::avx2::count_rows, true};
 #endif  // GEAR_X86

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "gear/common.h"
+#include "gear/types.h"
 
 namespace gear {
 namespace ppo {
@@ -91,15 +91,16 @@ using BlockFn = void (*)(const Kern& s, int64_t rows, int64_t b, int64_t e, bool
 // Valid-token counts of rows [r0, r1); false when a mask byte is neither 0 nor 1.
 using CountRowsFn = bool (*)(const uint8_t* mask, const int32_t* off, int64_t r0, int64_t r1, double* cnt);
 
-struct Kernels {
+struct PolicyLossKernels {
   BlockFn block;          // no log-ratio clamp (clamp = inf)
   BlockFn block_clamped;  // a finite log-ratio clamp
   CountRowsFn count_rows;
   bool streams;           // block honours `stream`
 };
-extern const Kernels kernels_baseline, kernels_avx2, kernels_avx512;
-// The table of the active ISA (policy_loss.cc).
-const Kernels& kernels();
+// One table per ISA level, each in its own translation unit (aarch64 uses the baseline one).
+extern const PolicyLossKernels policy_loss_baseline, policy_loss_avx2, policy_loss_avx512;
+// The table of the active ISA (dispatch.cc).
+const PolicyLossKernels& policy_loss_kernels();
 
 }  // namespace ppo
 }  // namespace gear

@@ -6,39 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "gear/dispatch.h"
-#include "gear/isa_target.h"
 #include "gear/thread_pool.h"
+#include "../core/checks.h"
+#include "cpu_backend.h"
+#include "segment_kernels.h"
 
 namespace gear {
-
-Status check_offsets(const int32_t* offsets, int64_t rows, int64_t n) {
-  if (rows < 0) return error(Code::Shape, "rows: expected >= 0, got " + std::to_string(rows));
-  if (offsets == nullptr) return error(Code::Shape, "offsets: expected an array, got null");
-  if (offsets[0] != 0) return error(Code::Offsets, "offsets[0]: expected 0, got " + std::to_string(offsets[0]));
-  for (int64_t r = 0; r < rows; ++r) {
-    if (offsets[r + 1] < offsets[r])
-      return error(Code::Offsets, "offsets[" + std::to_string(r + 1) + "]: expected >= " +
-                                      std::to_string(offsets[r]) + ", got " + std::to_string(offsets[r + 1]));
-  }
-  if (offsets[rows] != n)
-    return error(Code::Offsets, "offsets[R]: expected the token count " + std::to_string(n) + ", got " +
-                                    std::to_string(offsets[rows]));
-  return Status::ok();
-}
-
-int64_t first_non_binary(const uint8_t* mask, int64_t b, int64_t e) {
-  uint8_t any = 0;  // branch-free OR over the range (vectorises); the index is searched only on failure
-  for (int64_t t = b; t < e; ++t) any |= mask[t];
-  if ((any & 0xFE) == 0) return -1;
-  for (int64_t t = b; t < e; ++t)
-    if (mask[t] > 1) return t;
-  return -1;
-}
-
-Status mask_error(const uint8_t* mask, int64_t index) {
-  return error(Code::Option, "mask[" + std::to_string(index) + "]: expected 0 or 1, got " + std::to_string(mask[index]));
-}
 
 int64_t row_chunk_count(int64_t n, int64_t rows) { return (n + rows + kRowChunk - 1) / kRowChunk; }
 
@@ -193,58 +166,9 @@ void reduce_dispatch(const T* v, const int32_t* off, const uint8_t* mask, SegOp 
 
 }  // namespace
 
-// ---------------------------------------------------------------------------------------------------
-// AVX-512 broadcast with streaming (non-temporal) stores for a large output the caller reuses: they
-// skip the read-for-ownership of every output line (measured: about half the time of ordinary stores
-// at 10^7 tokens). A freshly allocated output is faster with ordinary stores: the page-fault zeroing
-// has just brought its lines into the cache.
-#if GEAR_X86
-GEAR_AVX512_DIAG_BEGIN
-GEAR_TARGET_BEGIN(GEAR_AVX512_FEATURES)
-namespace avx512 {
 
-// Tokens [b, e) starting in row r; same values as the scalar loop (v or +0 per token).
-static void broadcast_stream(const double* vals, const int32_t* off, int64_t r, const uint8_t* mask, float* out,
-                             int64_t b, int64_t e) {
-  int64_t t = b;
-  auto scalar_to = [&](int64_t stop) {
-    for (; t < stop; ++t) {
-      while (off[r + 1] <= t) ++r;
-      out[t] = mask && !mask[t] ? 0.0f : static_cast<float>(vals[r]);
-    }
-  };
-  // Streaming stores need 64-byte alignment: a scalar head up to the first aligned token.
-  const int64_t mis = static_cast<int64_t>((reinterpret_cast<uintptr_t>(out + t) & 63) / sizeof(float));
-  scalar_to(std::min(e, t + (mis ? 16 - mis : 0)));
-  alignas(64) float lanes[16];
-  for (; t + 16 <= e; t += 16) {
-    while (off[r + 1] <= t) ++r;
-    __m512 v;
-    if (off[r + 1] >= t + 16) {
-      v = _mm512_set1_ps(static_cast<float>(vals[r]));
-    } else {  // a row boundary inside these 16 tokens
-      int64_t q = r;
-      for (int i = 0; i < 16; ++i) {
-        while (off[q + 1] <= t + i) ++q;
-        lanes[i] = static_cast<float>(vals[q]);
-      }
-      v = _mm512_load_ps(lanes);
-    }
-    if (mask) {
-      const __m512i m = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mask + t)));
-      v = _mm512_maskz_mov_ps(_mm512_test_epi32_mask(m, m), v);
-    }
-    _mm512_stream_ps(out + t, v);
-  }
-  scalar_to(e);
-  _mm_sfence();  // streaming stores are weakly ordered: complete them before the task ends
-}
-
-}  // namespace avx512
-GEAR_TARGET_END
-GEAR_AVX512_DIAG_END
-#endif  // GEAR_X86
-// ---------------------------------------------------------------------------------------------------
+// The CPU backend's entries (cpu_backend.cc): the public functions dispatch to them through the active table.
+namespace cpu {
 
 Status segment_reduce(const float* v32, const double* v64, int64_t n, const int32_t* offsets, int64_t rows,
                       const uint8_t* mask, SegOp op, double* out, const ExecContext& ctx) {
@@ -270,27 +194,13 @@ Status segment_broadcast(const double* row_values, const int32_t* offsets, int64
   // Every token is written independently, so plain token blocks split even a single long row.
   const int64_t blocks = (n + kChunk - 1) / kChunk;
   std::vector<int64_t> bads(static_cast<size_t>(blocks), -1);
-  [[maybe_unused]] const bool stream = GEAR_X86 && reused_out && active_isa() == Isa::Avx512 && n * 4 >= kStreamOutputBytes;
+  const seg::SegmentKernels& k = seg::segment_kernels();
+  const seg::BroadcastFn write =
+      k.broadcast_stream != nullptr && reused_out && n * 4 >= kStreamOutputBytes ? k.broadcast_stream : k.broadcast;
   const bool done = parallel_blocks(ctx, n, kChunk, [&](int64_t b, int64_t e, int) {
     if (mask) bads[static_cast<size_t>(b / kChunk)] = first_non_binary(mask, b, e);
-    int64_t r = std::upper_bound(offsets, offsets + rows + 1, static_cast<int32_t>(b)) - offsets - 1;
-#if GEAR_X86
-    if (stream) return avx512::broadcast_stream(row_values, offsets, r, mask, out, b, e);
-#endif
-    for (int64_t t = b; t < e; ++r) {
-      const int64_t se = std::min<int64_t>(e, offsets[r + 1]);
-      const float v = static_cast<float>(row_values[r]);
-      if (mask) {
-        uint32_t vb;
-        std::memcpy(&vb, &v, 4);
-        // Bit-and with 0 - mask (0 or all ones) gives v or +0 without a branch, so the loop vectorises.
-        uint32_t* o = reinterpret_cast<uint32_t*>(out);
-        for (; t < se; ++t) o[t] = vb & (0u - static_cast<uint32_t>(mask[t]));
-      } else {
-        std::fill(out + t, out + se, v);
-        t = se;
-      }
-    }
+    const int64_t r = std::upper_bound(offsets, offsets + rows + 1, static_cast<int32_t>(b)) - offsets - 1;
+    write(row_values, offsets, r, mask, out, b, e);
   });
   Status result = done ? Status::ok() : error(Code::Aborted, "segmentBroadcast: aborted");
   for (int64_t bad : bads)
@@ -300,4 +210,5 @@ Status segment_broadcast(const double* row_values, const int32_t* offsets, int64
   return result;
 }
 
+}  // namespace cpu
 }  // namespace gear

@@ -1,6 +1,6 @@
-// tokenStats drivers: argument checks, ISA selection, row-parallel scheduling and per-row finalisation
-// (row_math.h). Each row is computed by exactly one task in a fixed order, so results are bit-identical
-// for every thread count and batch split.
+// tokenStats drivers (the CPU backend's entries): argument checks, row-parallel scheduling over the
+// active ISA's kernel table and per-row finalisation (row_math.h). Each row is computed by exactly one
+// task in a fixed order, so results are bit-identical for every thread count and batch split.
 #include "gear/token_stats.h"
 
 #include <algorithm>
@@ -10,73 +10,14 @@
 #include <limits>
 #include <string>
 
-#include "gear/dispatch.h"
 #include "gear/row_math.h"
 #include "gear/thread_pool.h"
-#include "gear/isa_target.h"
-#include "logits_common.h"
+#include "logits_kernels.h"
+#include "../core/checks.h"
+#include "cpu_backend.h"
 
 namespace gear {
 namespace kern {
-
-const TokenStatsKernels& token_stats_kernels() {
-  switch (active_isa()) {
-#if GEAR_X86
-    case Isa::Avx512: return token_stats_avx512;
-    case Isa::Avx2: return token_stats_avx2;
-#elif GEAR_ARM64
-    case Isa::Neon: return token_stats_neon;
-#endif
-    default: return token_stats_baseline;
-  }
-}
-
-Status check_logits(const LogitsView& l, const char* what) {
-  const std::string w(what);
-  const int dt = static_cast<int>(l.dtype);
-  if (dt < 0 || dt > 2) return error(Code::DType, w + ".dtype: expected float32, bfloat16 or float16, got " + std::to_string(dt));
-  if (l.rows < 0) return error(Code::Shape, w + ".rows: expected an integer >= 0, got " + std::to_string(l.rows));
-  if (l.vocab < 1) return error(Code::Shape, w + ".vocab: expected an integer >= 1, got " + std::to_string(l.vocab));
-  if (l.rows > std::numeric_limits<int64_t>::max() / 8 / l.vocab)
-    return error(Code::Shape, w + ".rows * vocab: expected a size that fits in memory, got " + std::to_string(l.rows) +
-                                  " x " + std::to_string(l.vocab));
-  if (l.rows > 0 && l.data == nullptr)
-    return error(Code::Shape, w + ".data: expected " + std::to_string(l.rows * l.vocab) + " elements, got none");
-  return Status::ok();
-}
-
-Status bad_row_status(const LogitsView& l, const char* what, int64_t r) {
-  const char* row = static_cast<const char*>(l.data) + r * l.vocab * dtype_size(l.dtype);
-  for (int64_t v = 0; v < l.vocab; ++v) {
-    const float x = to_f32(l.dtype, row, v);
-    if (std::isnan(x) || x == INFINITY)
-      return error(Code::NonFinite, std::string(what) + "[row " + std::to_string(r) + ", entry " + std::to_string(v) +
-                                        "]: expected a finite logit or -Infinity, got " + number_text(x));
-  }
-  return error(Code::NonFinite, std::string(what) + "[row " + std::to_string(r) +
-                                    "]: expected at least one finite logit, got all -Infinity");
-}
-
-Status check_targets(const int32_t* targets, int64_t rows, int64_t vocab, const char* what) {
-  if (rows > 0 && targets == nullptr) return error(Code::Shape, std::string(what) + ": expected an Int32Array of the row count, got none");
-  for (int64_t r = 0; r < rows; ++r) {
-    if (targets[r] < 0 || targets[r] >= vocab)
-      return error(Code::TargetRange, std::string(what) + "[" + std::to_string(r) + "]: expected a token id in [0, " +
-                                          std::to_string(vocab) + "), got " + std::to_string(targets[r]));
-  }
-  return Status::ok();
-}
-
-Status check_partial_args(const int32_t* targets, int64_t rows, int64_t vocab_start) {
-  if (vocab_start < 0 || vocab_start > std::numeric_limits<int32_t>::max())
-    return error(Code::Option, "vocabStart: expected an integer in [0, 2^31), got " + std::to_string(vocab_start));
-  if (rows > 0 && targets == nullptr) return error(Code::Shape, "targets: expected an Int32Array of the row count, got none");
-  for (int64_t r = 0; r < rows; ++r)
-    if (targets[r] < 0)
-      return error(Code::TargetRange, "targets[" + std::to_string(r) + "]: expected a token id >= 0, got " +
-                                          std::to_string(targets[r]));
-  return Status::ok();
-}
 
 int64_t rows_per_task(int64_t rows, int64_t vocab, const ExecContext& ctx) {
   const int64_t threads = ctx.pool ? ctx.pool->threads() : 1;
@@ -86,44 +27,25 @@ int64_t rows_per_task(int64_t rows, int64_t vocab, const ExecContext& ctx) {
   return std::min(by_size, by_balance);
 }
 
-void fill_nan(float* p, int64_t n) {
-  if (p == nullptr) return;
-  const float q = std::numeric_limits<float>::quiet_NaN();
-  for (int64_t i = 0; i < n; ++i) p[i] = q;
-}
-
-// 1/T must stay a finite float32 scale: T >= 1e-30 (any practical temperature).
-Status check_temperature(double t) {
-  if (!(t >= 1e-30) || !std::isfinite(t))
-    return error(Code::Option, "temperature: expected a finite number >= 1e-30, got " + number_text(t));
-  return Status::ok();
-}
-
-Status check_finite(const float* p, int64_t n, const char* what) {
-  if (p == nullptr) return Status::ok();
-  for (int64_t i = 0; i < n; ++i)
-    if (!std::isfinite(p[i]))
-      return error(Code::NonFinite,
-                   std::string(what) + "[" + std::to_string(i) + "]: expected a finite number, got " + number_text(p[i]));
-  return Status::ok();
-}
-
 }  // namespace kern
+
+// The CPU backend's entries (cpu_backend.cc): the public functions dispatch to them through the active table.
+namespace cpu {
 
 Status token_stats(const LogitsView& l, const int32_t* targets, double temperature, float* logprob, float* entropy,
                    float* lse, const ExecContext& ctx) {
-  Status st = kern::check_logits(l, "logits");
+  Status st = check_logits(l, "logits");
   if (!st.is_ok()) return st;
   auto fail = [&](Status s) {
-    kern::fill_nan(logprob, l.rows);
-    kern::fill_nan(entropy, l.rows);
-    kern::fill_nan(lse, l.rows);
+    fill_nan(logprob, l.rows);
+    fill_nan(entropy, l.rows);
+    fill_nan(lse, l.rows);
     return s;
   };
-  if (!(st = kern::check_temperature(temperature)).is_ok()) return fail(st);
+  if (!(st = check_temperature(temperature)).is_ok()) return fail(st);
   if (logprob != nullptr && targets == nullptr)
     return fail(error(Code::Shape, "targets: expected an Int32Array of the row count for logprob, got none"));
-  if (targets != nullptr && !(st = kern::check_targets(targets, l.rows, l.vocab, "targets")).is_ok()) return fail(st);
+  if (targets != nullptr && !(st = check_targets(targets, l.rows, l.vocab, "targets")).is_ok()) return fail(st);
 
   const auto fn = kern::token_stats_kernels().stats[static_cast<int>(l.dtype)];
   const auto fn2 = kern::token_stats_kernels().stats2[static_cast<int>(l.dtype)];
@@ -157,7 +79,7 @@ Status token_stats(const LogitsView& l, const int32_t* targets, double temperatu
       finish(r, s);
     }
   });
-  if (bad.load() != kern::kNoRow) return fail(kern::bad_row_status(l, "logits", bad.load()));
+  if (bad.load() != kern::kNoRow) return fail(bad_row_status(l, "logits", bad.load()));
   if (!done) return fail(error(Code::Aborted, "tokenStats: aborted by the AbortSignal"));
   return Status::ok();
 }
@@ -165,30 +87,30 @@ Status token_stats(const LogitsView& l, const int32_t* targets, double temperatu
 Status token_stats_backward(const LogitsView& l, const int32_t* targets, const float* grad_logprob,
                             const float* grad_entropy, double temperature, const float* lse, const float* entropy,
                             float* out, const ExecContext& ctx) {
-  Status st = kern::check_logits(l, "logits");
+  Status st = check_logits(l, "logits");
   if (!st.is_ok()) return st;
   const bool in_place = out != nullptr && static_cast<const void*>(out) == l.data;
   const int64_t total = l.rows * l.vocab;
   // Before any write: a failed check leaves in-place logits untouched and a separate out NaN-filled.
   auto fail_early = [&](Status s) {
-    if (!in_place) kern::fill_nan(out, total);
+    if (!in_place) fill_nan(out, total);
     return s;
   };
   if (out == nullptr && total > 0) return error(Code::Shape, "out: expected a Float32Array of rows * vocab, got none");
   if (in_place && l.dtype != DType::F32)
     return error(Code::DType, "inPlace: expected float32 logits, got " + std::string(dtype_name(l.dtype)));
-  if (!(st = kern::check_temperature(temperature)).is_ok()) return fail_early(st);
-  if (grad_logprob != nullptr && !(st = kern::check_targets(targets, l.rows, l.vocab, "targets")).is_ok())
+  if (!(st = check_temperature(temperature)).is_ok()) return fail_early(st);
+  if (grad_logprob != nullptr && !(st = check_targets(targets, l.rows, l.vocab, "targets")).is_ok())
     return fail_early(st);
-  if (targets != nullptr && !(st = kern::check_targets(targets, l.rows, l.vocab, "targets")).is_ok()) return fail_early(st);
-  if (!(st = kern::check_finite(grad_logprob, l.rows, "grad.logprob")).is_ok()) return fail_early(st);
-  if (!(st = kern::check_finite(grad_entropy, l.rows, "grad.entropy")).is_ok()) return fail_early(st);
+  if (targets != nullptr && !(st = check_targets(targets, l.rows, l.vocab, "targets")).is_ok()) return fail_early(st);
+  if (!(st = check_finite(grad_logprob, l.rows, "grad.logprob")).is_ok()) return fail_early(st);
+  if (!(st = check_finite(grad_entropy, l.rows, "grad.entropy")).is_ok()) return fail_early(st);
   if (lse == nullptr && entropy != nullptr)
     return fail_early(error(Code::Shape, "stats.logsumexp: expected a Float32Array with stats.entropy, got none"));
   if (lse != nullptr && grad_entropy != nullptr && entropy == nullptr)
     return fail_early(error(Code::Shape, "stats.entropy: expected a Float32Array when grad.entropy is given, got none"));
-  if (!(st = kern::check_finite(lse, l.rows, "stats.logsumexp")).is_ok()) return fail_early(st);
-  if (!(st = kern::check_finite(entropy, l.rows, "stats.entropy")).is_ok()) return fail_early(st);
+  if (!(st = check_finite(lse, l.rows, "stats.logsumexp")).is_ok()) return fail_early(st);
+  if (!(st = check_finite(entropy, l.rows, "stats.entropy")).is_ok()) return fail_early(st);
 
   const auto& k = kern::token_stats_kernels();
   const auto stats_fn = k.stats[static_cast<int>(l.dtype)];
@@ -224,10 +146,10 @@ Status token_stats_backward(const LogitsView& l, const int32_t* targets, const f
     }
   });
   Status err;
-  if (bad.load() != kern::kNoRow) err = kern::bad_row_status(l, "logits", bad.load());
+  if (bad.load() != kern::kNoRow) err = bad_row_status(l, "logits", bad.load());
   else if (!done) err = error(Code::Aborted, "tokenStatsBackward: aborted by the AbortSignal");
   if (!err.is_ok()) {
-    kern::fill_nan(out, total);  // rows already written must not look valid (in place: the logits are gone too)
+    fill_nan(out, total);  // rows already written must not look valid (in place: the logits are gone too)
     return err;
   }
   return Status::ok();
@@ -236,7 +158,7 @@ Status token_stats_backward(const LogitsView& l, const int32_t* targets, const f
 Status token_stats_partial(const LogitsView& l, const int32_t* targets, int64_t vocab_start, double temperature,
                            double* max, double* sum_exp, double* sum_exp_x, double* target_logit,
                            const ExecContext& ctx) {
-  Status st = kern::check_logits(l, "shard");
+  Status st = check_logits(l, "shard");
   if (!st.is_ok()) return st;
   const double qnan = std::numeric_limits<double>::quiet_NaN();
   auto fail = [&](Status s) {
@@ -244,8 +166,8 @@ Status token_stats_partial(const LogitsView& l, const int32_t* targets, int64_t 
       if (p) std::fill(p, p + l.rows, qnan);
     return s;
   };
-  if (!(st = kern::check_temperature(temperature)).is_ok()) return fail(st);
-  if (!(st = kern::check_partial_args(targets, l.rows, vocab_start)).is_ok()) return fail(st);
+  if (!(st = check_temperature(temperature)).is_ok()) return fail(st);
+  if (!(st = check_partial_args(targets, l.rows, vocab_start)).is_ok()) return fail(st);
   const auto fn = kern::token_stats_kernels().stats[static_cast<int>(l.dtype)];
   const double inv_t = 1.0 / temperature;
   const int64_t row_bytes = l.vocab * dtype_size(l.dtype);
@@ -266,7 +188,7 @@ Status token_stats_partial(const LogitsView& l, const int32_t* targets, int64_t 
       target_logit[r] = y >= 0 && y < l.vocab ? static_cast<double>(kern::to_f32(l.dtype, row, y)) : qnan;
     }
   });
-  if (bad.load() != kern::kNoRow) return fail(kern::bad_row_status(l, "shard", bad.load()));
+  if (bad.load() != kern::kNoRow) return fail(bad_row_status(l, "shard", bad.load()));
   if (!done) return fail(error(Code::Aborted, "tokenStatsPartial: aborted by the AbortSignal"));
   return Status::ok();
 }
@@ -276,13 +198,13 @@ Status merge_token_stats(int64_t parts, const int64_t* vocab_start, const int64_
                          const double* const* target_logit, int64_t rows, double temperature, float* logprob,
                          float* entropy, float* lse) {
   auto fail = [&](Status s) {
-    kern::fill_nan(logprob, rows);
-    kern::fill_nan(entropy, rows);
-    kern::fill_nan(lse, rows);
+    fill_nan(logprob, rows);
+    fill_nan(entropy, rows);
+    fill_nan(lse, rows);
     return s;
   };
   if (parts < 1) return fail(error(Code::Shape, "parts.length: expected at least 1, got " + std::to_string(parts)));
-  Status st = kern::check_temperature(temperature);
+  Status st = check_temperature(temperature);
   if (!st.is_ok()) return fail(st);
   int64_t next = 0;
   for (int64_t p = 0; p < parts; ++p) {
@@ -324,4 +246,5 @@ Status merge_token_stats(int64_t parts, const int64_t* vocab_start, const int64_
   return Status::ok();
 }
 
+}  // namespace cpu
 }  // namespace gear

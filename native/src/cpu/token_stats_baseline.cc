@@ -4,13 +4,13 @@
 #include <cstdint>
 #include <cstring>
 
-#include "logits_common.h"
+#include "logits_kernels.h"
 
 namespace gear {
 namespace baseline {
 namespace {
 #include "simd_scalar.inc"
-#include "row_kernels_common.inc"
+#include "row_block_ops.inc"
 #include "token_stats_kernels.inc"
 }  // namespace
 }  // namespace baseline

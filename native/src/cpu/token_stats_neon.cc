@@ -6,14 +6,14 @@
 #include <cstring>
 
 #include "gear/isa_target.h"
-#include "logits_common.h"
+#include "logits_kernels.h"
 
 #if GEAR_ARM64
 namespace gear {
 namespace neon {
 namespace {
 #include "simd_neon.inc"
-#include "row_kernels_common.inc"
+#include "row_block_ops.inc"
 #include "token_stats_kernels.inc"
 }  // namespace
 }  // namespace neon

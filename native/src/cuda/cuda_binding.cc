@@ -1,9 +1,11 @@
-// CUDA module only: cudaDevices() for the loader's probe, and backend() reporting the device.
+// CUDA module only: installs the CUDA backend table (the logits and segment ops then run on the device),
+// adds cudaDevices() for the loader's probe, and replaces backend() with one reporting the device.
 //   cudaDevices() -> { count, error, arch, name }   (count 0 and the CUDA error when there is no usable GPU)
 #include <cuda_runtime_api.h>
 
 #include "../addon/args.h"
 #include "../addon/ops.h"
+#include "gear/backend.h"
 #include "gear/cuda.h"
 #include "gear/thread_pool.h"
 
@@ -41,6 +43,7 @@ static Napi::Value CudaBackend(const Napi::CallbackInfo& info) {
 }
 
 void RegisterCuda(Napi::Env env, Napi::Object exports) {
+  install_backend(cuda::backend());  // module init: before any op can run
   exports.Set("cudaDevices", Napi::Function::New(env, CudaDevices, "cudaDevices"));
   exports.Set("backend", Napi::Function::New(env, CudaBackend, "backend"));  // replaces the CPU one
 }

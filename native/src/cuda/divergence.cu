@@ -5,8 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "../cpu/logits_common.h"
-#include "cuda_common.cuh"
+#include "device_runtime.cuh"
 #include "gear/cuda.h"
 
 namespace gear {
@@ -218,10 +217,6 @@ __global__ void divergence_grad_kernel(const void* zs, const void* zt, int64_t v
   if (threadIdx.x == 0) flags[r] = bad ? kTeacherBad : kRowOk;
 }
 
-// Argument rules are the CPU module's (kern::check_pair / check_backward_args / effective_kind).
-using kern::check_pair;
-using kern::effective_kind;
-
 Status flag_status(const LogitsView& s, const LogitsView& t, int32_t flag, int64_t r) {
   return flag == kTeacherBad || flag == kTeacherEmpty ? bad_row_status(t, "teacher", r) : bad_row_status(s, "student", r);
 }
@@ -298,7 +293,7 @@ Status divergence_backward(const LogitsView& s, const LogitsView& t, DivKind kin
     return e;
   };
   if (out == nullptr && total > 0) return error(Code::Shape, "out: expected a Float32Array of rows * vocab, got none");
-  Status st = kern::check_backward_args(s, t, kind, beta, temperature, kl_cap, grad, value, student_lse, teacher_lse);
+  Status st = check_backward_args(s, t, kind, beta, temperature, kl_cap, grad, value, student_lse, teacher_lse);
   if (!st.is_ok()) return fail(st);
   const int given = (value != nullptr) + (student_lse != nullptr) + (teacher_lse != nullptr);
   if (rows == 0) return Status::ok();

@@ -4,27 +4,12 @@
 #include <limits>
 #include <vector>
 
-#include "cuda_common.cuh"
+#include "device_runtime.cuh"
 #include "gear/cuda.h"
 
 namespace gear {
 namespace cuda {
 namespace {
-
-// The offsets rule of every packed-row kernel (same checks and messages as gear::check_offsets).
-Status check_offsets_host(const int32_t* offsets, int64_t rows, int64_t n) {
-  if (rows < 0) return error(Code::Shape, "rows: expected >= 0, got " + std::to_string(rows));
-  if (offsets == nullptr) return error(Code::Shape, "offsets: expected an array, got null");
-  if (offsets[0] != 0) return error(Code::Offsets, "offsets[0]: expected 0, got " + std::to_string(offsets[0]));
-  for (int64_t r = 0; r < rows; ++r)
-    if (offsets[r + 1] < offsets[r])
-      return error(Code::Offsets, "offsets[" + std::to_string(r + 1) + "]: expected >= " + std::to_string(offsets[r]) +
-                                      ", got " + std::to_string(offsets[r + 1]));
-  if (offsets[rows] != n)
-    return error(Code::Offsets, "offsets[R]: expected the token count " + std::to_string(n) + ", got " +
-                                    std::to_string(offsets[rows]));
-  return Status::ok();
-}
 
 template <typename T>
 __global__ void reduce_kernel(const T* v, const int32_t* off, const uint8_t* mask, int op, int64_t rows, double* out) {
@@ -67,7 +52,7 @@ Status segment_reduce(const float* v32, const double* v64, int64_t n, const int3
                       const uint8_t* mask, SegOp op, double* out, const ExecContext& ctx) {
   if ((v32 == nullptr) == (v64 == nullptr) && n > 0)
     return error(Code::DType, "values: expected exactly one of float32 / float64, got none or both");
-  GEAR_TRY(check_offsets_host(offsets, rows, n));
+  GEAR_TRY(check_offsets(offsets, rows, n));
   // The CPU kernels check mask bytes in their pass; here on the host before the copy (same error).
   if (mask) {
     const int64_t bad = first_non_binary(mask, 0, n);
@@ -96,7 +81,7 @@ Status segment_reduce(const float* v32, const double* v64, int64_t n, const int3
 
 Status segment_broadcast(const double* row_values, const int32_t* offsets, int64_t rows, int64_t n,
                          const uint8_t* mask, float* out, const ExecContext& ctx, bool /*reused_out*/) {
-  GEAR_TRY(check_offsets_host(offsets, rows, n));
+  GEAR_TRY(check_offsets(offsets, rows, n));
   if (mask) {
     const int64_t bad = first_non_binary(mask, 0, n);
     if (bad >= 0) return mask_error(mask, bad);

@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "cuda_common.cuh"
+#include "device_runtime.cuh"
 #include "gear/cuda.h"
 
 namespace gear {

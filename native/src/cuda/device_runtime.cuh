@@ -15,8 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "gear/common.h"
+#include "gear/types.h"
 #include "gear/row_math.h"
+#include "../core/checks.h"  // the argument checks and messages of every backend
 
 namespace gear {
 namespace cuda {
@@ -161,17 +162,6 @@ __device__ inline rowmath::SoftmaxStats block_merge(const ThreadStats& t, double
 
 // OR of a per-thread flag across the block (all threads get the result).
 __device__ inline int block_or(int flag) { return __syncthreads_or(flag); }
-
-// Host-side checks and messages (common.cu), the same rules and wording as the CPU kernels.
-void fill_nan(float* p, int64_t n);  // so no output is left looking valid after an error
-void fill_nan(double* p, int64_t n);
-Status check_logits(const LogitsView& l, const char* what);
-Status check_temperature(double t);
-Status check_targets(const int32_t* targets, int64_t rows, int64_t vocab, const char* what);
-Status check_partial_args(const int32_t* targets, int64_t rows, int64_t vocab_start);
-Status check_finite(const float* p, int64_t n, const char* what);
-// The error for row r that a kernel flagged (names the first NaN / +Infinity entry, or the empty row).
-Status bad_row_status(const LogitsView& l, const char* what, int64_t r);
 
 // First flagged row of a chunk (-1 if none).
 inline int64_t first_flagged(const int32_t* flags, int64_t rows) {

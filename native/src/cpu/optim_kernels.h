@@ -1,5 +1,5 @@
-// Shared between the optimizer driver (optim.cc) and its per-ISA kernels (optim_kernels.inc compiled
-// by optim.cc, optim_avx2.cc and optim_avx512.cc). Not a public header.
+// Internal to the optimizers (optim*.cc): the scalars the driver passes to the kernels and the per-ISA
+// kernel table (optim_kernels.inc compiled by optim_baseline.cc, optim_avx2.cc and optim_avx512.cc).
 #pragma once
 #include <cstdint>
 
@@ -30,15 +30,18 @@ struct SgdScalars {
   bool nesterov;
 };
 
-struct Kernels {
+struct OptimKernels {
   void (*adam)(const AdamScalars& s, float* p, const float* g, float* m, float* v, float* vmax, int64_t n);
   void (*sgd)(const SgdScalars& s, float* p, const float* g, float* buf, int64_t n);
   double (*sumsq)(const float* g, int64_t n);
   void (*scale)(float* g, int64_t n, float c);
 };
 
-namespace baseline { extern const Kernels kKernels; }
-namespace avx2 { extern const Kernels kKernels; }
-namespace avx512 { extern const Kernels kKernels; }
+// One table per ISA level, each in its own translation unit; aarch64 uses the baseline table (the
+// baseline build already has Advanced SIMD and hardware FMA, and these are plain elementwise loops the
+// compiler vectorises, so a NEON copy would be the same code).
+extern const OptimKernels optim_baseline, optim_avx2, optim_avx512;
+// The table of the active ISA (dispatch.cc).
+const OptimKernels& optim_kernels();
 
 }  // namespace gear::optim_detail

@@ -1,0 +1,29 @@
+// Internal to segmentBroadcast (segment*.cc): its per-ISA kernel table.
+#pragma once
+#include <cstdint>
+
+namespace gear {
+namespace seg {
+
+// Writes segmentBroadcast's tokens [b, e), which start in row r: out[t] = vals[row(t)] as float32, +0
+// where mask is 0 (mask bytes are 0 or 1; null mask: every token).
+using BroadcastFn = void (*)(const double* vals, const int32_t* off, int64_t r, const uint8_t* mask, float* out,
+                             int64_t b, int64_t e);
+
+struct SegmentKernels {
+  BroadcastFn broadcast;         // ordinary stores
+  BroadcastFn broadcast_stream;  // streaming stores, for a large output the caller reuses (null: none)
+};
+
+namespace baseline {
+void broadcast(const double* vals, const int32_t* off, int64_t r, const uint8_t* mask, float* out, int64_t b,
+               int64_t e);
+}  // namespace baseline
+
+// One table per ISA level that differs, each in its own translation unit (the others use the baseline one).
+extern const SegmentKernels segment_baseline, segment_avx512;
+// The table of the active ISA (dispatch.cc).
+const SegmentKernels& segment_kernels();
+
+}  // namespace seg
+}  // namespace gear
