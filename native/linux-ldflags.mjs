@@ -3,6 +3,10 @@
 //    binary then needs no GLIBCXX/CXXABI version and keeps the C++ runtime's symbols private (the
 //    shipped prebuild, built on Debian, is linked so). Where libstdc++.a is not installed (Fedora/RHEL
 //    without libstdc++-static, for instance) a source build links the shared runtime of that machine.
+//  * -Wl,-z,nodelete: the module is never unmapped. Node unloads an addon when the last environment that
+//    loaded it (a worker) ends, but the addon's thread pool is process-wide and its idle threads still
+//    run the module's code: unmapping it under them is a SIGSEGV (addon.cc pins it the same way on
+//    macOS and Windows, which have no such link flag).
 //  * -Wl,--wrap=<name> for each name of native/sources.json "linuxWrap": references to glibc symbols newer
 //    than the floor go through native/src/compat/glibc_compat.cc, which binds them to old versions.
 import { execSync } from 'node:child_process';
@@ -18,6 +22,7 @@ try {
   // no usable compiler command here: node-gyp reports the real error when it compiles
 }
 const flags = [
+  '-Wl,-z,nodelete',
   ...(staticRuntime ? ['-static-libstdc++', '-static-libgcc', '-Wl,--exclude-libs,ALL'] : []),
   ...linuxWrap.map((s) => `-Wl,--wrap=${s}`),
 ];

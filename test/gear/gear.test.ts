@@ -506,24 +506,47 @@ describe('gear: exact batch quantiles (radix selection)', () => {
   it('equal the sort-based reference on random, duplicated, negative and zero-heavy data', () => {
     const qs = Float64Array.from([0, 0.01, 0.1, 0.25, 0.5, 0.5001, 0.8, 0.95, 0.99, 1]);
     const r = lcg(5);
+    // GEAR's signals are non-negative (divergence and entropy): the sets with negative values are shifted.
     const sets: Float32Array[] = [
       Float32Array.from({ length: 1000 }, () => r() * 10),
       Float32Array.from({ length: 5000 }, () => (r() < 0.7 ? 0 : r())),
-      Float32Array.from({ length: 777 }, () => Math.floor(r() * 5) - 2),
-      Float32Array.from({ length: 300 }, () => (r() - 0.5) * 1e-30),
+      Float32Array.from({ length: 777 }, () => Math.floor(r() * 5) - 2 + 2),
+      Float32Array.from({ length: 300 }, () => (r() - 0.5) * 1e-30 + 1e-30),
       Float32Array.from({ length: 1 }, () => 3.5),
       new Float32Array([1, 1.0000001, 1.0000002, 1]),
       Float32Array.from({ length: 200000 }, () => Math.exp((r() - 0.5) * 20)),
     ];
+    // The quantile at level q, of the divergence (the peak threshold at peakQuantile q) and of the entropy
+    // (eta at entropyQuantile q), through the public API; the five diagnostic levels come along.
+    const at = (s: Float32Array, mask: Uint8Array | undefined, q: number) => rl.gear({
+      advantages: [1], offsets: Int32Array.of(0, s.length), mask, divergence: s, entropy: s,
+      options: { klCap: 1e30, peakRule: 'quantile', peakQuantile: q, entropyQuantile: q },
+    }).diagnostics;
+    const diag = ['p50', 'p90', 'p95', 'p99', 'max'] as const;
     for (const s of sets) {
       const m = Uint8Array.from(s, () => (r() < 0.8 ? 1 : 0));
-      for (const mask of [null, m]) {
-        const got = native.gearQuantiles(s, mask, qs) as Float64Array;
+      for (const mask of [undefined, m]) {
         const xs = Array.from(s).filter((_, i) => !mask || mask[i]);
-        qs.forEach((q, i) => expect(got[i]).toBe(quantileRef(xs, q)));
+        // quantileRef sorts on every call: sort once here, then read every level from the sorted copy
+        const sorted = Float64Array.from(xs).sort();
+        const ref = (q: number) => quantileRef(sorted as unknown as number[], q);
+        expect(ref(0.37)).toBe(quantileRef(xs, 0.37));
+        const levels = [0.5, 0.9, 0.95, 0.99, 1].map(ref);
+        for (const q of qs) {
+          const d = at(s, mask, q);
+          expect(d.thresholds.peakKl).toBe(ref(q));
+          expect(d.thresholds.entropy).toBe(ref(q));
+          levels.forEach((want, i) => {
+            expect(d.klQuantiles[diag[i]!]).toBe(want);
+            expect(d.entropyQuantiles[diag[i]!]).toBe(want);
+          });
+        }
       }
     }
-    expect(Array.from(native.gearQuantiles(new Float32Array(0), null, qs) as Float64Array)).toEqual(new Array(10).fill(0));
+    for (const q of qs) {
+      const d = at(new Float32Array(0), undefined, q);
+      expect([d.thresholds.peakKl, d.thresholds.entropy, ...diag.map((k) => d.klQuantiles[k])]).toEqual(new Array(7).fill(0));
+    }
   });
 });
 
@@ -616,9 +639,15 @@ describe('gear: bad input throws GearError with a code', () => {
 
   it('the native layer re-checks its arguments on its own', () => {
     const P = () => Float64Array.from([20, 0, 2, 0.25, 0.95, 0.8, NaN, 0, 256, 1, 0.95, 0, 0.2, 0, 0, 0, 0, 0.5, NaN]);
+    // The options of P() by name (the order of the values above).
+    const NAMES = ['klCap', 'peakRule', 'peakZ', 'peakMinKl', 'peakQuantile', 'entropyQuantile', 'entropyThreshold',
+      'segmentEnd', 'maxSegmentLength', 'alpha', 'dRefQuantile', 'signMode', 'epsW', 'normalize', 'ablation', 'seed',
+      'fixedSegmentLength', 'entropyLowQuantile', 'entropyLowThreshold'];
+    const named = (p: Float64Array) => Object.fromEntries(NAMES.map((k, i) => [k, p[i]]));
     const call = (over: Partial<Record<'adv' | 'off' | 'mask' | 'd' | 'h' | 'lr' | 'p', unknown>>) => code(() =>
-      native.gearScan(over.adv ?? b.advantages, over.off ?? b.offsets, over.mask === undefined ? b.mask : over.mask,
-        over.d ?? b.divergence, over.h ?? b.entropy, over.lr ?? null, over.p ?? P()));
+      native.gearScan({ advantages: over.adv ?? b.advantages, offsets: over.off ?? b.offsets,
+        mask: over.mask === undefined ? b.mask : over.mask, divergence: over.d ?? b.divergence, entropy: over.h ?? b.entropy,
+        logratio: over.lr ?? null, options: named((over.p ?? P()) as Float64Array) } as never));
     expect(call({})).toBe('no error');
     expect(call({ off: new Int32Array([0, 5, 99]) })).toBe('ERR_OFFSETS');
     expect(call({ off: new Int32Array([1, 5, 11]) })).toBe('ERR_OFFSETS');
@@ -627,7 +656,6 @@ describe('gear: bad input throws GearError with a code', () => {
     expect(call({ h: new Float32Array(3) })).toBe('ERR_SHAPE');
     expect(call({ d: new Float64Array(11) })).toBe('ERR_DTYPE');
     expect(call({ mask: new Uint8Array(11).fill(7) })).toBe('ERR_OPTION');
-    expect(call({ p: new Float64Array(3) })).toBe('ERR_SHAPE');
     for (const [i, val] of [[0, 0], [1, 2], [2, -1], [7, 3], [8, 0], [11, 5], [12, 1], [14, 4], [15, -1], [16, 0.5]] as const) {
       const p = P(); p[i] = val;
       expect(call({ p })).toBe('ERR_OPTION');
@@ -635,7 +663,11 @@ describe('gear: bad input throws GearError with a code', () => {
     const p = P(); p[11] = 2; // rlsd without logratio
     expect(call({ p })).toBe('ERR_OPTION');
     expect(call({ adv: Float64Array.from([Infinity, 0]) })).toBe('ERR_NON_FINITE');
-    expect(code(() => native.gearQuantiles(new Float32Array([NaN]), null, new Float64Array([0.5])))).toBe('ERR_NON_FINITE');
-    expect(code(() => native.gearQuantiles(new Float32Array([1]), null, new Float64Array([1.5])))).toBe('ERR_OPTION');
+    // the batch quantiles: a NaN value and a level beyond 1 (peakQuantile, entropyQuantile)
+    expect(call({ d: Float32Array.from(b.divergence, (x, i) => (i === 0 ? NaN : x)), mask: null })).toBe('ERR_NON_FINITE');
+    for (const i of [4, 5]) {
+      const p = P(); p[i] = 1.5;
+      expect(call({ p })).toBe('ERR_OPTION');
+    }
   });
 });

@@ -39,7 +39,7 @@ describe('getters that run while arguments are read', () => {
       const e = err(() => sgd.step(grads));
       // the raw addon, called directly with the same hostile list
       ab.resize(4096 * 4);
-      const e2 = err(() => native.sgdStep([p0, p1], grads, null, 0.1, 0, 0, 0, false, false, true, false, null));
+      const e2 = err(() => native.sgdStep({ params: [p0, p1], grads, momentumBuffer: null, lr: 0.1, momentum: 0, dampening: 0, weightDecay: 0, nesterov: false, maximize: false, firstStep: true }));
       return { e, e2, calls };`);
     expect(r.e).toMatch(/^GearError ERR_SHAPE$/);
     expect(r.e2).toMatch(/^GearError ERR_SHAPE$/);
@@ -54,7 +54,7 @@ describe('getters that run while arguments are read', () => {
       Object.defineProperty(grads, '1', { get() { ab.resize(0); return b; } });
       // grads[0] is empty by the time pointers are taken: the norm is that of grads[1] alone
       const norm = new Float64Array(1);
-      const clip = err(() => native.clipGradNorm(grads, 1, true, norm, false, null));
+      const clip = err(() => native.clipGradNorm({ grads, maxNorm: 1, errorIfNonfinite: true, out: norm }));
       const z = new Float32Array(4 * 10).map((_, i) => Math.sin(i));
       const t = new Int32Array([1, 2, 3, 4]);
       const p0 = rl.tokenStatsPartial({ data: z.slice(0, 20), rows: 4, vocab: 5 }, t, { vocabStart: 0 });
@@ -62,7 +62,7 @@ describe('getters that run while arguments are read', () => {
       const hostile = { ...p1 };
       const buf = structuredClone(p0.max);
       Object.defineProperty(hostile, 'vocabStart', { get() { structuredClone(p0.max.buffer, { transfer: [p0.max.buffer] }); return 5; } });
-      const merge = err(() => native.mergeTokenStats([p0, hostile], 4, 1, false));
+      const merge = err(() => native.mergeTokenStats({ parts: [p0, hostile], rows: 4, temperature: 1 }));
       return { clip, norm: norm[0], b0: b[0], merge, detached: p0.max.length === 0 && buf.length === 4 };`);
     expect(r.clip).toBe('no error');
     expect(r.norm).toBe(4);
@@ -102,11 +102,11 @@ describe('lists and backings', () => {
       const g = []; g.length = 2 ** 30; g[0] = new Float32Array(4);
       const t0 = Date.now();
       const a = err(() => rl.clipGradNorm(g, 1));
-      const b = err(() => native.clipGradNorm(g, 1, true, new Float64Array(1), false, null));
-      const c = err(() => native.gradNorm(g));
+      const b = err(() => native.clipGradNorm({ grads: g, maxNorm: 1, errorIfNonfinite: true, out: new Float64Array(1) }));
+      const c = err(() => native.gradNorm({ grads: g }));
       const parts = []; parts.length = 2 ** 27;
       const d = err(() => rl.mergeTokenStats(parts));
-      const e = err(() => native.mergeTokenStats(parts, 1, 1, false));
+      const e = err(() => native.mergeTokenStats({ parts, rows: 1, temperature: 1 }));
       return { a, b, c, d, e, ms: Date.now() - t0 };`);
     for (const k of ['a', 'b', 'c', 'd', 'e']) expect(r[k], k).toMatch(/^GearError ERR_(SHAPE|DTYPE)$/);
     expect(r.ms as number).toBeLessThan(5000);

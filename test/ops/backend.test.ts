@@ -103,7 +103,7 @@ describe('setNumThreads()', () => {
 
   it('the native layer checks on its own', () => {
     for (const bad of [0, 2.5, 'x', undefined]) {
-      expect(() => native.setNumThreads(bad as number)).toThrow(rl.GearError);
+      expect(() => native.setNumThreads({ threads: bad as number })).toThrow(rl.GearError);
     }
   });
 });
@@ -172,7 +172,8 @@ describe('memoryBandwidth()', () => {
     for (const args of [[4, 1e6, 2, 1], [0, 10, 2, 1], [0, 1e6, 0, 1], [0, 1e6, 2, 0], [0, 'x', 2, 1], [0, 2 ** 41, 2, 1]]) {
       let err: unknown;
       try {
-        native.memoryBandwidth(...args);
+        const [mode, bytes, threads, reps] = args;
+        native.memoryBandwidth({ mode, bytes, threads, reps } as never);
       } catch (e) {
         err = e;
       }

@@ -58,7 +58,7 @@ describe('tokenStats rejects bad input', () => {
 
   it('temperature <= 0, NaN or Infinity', () => {
     for (const temperature of [0, -1, NaN, Infinity, 1e-310]) expectCode(() => rl.tokenStats(ok, t, { temperature }), 'ERR_OPTION');
-    expectCode(() => native.tokenStats(z, rows, vocab, 0, t, 1e-310, null, null, null, false, null), 'ERR_OPTION');
+    expectCode(() => native.tokenStats({ logits: { data: z, rows, vocab, dtype: 0 }, targets: t, temperature: 1e-310 }), 'ERR_OPTION');
     // tiny but valid: a near-argmax distribution, finite outputs
     const cold = rl.tokenStats(ok, t, { temperature: 1e-6 });
     expect(Array.from(cold.entropy).every((h) => h >= 0 && h < 1e-3)).toBe(true);
@@ -186,7 +186,11 @@ describe('divergence rejects bad input', () => {
 
 describe('the native layer checks its inputs on its own', () => {
   it('lengths, dtype codes, overflowing shapes, targets, temperature, options', () => {
-    const call = (...a: unknown[]) => () => native.tokenStats(...a);
+    // The raw addon's functions, their named parameters listed here in the order of these calls.
+    const logits = (data: unknown, rows: unknown, vocab: unknown, dtype: unknown) => ({ data, rows, vocab, dtype });
+    const call = (...a: unknown[]) => () => native.tokenStats({
+      logits: logits(a[0], a[1], a[2], a[3]), targets: a[4], temperature: a[5],
+      out: { logprob: a[6], entropy: a[7], logsumexp: a[8] }, async: a[9], abort: a[10] } as never);
     expectCode(call(z, 4, vocab, 0, t, 1, null, null, null, false, null), 'ERR_SHAPE');
     expectCode(call(z, rows, vocab, 3, t, 1, null, null, null, false, null), 'ERR_OPTION');
     expectCode(call(z, rows, vocab, 1, t, 1, null, null, null, false, null), 'ERR_DTYPE'); // bf16 needs Uint16Array
@@ -197,19 +201,24 @@ describe('the native layer checks its inputs on its own', () => {
     expectCode(call(z, rows, vocab, 0, t, 0, null, null, null, false, null), 'ERR_OPTION');
     expectCode(call(z, rows, vocab, 0, t, 1, new Float32Array(2), null, null, false, null), 'ERR_SHAPE');
     expectCode(call('logits', rows, vocab, 0, t, 1, null, null, null, false, null), 'ERR_DTYPE');
-    const bwd = (...a: unknown[]) => () => native.tokenStatsBackward(...a);
+    const bwd = (...a: unknown[]) => () => native.tokenStatsBackward({
+      logits: logits(a[0], a[1], a[2], a[3]), targets: a[4], grad: { logprob: a[5], entropy: a[6] }, temperature: a[7],
+      stats: { logsumexp: a[8], entropy: a[9] }, out: a[10], inPlace: a[11], async: a[12], abort: a[13] } as never);
     expectCode(bwd(z, rows, vocab, 0, null, new Float32Array(3), null, 1, null, null, null, false, false, null), 'ERR_SHAPE');
     expectCode(bwd(z, rows, vocab, 0, t, null, new Float32Array(3), 1, new Float32Array(3), null, null, false, false, null), 'ERR_SHAPE');
     expectCode(bwd(new Uint16Array(15), rows, vocab, 1, t, null, null, 1, null, null, null, true, false, null), 'ERR_DTYPE');
-    const div = (...a: unknown[]) => () => native.divergence(...a);
+    const pair = (a: unknown[]) => ({ student: logits(a[0], a[2], a[3], a[4]), teacher: logits(a[1], a[2], a[3], a[4]),
+      kind: a[5], beta: a[6], temperature: a[7], klCap: a[8] });
+    const div = (...a: unknown[]) => () => native.divergence({ ...pair(a), targets: a[9], out: a[10], async: a[11], abort: a[12] } as never);
     expectCode(div(z, new Float32Array(14), rows, vocab, 0, 0, 0.5, 1, Infinity, null, null, false, null), 'ERR_SHAPE');
     expectCode(div(z, z, rows, vocab, 0, 4, 0.5, 1, Infinity, null, null, false, null), 'ERR_OPTION');
     expectCode(div(z, z, rows, vocab, 0, 2, -0.1, 1, Infinity, null, null, false, null), 'ERR_OPTION');
     expectCode(div(z, z, rows, vocab, 0, 0, 0.5, 1, -1, null, null, false, null), 'ERR_OPTION');
-    const divb = (...a: unknown[]) => () => native.divergenceBackward(...a);
+    const divb = (...a: unknown[]) => () => native.divergenceBackward({ ...pair(a), grad: a[9],
+      stats: { value: a[10], studentLogsumexp: a[11], teacherLogsumexp: a[12] }, out: a[13], async: a[14], abort: a[15] } as never);
     expectCode(divb(z, z, rows, vocab, 0, 0, 0.5, 1, Infinity, new Float32Array(3), new Float32Array(3), null, null, null, false, null), 'ERR_SHAPE');
     expectCode(divb(z, z, rows, vocab, 0, 0, 0.5, 1, Infinity, new Float32Array(3), null, null, null, new Float32Array(3), false, null), 'ERR_SHAPE');
-    const merge = (...a: unknown[]) => () => native.mergeTokenStats(...a);
+    const merge = (...a: unknown[]) => () => native.mergeTokenStats({ parts: a[0], rows: a[1], temperature: a[2], async: a[3] } as never);
     expectCode(merge([{ vocabStart: 0, vocab: 5, max: new Float64Array(2), sumExp: new Float64Array(3), sumExpX: new Float64Array(3), targetLogit: new Float64Array(3) }], 3, 1, false), 'ERR_SHAPE');
     expectCode(merge([], 3, 1, false), 'ERR_SHAPE');
     expectCode(merge([{ vocabStart: 0, vocab: 5, max: Float64Array.of(NaN, 0, 0), sumExp: new Float64Array(3).fill(1), sumExpX: new Float64Array(3), targetLogit: new Float64Array(3) }], 3, 1, false), 'ERR_NON_FINITE');

@@ -116,7 +116,7 @@ describe('ISA override', () => {
   const script = `
     const addon = process.env.GEAR_RL_ADDON ? require(process.env.GEAR_RL_ADDON) : require('node-gyp-build')(${JSON.stringify(ROOT)});
     const z = new Float32Array(3 * 100).map((_, i) => Math.sin(i) * 4);
-    const o = addon.tokenStats(z, 3, 100, 0, new Int32Array([1, 2, 3]), 1, null, null, null, false, null);
+    const o = addon.tokenStats({ logits: { data: z, rows: 3, vocab: 100, dtype: 0 }, targets: new Int32Array([1, 2, 3]), temperature: 1 });
     console.log(JSON.stringify({ isa: addon.backend().isa, lse: Array.from(o.logsumexp), h: Array.from(o.entropy) }));`;
   const child = (isa: string) =>
     JSON.parse(execFileSync(process.execPath, ['-e', script], { env: { ...process.env, GEAR_RL_ISA: isa }, encoding: 'utf8' })) as

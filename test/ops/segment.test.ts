@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
 import { native } from '../../ts/core/addon.js';
+import type { SegmentOpCode } from '../../ts/core/addon_types.js';
 
 // float64 reference
 function refReduce(v: ArrayLike<number>, off: Int32Array, op: string, mask?: Uint8Array): number[] {
@@ -111,9 +112,9 @@ describe('segmentReduce', () => {
 
   it('the native layer checks offsets on its own', async () => {
     const { native } = await import('../../ts/core/addon.js');
-    const call = () => native.segmentReduce(new Float32Array(4), new Int32Array([0, 9]), null, 0, null, false, null);
+    const call = () => native.segmentReduce({ values: new Float32Array(4), offsets: new Int32Array([0, 9]), mask: null, op: 0 });
     expect(call).toThrow(rl.GearError);
-    const call2 = () => native.segmentBroadcast(new Float64Array(1), new Int32Array([0, -3]), null, null, false, null);
+    const call2 = () => native.segmentBroadcast({ rowValues: new Float64Array(1), offsets: new Int32Array([0, -3]), mask: null });
     expect(call2).toThrow(rl.GearError);
   });
 
@@ -127,9 +128,9 @@ describe('segmentReduce', () => {
       m[n - 1] = at === n - 1 ? 7 : 255; // a later bad byte must not be the one reported
       const want = { code: 'ERR_OPTION', message: `mask[${at}]: expected 0 or 1, got 7` };
       for (const op of [0, 2, 3, 4]) {
-        expect(() => native.segmentReduce(new Float32Array(n), off, m, op, null, false, null)).toThrow(expect.objectContaining(want));
+        expect(() => native.segmentReduce({ values: new Float32Array(n), offsets: off, mask: m, op: op as SegmentOpCode })).toThrow(expect.objectContaining(want));
       }
-      expect(() => native.segmentBroadcast(new Float64Array(3), off, m, null, false, null)).toThrow(expect.objectContaining(want));
+      expect(() => native.segmentBroadcast({ rowValues: new Float64Array(3), offsets: off, mask: m })).toThrow(expect.objectContaining(want));
       expect(() => rl.segmentReduce(new Float64Array(n), off, 'mean', m)).toThrow(expect.objectContaining(want));
       expect(() => rl.segmentBroadcast([1, 2, 3], off, m)).toThrow(expect.objectContaining(want));
       await expect(rl.segmentReduceAsync(new Float32Array(n), off, 'sum', m)).rejects.toMatchObject(want);
@@ -207,7 +208,7 @@ describe('segmentBroadcast', () => {
       expect.objectContaining({ code: 'ERR_SHAPE' }));
     expect(() => rl.segmentBroadcast([1, 2], off, undefined, { out: new Float64Array(5) as any })).toThrow(
       expect.objectContaining({ code: 'ERR_DTYPE' }));
-    expect(() => native.segmentBroadcast(new Float64Array(2), off, null, new Float32Array(6), false, null)).toThrow(
+    expect(() => native.segmentBroadcast({ rowValues: new Float64Array(2), offsets: off, mask: null, out: new Float32Array(6) })).toThrow(
       expect.objectContaining({ code: 'ERR_SHAPE' }));
   });
 
@@ -240,7 +241,7 @@ describe('segment ops after an error', () => {
     const m4 = new Uint8Array(rows * per).fill(1);
     m4[rows * per - 1] = 2;
     const out4 = new Float64Array(rows);
-    expect(() => native.segmentReduce(new Float32Array(rows * per).fill(1), off4, m4, 0, out4, false, null))
+    expect(() => native.segmentReduce({ values: new Float32Array(rows * per).fill(1), offsets: off4, mask: m4, op: 0, out: out4 }))
       .toThrow(expect.objectContaining({ code: 'ERR_OPTION' }));
     expect(Array.from(out4).every(Number.isNaN)).toBe(true);
   });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
 import { native } from '../../ts/core/addon.js';
+import type { AdamStepParams, ClipGradNormParams, GradNormParams } from '../../ts/core/addon_types.js';
 import { bits, clone, randomTensors } from './reference.js';
 
 const LENGTHS = [4, 0, 9];
@@ -178,27 +179,29 @@ describe('native layer re-checks its inputs on its own', () => {
     const v = [new Float32Array(5), new Float32Array(3)];
     return { p, g, m, v };
   }
-  // positional: params, grads, m, v, vmax, lr, b1, b2, eps, wd, step, decoupled, amsgrad, maximize, async, abort
-  const adam = (a: ReturnType<typeof args>, over: Partial<Record<number, unknown>> = {}) => {
-    const list: unknown[] = [a.p, a.g, a.m, a.v, null, 1e-3, 0.9, 0.999, 1e-8, 0.01, 1, true, false, false, false, null];
-    for (const [k, x] of Object.entries(over)) list[Number(k)] = x;
-    return native.adamStep(...list);
+  // the raw addon's adamStep, with some named parameters replaced
+  const adam = (a: ReturnType<typeof args>, over: Record<string, unknown> = {}) => {
+    const params: Record<string, unknown> = {
+      params: a.p, grads: a.g, expAvg: a.m, expAvgSq: a.v, maxExpAvgSq: null, lr: 1e-3, beta1: 0.9, beta2: 0.999,
+      eps: 1e-8, weightDecay: 0.01, step: 1, decoupled: true, amsgrad: false, maximize: false, async: false, abort: null,
+    };
+    return native.adamStep({ ...params, ...over } as unknown as AdamStepParams);
   };
-  const cases: [string, (a: ReturnType<typeof args>) => Partial<Record<number, unknown>>, string][] = [
-    ['grads count', (a) => ({ 1: a.g.slice(0, 1) }), 'ERR_SHAPE'],
-    ['expAvg length', (a) => ({ 2: [a.m[0], new Float32Array(2)] }), 'ERR_SHAPE'],
-    ['expAvgSq dtype', (a) => ({ 3: [a.v[0], new Float64Array(3)] }), 'ERR_DTYPE'],
-    ['params not an array', () => ({ 0: new Float32Array(8) }), 'ERR_DTYPE'],
-    ['amsgrad without buffers', () => ({ 12: true }), 'ERR_DTYPE'],
-    ['beta1 = 1', () => ({ 6: 1 }), 'ERR_OPTION'],
-    ['beta2 NaN', () => ({ 7: NaN }), 'ERR_OPTION'],
-    ['lr < 0', () => ({ 5: -1 }), 'ERR_OPTION'],
-    ['eps Infinity', () => ({ 8: Infinity }), 'ERR_OPTION'],
-    ['weight decay < 0', () => ({ 9: -1 }), 'ERR_OPTION'],
-    ['step 0', () => ({ 10: 0 }), 'ERR_OPTION'],
-    ['step 1.5', () => ({ 10: 1.5 }), 'ERR_OPTION'],
-    ['grad aliasing a moment', (a) => ({ 1: [a.m[0], a.g[1]] }), 'ERR_SHAPE'],
-    ['a parameter twice', (a) => ({ 0: [a.p[0], a.p[0]], 1: [a.g[0], new Float32Array(5)], 2: [a.m[0], new Float32Array(5)], 3: [a.v[0], new Float32Array(5)] }), 'ERR_SHAPE'],
+  const cases: [string, (a: ReturnType<typeof args>) => Record<string, unknown>, string][] = [
+    ['grads count', (a) => ({ grads: a.g.slice(0, 1) }), 'ERR_SHAPE'],
+    ['expAvg length', (a) => ({ expAvg: [a.m[0], new Float32Array(2)] }), 'ERR_SHAPE'],
+    ['expAvgSq dtype', (a) => ({ expAvgSq: [a.v[0], new Float64Array(3)] }), 'ERR_DTYPE'],
+    ['params not an array', () => ({ params: new Float32Array(8) }), 'ERR_DTYPE'],
+    ['amsgrad without buffers', () => ({ amsgrad: true }), 'ERR_DTYPE'],
+    ['beta1 = 1', () => ({ beta1: 1 }), 'ERR_OPTION'],
+    ['beta2 NaN', () => ({ beta2: NaN }), 'ERR_OPTION'],
+    ['lr < 0', () => ({ lr: -1 }), 'ERR_OPTION'],
+    ['eps Infinity', () => ({ eps: Infinity }), 'ERR_OPTION'],
+    ['weight decay < 0', () => ({ weightDecay: -1 }), 'ERR_OPTION'],
+    ['step 0', () => ({ step: 0 }), 'ERR_OPTION'],
+    ['step 1.5', () => ({ step: 1.5 }), 'ERR_OPTION'],
+    ['grad aliasing a moment', (a) => ({ grads: [a.m[0], a.g[1]] }), 'ERR_SHAPE'],
+    ['a parameter twice', (a) => ({ params: [a.p[0], a.p[0]], grads: [a.g[0], new Float32Array(5)], expAvg: [a.m[0], new Float32Array(5)], expAvgSq: [a.v[0], new Float32Array(5)] }), 'ERR_SHAPE'],
   ];
   for (const [name, over, c] of cases) {
     it(`adamStep: ${name} -> ${c}, nothing written`, () => {
@@ -217,21 +220,25 @@ describe('native layer re-checks its inputs on its own', () => {
   it('sgdStep: bad lengths, nesterov without momentum, dampening > 1 -> GearError, nothing written', () => {
     const a = args();
     const before = bits([...a.p, ...a.m]);
-    // params, grads, buf, lr, momentum, dampening, wd, nesterov, maximize, first, async, abort
-    expect(() => native.sgdStep(a.p, [a.g[0], new Float32Array(2)], a.m, 0.1, 0.9, 0, 0, false, false, true, false, null)).toThrow(code('ERR_SHAPE'));
-    expect(() => native.sgdStep(a.p, a.g, null, 0.1, 0.9, 0, 0, false, false, true, false, null)).toThrow(code('ERR_DTYPE'));
-    expect(() => native.sgdStep(a.p, a.g, null, 0.1, 0, 0, 0, true, false, true, false, null)).toThrow(code('ERR_OPTION'));
-    expect(() => native.sgdStep(a.p, a.g, a.m, 0.1, 0.9, 1.5, 0, false, false, true, false, null)).toThrow(code('ERR_OPTION'));
+    const sgd = (grads: Float32Array[], momentumBuffer: Float32Array[] | null, momentum: number, dampening: number, nesterov: boolean) =>
+      native.sgdStep({ params: a.p, grads, momentumBuffer, lr: 0.1, momentum, dampening, weightDecay: 0, nesterov,
+        maximize: false, firstStep: true, async: false, abort: null });
+    expect(() => sgd([a.g[0], new Float32Array(2)], a.m, 0.9, 0, false)).toThrow(code('ERR_SHAPE'));
+    expect(() => sgd(a.g, null, 0.9, 0, false)).toThrow(code('ERR_DTYPE'));
+    expect(() => sgd(a.g, null, 0, 0, true)).toThrow(code('ERR_OPTION'));
+    expect(() => sgd(a.g, a.m, 0.9, 1.5, false)).toThrow(code('ERR_OPTION'));
     expect(bits([...a.p, ...a.m])).toEqual(before);
   });
   it('clipGradNorm / gradNorm: bad lists -> GearError', () => {
     const g = randomTensors(9, [3, 4]);
     const before = bits(g);
-    expect(() => native.clipGradNorm([g[0], new Float64Array(2)], 1, true, new Float64Array(1), false, null)).toThrow(code('ERR_DTYPE'));
-    expect(() => native.clipGradNorm(g, -1, true, new Float64Array(1), false, null)).toThrow(code('ERR_OPTION'));
-    expect(() => native.clipGradNorm(g, 1, true, new Float64Array(2), false, null)).toThrow(code('ERR_SHAPE'));
-    expect(() => native.clipGradNorm([g[0], g[0]], 1, true, new Float64Array(1), false, null)).toThrow(code('ERR_SHAPE'));
-    expect(() => native.gradNorm('x')).toThrow(code('ERR_DTYPE'));
+    const clip = (grads: unknown, maxNorm: number, out: Float64Array) =>
+      native.clipGradNorm({ grads, maxNorm, errorIfNonfinite: true, out, async: false, abort: null } as unknown as ClipGradNormParams);
+    expect(() => clip([g[0], new Float64Array(2)], 1, new Float64Array(1))).toThrow(code('ERR_DTYPE'));
+    expect(() => clip(g, -1, new Float64Array(1))).toThrow(code('ERR_OPTION'));
+    expect(() => clip(g, 1, new Float64Array(2))).toThrow(code('ERR_SHAPE'));
+    expect(() => clip([g[0], g[0]], 1, new Float64Array(1))).toThrow(code('ERR_SHAPE'));
+    expect(() => native.gradNorm({ grads: 'x' } as unknown as GradNormParams)).toThrow(code('ERR_DTYPE'));
     expect(bits(g)).toEqual(before);
   });
 });

@@ -44,7 +44,7 @@ describe('CUDA module build', () => {
     expect(existsSync(MODULE)).toBe(true);
     const sources = JSON.parse(readFileSync(join(ROOT, 'native/sources.json'), 'utf8')) as { cuda: string[] };
     const cu = sources.cuda.filter((s) => s.endsWith('.cu'));
-    expect(cu.map((s) => s.split('/').pop()).sort()).toEqual(['common.cu', 'divergence.cu', 'segment.cu', 'token_stats.cu']);
+    expect(cu.map((s) => s.split('/').pop()).sort()).toEqual(['device_query.cu', 'divergence.cu', 'segment.cu', 'token_stats.cu']);
     // device code is embedded (fat binary section) and every kernel has its host launch stub
     const sections = run('readelf', ['-S', '-W', MODULE]).stdout;
     expect(sections).toContain('.nv_fatbin');
@@ -83,9 +83,9 @@ describe('CUDA module build', () => {
       const m = { exports: {} };
       process.dlopen(m, ${JSON.stringify(MODULE)});
       const { GearError } = await import(${JSON.stringify(DIST)});
-      m.exports.setErrorClass(GearError);
+      m.exports.setErrorClass({ errorClass: GearError });
       try {
-        m.exports.segmentReduce(new Float64Array([1, 2, 3]), new Int32Array([0, 1, 3]), null, 0, null, false, null);
+        m.exports.segmentReduce({ values: new Float64Array([1, 2, 3]), offsets: new Int32Array([0, 1, 3]), op: 0 });
         console.log(JSON.stringify({ ok: true }));
       } catch (e) {
         console.log(JSON.stringify({ isGear: e instanceof GearError, code: e.code, message: e.message }));

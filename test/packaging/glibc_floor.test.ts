@@ -35,12 +35,12 @@ describe('version helpers', () => {
 });
 
 describe.runIf(LINUX)('linux binaries load on glibc >= 2.28 without libstdc++', () => {
-  it('binding.gyp links Linux builds with native/linux-ldflags.mjs: static C++ runtime when libstdc++.a exists, wrappers always', () => {
+  it('binding.gyp links Linux builds with native/linux-ldflags.mjs: static C++ runtime when libstdc++.a exists, wrappers and nodelete always', () => {
     expect(readFileSync(join(ROOT, 'binding.gyp'), 'utf8')).toContain('"ldflags": ["<!@(node native/linux-ldflags.mjs)"]');
-    const wraps = WRAP.map((s) => `-Wl,--wrap=${s}`);
+    const wraps = ['-Wl,-z,nodelete', ...WRAP.map((s) => `-Wl,--wrap=${s}`)];
     expect(WRAP).toEqual(expect.arrayContaining(['exp', 'log', 'pow', 'pthread_create', '__pthread_key_create']));
     // this machine's g++ (Debian: libstdc++.a comes with g++)
-    expect(LINUX_LDFLAGS).toEqual(['-static-libstdc++', '-static-libgcc', '-Wl,--exclude-libs,ALL', ...wraps]);
+    expect(LINUX_LDFLAGS).toEqual(['-Wl,-z,nodelete', '-static-libstdc++', '-static-libgcc', '-Wl,--exclude-libs,ALL', ...wraps.slice(1)]);
     // a compiler without libstdc++.a (Fedora/RHEL without libstdc++-static): the shared runtime
     const fake = join(scratch, 'cxx-without-static-libstdcxx');
     writeFileSync(fake, '#!/bin/sh\necho libstdc++.a\n', { mode: 0o755 });
@@ -52,10 +52,16 @@ describe.runIf(LINUX)('linux binaries load on glibc >= 2.28 without libstdc++', 
     const addon = createRequire(join(ROOT, 'package.json'))('node-gyp-build').path(ROOT) as string;
     const problems = glibcFloorProblems(addon);
     const stale = statSync(addon).mtimeMs < statSync(join(ROOT, 'binding.gyp')).mtimeMs
-      ? ' (the addon is older than binding.gyp: rebuild it with scripts/build-native.sh)' : '';
+      ? ' (the addon is older than binding.gyp: rebuild it with npm run build:native)' : '';
     expect(problems, `${addon}${stale}:\n${versionReport(addon).join('\n')}`).toEqual([]);
     // and it does ask for glibc symbols (the check read something)
     expect(elfLoadNeeds(addon).versions.some((v) => v.version === 'GLIBC_2.2.5' || v.version === 'GLIBC_2.17')).toBe(true);
+  });
+
+  it("the suite's addon is never unmapped (DF_1_NODELETE): its thread pool outlives the worker that loaded it", () => {
+    const addon = createRequire(join(ROOT, 'package.json'))('node-gyp-build').path(ROOT) as string;
+    const dyn = execFileSync('readelf', ['-d', addon], { encoding: 'utf8' });
+    expect(dyn).toMatch(/FLAGS_1\)\s+Flags:.*\bNODELETE\b/);
   });
 
   // A library that uses what the addon uses and what pulls the newest versions into a static
@@ -166,7 +172,7 @@ int main(int argc, char** argv) {
   printf("%.17g\\n", probe(0.5));
   return 0;
 }`);
-    const wraps = WRAP.map((s) => `-Wl,--wrap=${s}`);
+    const wraps = ['-Wl,-z,nodelete', ...WRAP.map((s) => `-Wl,--wrap=${s}`)];
     execFileSync('musl-gcc', ['-O2', '-fPIC', '-fvisibility=hidden', '-shared', '-o', join(dir, 'libprobe.so'), join(dir, 'lib.c'),
       join(dir, 'compat.o'), ...wraps], { stdio: 'pipe' });
     execFileSync('musl-gcc', ['-O2', '-o', join(dir, 'main'), join(dir, 'main.c')], { stdio: 'pipe' });

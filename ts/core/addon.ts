@@ -11,22 +11,14 @@ import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { GearError } from './errors.js';
+import type { NativeAddon } from './addon_types.js';
+
+export type { NativeAddon } from './addon_types.js';
 
 /** Package root: this file sits in `ts/core/` (sources) or `dist/core/` (compiled), two levels below it. */
 export const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 const require = createRequire(import.meta.url);
-
-/** The addon's raw functions. Each wrapper in `ts/ops` documents and validates the arguments. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type NativeFn = (...args: any[]) => any;
-export interface NativeAddon {
-  setErrorClass(cls: unknown): void;
-  backend(): { variant: string; isa: string; detectedIsa: string; isas: string[]; threads: number; version: string };
-  setNumThreads(n: number): void;
-  setIsa(isa: string): string;
-  [name: string]: NativeFn;
-}
 
 /** Where the optional CUDA module is looked for: `GEAR_RL_CUDA_ADDON`, then a local `npm run build:cuda`. */
 function cudaCandidates(): string[] {
@@ -48,7 +40,8 @@ function tryCuda(): { addon?: NativeAddon; reason: string } {
   } catch (e) {
     return { reason: `the CUDA module ${path} does not load (${(e as Error).message})` };
   }
-  const dev = addon.cudaDevices() as { count: number; error: string };
+  if (addon.cudaDevices === undefined) return { reason: `the module ${path} has no cudaDevices(): not a CUDA build` };
+  const dev = addon.cudaDevices();
   if (!(dev.count > 0)) return { reason: `no CUDA device (${dev.error || 'cudaGetDeviceCount returned 0'})` };
   return { addon, reason: '' };
 }
@@ -87,29 +80,9 @@ function load(): NativeAddon {
     addon = cuda.addon;
   }
   addon ??= loadCpu();
-  addon.setErrorClass(GearError);
+  addon.setErrorClass({ errorClass: GearError });
   return addon;
 }
 
 /** The loaded addon (loaded once, at import). */
 export const native: NativeAddon = load();
-
-/**
- * Runs an abortable native call: creates the shared abort flag the kernel polls between row blocks and
- * sets it when `signal` fires. Rejects with `ERR_ABORTED` at once if the signal already fired.
- */
-export async function abortable<T>(signal: AbortSignal | undefined, call: (flag: Int32Array | null) => Promise<T>): Promise<T> {
-  if (signal === undefined) return call(null);
-  if (!(signal instanceof AbortSignal)) {
-    throw new GearError('ERR_OPTION', `signal: expected an AbortSignal, got ${typeof signal}`);
-  }
-  if (signal.aborted) throw new GearError('ERR_ABORTED', 'aborted: the AbortSignal had already fired');
-  const flag = new Int32Array(1);
-  const onAbort = () => Atomics.store(flag, 0, 1);
-  signal.addEventListener('abort', onAbort, { once: true });
-  try {
-    return await call(flag);
-  } finally {
-    signal.removeEventListener('abort', onAbort);
-  }
-}

@@ -42,6 +42,9 @@ export function fail(code: GearErrorCode, what: string, expected: string, got: u
   throw new GearError(code, `${what}: expected ${expected}, got ${describe(got)}`);
 }
 
+/** The common base class of the typed arrays (`Object.getPrototypeOf(Int8Array)`). */
+const TYPED_ARRAY = Object.getPrototypeOf(Int8Array) as abstract new () => object;
+
 /** Short human description of a value for error messages. */
 export function describe(v: unknown): string {
   if (v === null) return 'null';
@@ -53,6 +56,20 @@ export function describe(v: unknown): string {
     return `${v.constructor.name}(${len ?? v.byteLength})`;
   }
   if (Array.isArray(v)) return `Array(${v.length})`;
-  if (typeof v === 'object') return (v as object).constructor?.name ?? 'object';
+  if (typeof v === 'object') {
+    // Only a string name: a null-prototype object, a Proxy or a `constructor` field that is not a
+    // class must not turn the error into a TypeError of its own.
+    let name: unknown;
+    let wrapped = false;
+    try {
+      name = (v as { constructor?: { name?: unknown } }).constructor?.name;
+      // on a typed-array prototype but not a view: a Proxy around a typed array
+      wrapped = v instanceof TYPED_ARRAY;
+    } catch {
+      name = undefined;
+    }
+    const shown = typeof name === 'string' && name !== '' ? name : 'object';
+    return wrapped ? `Proxy(${shown})` : shown;
+  }
   return typeof v;
 }

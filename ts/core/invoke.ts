@@ -6,7 +6,6 @@
  * @module
  */
 import { GearError } from './errors.js';
-import { abortable } from './addon.js';
 
 /** Options shared by the async forms. */
 export interface AsyncOptions {
@@ -56,6 +55,62 @@ export function claimBuffers(
     rb.forEach((b) => bump(pendingReads, b, -1));
     wb.forEach((b) => bump(pendingWrites, b, -1));
   };
+}
+
+/** A buffer a call reads or writes, named for the `ERR_BUSY` message (null / undefined: none). */
+export type Claim = [what: string, buffer: ArrayBufferView | undefined | null];
+
+/** The buffers one native call reads and writes. */
+export interface BufferUse {
+  reads?: Claim[];
+  writes?: Claim[];
+}
+
+/**
+ * The sync path of every native op: refuses (`ERR_BUSY`) a buffer a pending async call would race
+ * with, then calls.
+ * @internal
+ */
+export function callSync<R>(use: BufferUse, call: () => R): R {
+  claimBuffers(use.reads ?? [], use.writes ?? [], false);
+  return call();
+}
+
+/**
+ * The async path of every native op: the same `ERR_BUSY` rule, then the buffers stay claimed until the
+ * call settles (a buffer in use rejects with `ERR_BUSY`); `signal` aborts (`ERR_ABORTED`, at once when
+ * it has already fired), the native side polls the flag `call` receives.
+ * @internal
+ */
+export function callAsync<R>(use: BufferUse, signal: AbortSignal | undefined,
+  call: (abort: Int32Array | null) => Promise<R>): Promise<R> {
+  let release: () => void;
+  try {
+    release = claimBuffers(use.reads ?? [], use.writes ?? [], true);
+  } catch (e) {
+    return Promise.reject(e); // an async op never throws synchronously
+  }
+  return runAsync(signal, release, call);
+}
+
+/**
+ * Runs an abortable native call: creates the shared abort flag the kernel polls between row blocks and
+ * sets it when `signal` fires. Rejects with `ERR_ABORTED` at once if the signal already fired.
+ */
+export async function abortable<T>(signal: AbortSignal | undefined, call: (flag: Int32Array | null) => Promise<T>): Promise<T> {
+  if (signal === undefined) return call(null);
+  if (!(signal instanceof AbortSignal)) {
+    throw new GearError('ERR_OPTION', `signal: expected an AbortSignal, got ${typeof signal}`);
+  }
+  if (signal.aborted) throw new GearError('ERR_ABORTED', 'aborted: the AbortSignal had already fired');
+  const flag = new Int32Array(1);
+  const onAbort = () => Atomics.store(flag, 0, 1);
+  signal.addEventListener('abort', onAbort, { once: true });
+  try {
+    return await call(flag);
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
 }
 
 /** Runs an async native call with buffer claims and abort support. @internal */

@@ -45,12 +45,12 @@ export function checkLogits(l: unknown, what: string): CheckedLogits {
   if (!Number.isSafeInteger(rows) || rows < 0) fail('ERR_SHAPE', `${what}.rows`, 'an integer >= 0', rows);
   if (!Number.isSafeInteger(vocab) || vocab < 1) fail('ERR_SHAPE', `${what}.vocab`, 'an integer >= 1', vocab);
   let dt: LogitsDType;
-  if (data instanceof Float32Array) {
+  if (v.isTyped(data, Float32Array)) {
     if (dtype !== undefined && dtype !== 'float32') {
       fail('ERR_DTYPE', `${what}.dtype`, `'float32' for a Float32Array`, dtype);
     }
     dt = 'float32';
-  } else if (data instanceof Uint16Array) {
+  } else if (v.isTyped(data, Uint16Array)) {
     if (dtype !== 'bfloat16' && dtype !== 'float16') {
       fail('ERR_DTYPE', `${what}.dtype`, `'bfloat16' or 'float16' for a Uint16Array`, dtype);
     }

@@ -11,33 +11,34 @@ import { GearError, fail } from './errors.js';
 export type NumArray = ArrayLike<number>;
 
 export function isTypedArray(v: unknown): v is ArrayBufferView & ArrayLike<number> {
-  return ArrayBuffer.isView(v) && !(v instanceof DataView);
+  // BigInt64Array / BigUint64Array hold bigints, which no numeric check or kernel takes
+  return ArrayBuffer.isView(v) && !(v instanceof DataView) && !(v instanceof BigInt64Array) && !(v instanceof BigUint64Array);
 }
 
 /** Requires a `Float32Array`. */
 export function f32(v: unknown, what: string, len?: number): Float32Array {
-  if (!(v instanceof Float32Array)) fail('ERR_DTYPE', what, 'Float32Array', v);
+  if (!isTyped(v, Float32Array)) fail('ERR_DTYPE', what, 'Float32Array', v);
   if (len !== undefined && v.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), v.length);
   return v;
 }
 
 /** Requires a `Float64Array`. */
 export function f64(v: unknown, what: string, len?: number): Float64Array {
-  if (!(v instanceof Float64Array)) fail('ERR_DTYPE', what, 'Float64Array', v);
+  if (!isTyped(v, Float64Array)) fail('ERR_DTYPE', what, 'Float64Array', v);
   if (len !== undefined && v.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), v.length);
   return v;
 }
 
 /** Requires an `Int32Array`. */
 export function i32(v: unknown, what: string, len?: number): Int32Array {
-  if (!(v instanceof Int32Array)) fail('ERR_DTYPE', what, 'Int32Array', v);
+  if (!isTyped(v, Int32Array)) fail('ERR_DTYPE', what, 'Int32Array', v);
   if (len !== undefined && v.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), v.length);
   return v;
 }
 
 /** Requires a `Uint8Array` of 0/1 values. */
 export function mask01(v: unknown, what: string, len: number): Uint8Array {
-  if (!(v instanceof Uint8Array)) fail('ERR_DTYPE', what, 'Uint8Array', v);
+  if (!isTyped(v, Uint8Array)) fail('ERR_DTYPE', what, 'Uint8Array', v);
   if (v.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), v.length);
   // Branch-free scan (fast on 10^7 tokens); the offending index is searched only on failure.
   let bits = 0;
@@ -155,7 +156,32 @@ export function knownKeys(obj: object | undefined, what: string, known: readonly
  */
 export function optMaskShape(v: unknown, what: string, len: number): Uint8Array | undefined {
   if (v === undefined) return undefined;
-  if (!(v instanceof Uint8Array)) fail('ERR_DTYPE', what, 'Uint8Array', v);
+  if (!isTyped(v, Uint8Array)) fail('ERR_DTYPE', what, 'Uint8Array', v);
   if (v.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), v.length);
   return v;
+}
+
+/**
+ * True when `x` is a typed array of class `C`. A Proxy around a typed array passes `instanceof` but
+ * every read of its `length` throws a TypeError; `ArrayBuffer.isView` is false for a Proxy, so one is
+ * refused here like any other non-typed-array.
+ */
+export function isTyped<T extends ArrayBufferView>(x: unknown, C: abstract new (...args: never[]) => T): x is T {
+  return ArrayBuffer.isView(x) && x instanceof C;
+}
+
+/**
+ * Requires the single arguments object of a function taking one (`fn({ ... })`): not missing, null, an
+ * array or a primitive (whose fields would throw a TypeError on the first read). Returns it as is.
+ */
+export function argsObject<T extends object>(a: T | unknown, what: string): T {
+  if (typeof a !== 'object' || a === null || Array.isArray(a)) fail('ERR_OPTION', what, 'an arguments object', a);
+  return a as T;
+}
+
+/** A `what` (name used in error messages) argument: a string, or `dflt` when undefined. */
+export function nameArg(w: unknown, dflt: string): string {
+  if (w === undefined) return dflt;
+  if (typeof w !== 'string') fail('ERR_OPTION', 'what', 'a string (a name for error messages)', w);
+  return w;
 }

@@ -49,7 +49,7 @@ export function backend(): BackendInfo {
 export function setNumThreads(n: number): void {
   // numOpt treats undefined as "use the default"; here a count is required.
   if (n === undefined) fail('ERR_OPTION', 'threads', 'an integer >= 1 <= 1024', n);
-  native.setNumThreads(numOpt(n, 'threads', 1, { min: 1, max: 1024, int: true }));
+  native.setNumThreads({ threads: numOpt(n, 'threads', 1, { min: 1, max: 1024, int: true }) });
 }
 
 /**
@@ -59,5 +59,5 @@ export function setNumThreads(n: number): void {
  * every path; the setting is process-wide (every thread and worker of the process shares it).
  */
 export function setIsa(isa: Isa): string {
-  return native.setIsa(isa);
+  return native.setIsa({ isa });
 }

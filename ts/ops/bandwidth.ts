@@ -5,6 +5,7 @@
  * @module
  */
 import { native } from '../core/addon.js';
+import type { BandwidthModeCode } from '../core/addon_types.js';
 import * as v from '../core/validate.js';
 
 /** Access pattern measured by {@link memoryBandwidth}. */
@@ -58,7 +59,7 @@ export function memoryBandwidth(opts: MemoryBandwidthOptions = {}): MemoryBandwi
   const threads = v.numOpt(opts.threads, 'threads', 2, { min: 1, max: 1024, int: true });
   const bytes = v.numOpt(opts.bytes, 'bytes', 512 * 2 ** 20, { min: 128 * threads, max: 2 ** 40, int: true });
   const reps = v.numOpt(opts.reps, 'reps', 5, { min: 1, max: 1000, int: true });
-  const raw = native.memoryBandwidth(MODES.indexOf(mode), bytes, threads, reps) as Float64Array;
+  const raw = native.memoryBandwidth({ mode: MODES.indexOf(mode) as BandwidthModeCode, bytes, threads, reps }).gbps;
   const samples = Array.from(raw);
   const sorted = [...samples].sort((a, b) => a - b);
   const mid = sorted.length >> 1;

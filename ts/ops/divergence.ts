@@ -20,7 +20,8 @@
 import { fail } from '../core/errors.js';
 import { native } from '../core/addon.js';
 import * as v from '../core/validate.js';
-import { type AsyncOptions, claimBuffers, runAsync } from '../core/invoke.js';
+import { type AsyncOptions, callAsync, callSync } from '../core/invoke.js';
+import type { DTypeCode, DivergenceKindCode, NativeLogits } from '../core/addon_types.js';
 import { type Logits, checkLogits, checkTargets, checkTemperature } from '../core/logits.js';
 
 /** Which divergence {@link divergence} computes. */
@@ -88,7 +89,17 @@ function commonArgs(student: Logits, teacher: Logits, opts: DivergenceCommonOpti
   const beta = v.numOpt(opts?.beta, 'beta', 0.5, { min: 0, max: 1 });
   const temperature = checkTemperature(opts?.temperature);
   const klCap = v.numOpt(opts?.klCap, 'klCap', Infinity, { min: 0, minOpen: true });
-  return { s, t, kind: KINDS.indexOf(kind), beta, temperature, klCap };
+  return { s, t, kind: KINDS.indexOf(kind) as DivergenceKindCode, beta, temperature, klCap };
+}
+
+function nativeLogits(l: ReturnType<typeof checkLogits>): NativeLogits {
+  return { data: l.data, rows: l.rows, vocab: l.vocab, dtype: l.code as DTypeCode };
+}
+
+/** The parameters shared by the forward and the backward, in native form. */
+function pairParams(c: ReturnType<typeof commonArgs>) {
+  return { student: nativeLogits(c.s), teacher: nativeLogits(c.t), kind: c.kind, beta: c.beta, temperature: c.temperature,
+    klCap: c.klCap };
 }
 
 const OUT_KEYS = ['value', 'studentEntropy', 'studentLogsumexp', 'teacherLogsumexp', 'studentLogprob', 'teacherLogprob'] as const;
@@ -129,18 +140,14 @@ function forwardArgs(student: Logits, teacher: Logits, opts: DivergenceOptions |
  */
 export function divergence(student: Logits, teacher: Logits, opts?: DivergenceOptions): Divergence {
   const a = forwardArgs(student, teacher, opts);
-  claimBuffers(a.reads, a.writes, false);
-  return native.divergence(a.s.data, a.t.data, a.s.rows, a.s.vocab, a.s.code, a.kind, a.beta, a.temperature,
-    a.klCap, a.targets, a.outs, false, null) as Divergence;
+  return callSync(a, () => native.divergence({ ...pairParams(a), targets: a.targets, out: a.outs }));
 }
 
 /** Async form of {@link divergence} (abortable; bit-identical to the sync form; `ERR_BUSY` on buffers in use). */
-export function divergenceAsync(student: Logits, teacher: Logits, opts?: DivergenceOptions & AsyncOptions): Promise<Divergence> {
+export async function divergenceAsync(student: Logits, teacher: Logits, opts?: DivergenceOptions & AsyncOptions): Promise<Divergence> {
   const a = forwardArgs(student, teacher, opts);
-  const release = claimBuffers(a.reads, a.writes, true);
-  return runAsync(opts?.signal, release, (flag) =>
-    native.divergence(a.s.data, a.t.data, a.s.rows, a.s.vocab, a.s.code, a.kind, a.beta, a.temperature, a.klCap,
-      a.targets, a.outs, true, flag) as Promise<Divergence>);
+  return callAsync(a, opts?.signal, (abort) =>
+    native.divergence({ ...pairParams(a), targets: a.targets, out: a.outs, async: true, abort }));
 }
 
 function backwardArgs(student: Logits, teacher: Logits, grad: Float32Array, opts: DivergenceBackwardOptions | undefined) {
@@ -169,6 +176,10 @@ function backwardArgs(student: Logits, teacher: Logits, grad: Float32Array, opts
   return { ...c, g, value, sl, tl, out, reads, writes: [['out', out]] as [string, Float32Array | null][] };
 }
 
+function backwardParams(a: ReturnType<typeof backwardArgs>) {
+  return { ...pairParams(a), grad: a.g, stats: { value: a.value, studentLogsumexp: a.sl, teacherLogsumexp: a.tl }, out: a.out };
+}
+
 /**
  * Gradient of `L = sum_r grad[r] * value[r]` with respect to the student logits (the teacher gets none),
  * in one streaming pass (non-temporal stores):
@@ -186,17 +197,13 @@ function backwardArgs(student: Logits, teacher: Logits, grad: Float32Array, opts
 export function divergenceBackward(student: Logits, teacher: Logits, grad: Float32Array,
   opts?: DivergenceBackwardOptions): Float32Array {
   const a = backwardArgs(student, teacher, grad, opts);
-  claimBuffers(a.reads, a.writes, false);
-  return native.divergenceBackward(a.s.data, a.t.data, a.s.rows, a.s.vocab, a.s.code, a.kind, a.beta, a.temperature,
-    a.klCap, a.g, a.value, a.sl, a.tl, a.out, false, null) as Float32Array;
+  return callSync(a, () => native.divergenceBackward(backwardParams(a)).gradStudent);
 }
 
 /** Async form of {@link divergenceBackward}. */
-export function divergenceBackwardAsync(student: Logits, teacher: Logits, grad: Float32Array,
+export async function divergenceBackwardAsync(student: Logits, teacher: Logits, grad: Float32Array,
   opts?: DivergenceBackwardOptions & AsyncOptions): Promise<Float32Array> {
   const a = backwardArgs(student, teacher, grad, opts);
-  const release = claimBuffers(a.reads, a.writes, true);
-  return runAsync(opts?.signal, release, (flag) =>
-    native.divergenceBackward(a.s.data, a.t.data, a.s.rows, a.s.vocab, a.s.code, a.kind, a.beta, a.temperature,
-      a.klCap, a.g, a.value, a.sl, a.tl, a.out, true, flag) as Promise<Float32Array>);
+  return callAsync(a, opts?.signal, async (abort) =>
+    (await native.divergenceBackward({ ...backwardParams(a), async: true, abort })).gradStudent);
 }

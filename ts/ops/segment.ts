@@ -4,23 +4,28 @@
  * @module
  */
 import { fail } from '../core/errors.js';
-import { abortable, native } from '../core/addon.js';
+import { native } from '../core/addon.js';
+import type { SegmentOpCode } from '../core/addon_types.js';
 import * as v from '../core/validate.js';
 
 /** Reduction applied by {@link segmentReduce}. */
 export type SegmentOp = 'sum' | 'mean' | 'max' | 'min' | 'count';
 const OPS: readonly SegmentOp[] = ['sum', 'mean', 'max', 'min', 'count'];
 
-import type { AsyncOptions } from '../core/invoke.js';
+import { type AsyncOptions, callAsync, callSync } from '../core/invoke.js';
 
 function reduceArgs(values: unknown, offsets: Int32Array, op: unknown, mask: unknown) {
-  if (!(values instanceof Float32Array || values instanceof Float64Array)) {
+  if (!(v.isTyped(values, Float32Array) || v.isTyped(values, Float64Array))) {
     fail('ERR_DTYPE', 'values', 'Float32Array or Float64Array', values);
   }
   v.offsets(offsets, 'offsets', values.length);
-  const opIndex = OPS.indexOf(v.enumOpt(op, 'op', OPS, 'sum'));
+  const opIndex = OPS.indexOf(v.enumOpt(op, 'op', OPS, 'sum')) as SegmentOpCode;
   // The kernel checks the mask values (0/1) in its own pass over the tokens.
   return { values, opIndex, mask: v.optMaskShape(mask, 'mask', values.length) ?? null };
+}
+
+function reduceUse(a: ReturnType<typeof reduceArgs>, offsets: Int32Array) {
+  return { reads: [['values', a.values], ['offsets', offsets], ['mask', a.mask]] as [string, ArrayBufferView | null][] };
 }
 
 /**
@@ -37,17 +42,18 @@ export function segmentReduce(
   values: Float32Array | Float64Array, offsets: Int32Array, op: SegmentOp, mask?: Uint8Array,
 ): Float64Array {
   const a = reduceArgs(values, offsets, op, mask);
-  return native.segmentReduce(a.values, offsets, a.mask, a.opIndex, null, false, null) as Float64Array;
+  return callSync(reduceUse(a, offsets), () =>
+    native.segmentReduce({ values: a.values, offsets, mask: a.mask, op: a.opIndex }).rowValues);
 }
 
 /** Async form of {@link segmentReduce}: runs off the main thread; abortable. */
-export function segmentReduceAsync(
+export async function segmentReduceAsync(
   values: Float32Array | Float64Array, offsets: Int32Array, op: SegmentOp, mask?: Uint8Array,
   opts: AsyncOptions = {},
 ): Promise<Float64Array> {
   const a = reduceArgs(values, offsets, op, mask);
-  return abortable(opts.signal, (flag) =>
-    native.segmentReduce(a.values, offsets, a.mask, a.opIndex, null, true, flag) as Promise<Float64Array>);
+  return callAsync(reduceUse(a, offsets), opts.signal, async (abort) =>
+    (await native.segmentReduce({ values: a.values, offsets, mask: a.mask, op: a.opIndex, async: true, abort })).rowValues);
 }
 
 /** Options of {@link segmentBroadcast}. */
@@ -65,7 +71,7 @@ export interface BroadcastAsyncOptions extends AsyncOptions, BroadcastOptions {}
 
 function broadcastArgs(rowValues: unknown, offsets: Int32Array, mask: unknown, out: unknown) {
   const rows = v.offsets(offsets, 'offsets');
-  const vals = rowValues instanceof Float64Array ? rowValues : Float64Array.from(v.numArray(rowValues, 'rowValues'));
+  const vals = v.isTyped(rowValues, Float64Array) ? rowValues : Float64Array.from(v.numArray(rowValues, 'rowValues'));
   if (vals.length !== rows) fail('ERR_SHAPE', 'rowValues.length', `the row count ${rows}`, vals.length);
   const n = offsets[rows]!;
   return {
@@ -73,6 +79,13 @@ function broadcastArgs(rowValues: unknown, offsets: Int32Array, mask: unknown, o
     // The kernel checks the mask values (0/1) in its own pass over the tokens.
     mask: v.optMaskShape(mask, 'mask', n) ?? null,
     out: out === undefined ? null : v.f32(out, 'out', n),
+  };
+}
+
+function broadcastUse(a: ReturnType<typeof broadcastArgs>, offsets: Int32Array) {
+  return {
+    reads: [['rowValues', a.vals], ['offsets', offsets], ['mask', a.mask]] as [string, ArrayBufferView | null][],
+    writes: [['out', a.out]] as [string, ArrayBufferView | null][],
   };
 }
 
@@ -90,14 +103,15 @@ export function segmentBroadcast(
   rowValues: ArrayLike<number>, offsets: Int32Array, mask?: Uint8Array, opts: BroadcastOptions = {},
 ): Float32Array {
   const a = broadcastArgs(rowValues, offsets, mask, opts.out);
-  return native.segmentBroadcast(a.vals, offsets, a.mask, a.out, false, null) as Float32Array;
+  return callSync(broadcastUse(a, offsets), () =>
+    native.segmentBroadcast({ rowValues: a.vals, offsets, mask: a.mask, out: a.out }).tokenValues);
 }
 
 /** Async form of {@link segmentBroadcast}; `opts.signal` aborts, `opts.out` as in the sync form. */
-export function segmentBroadcastAsync(
+export async function segmentBroadcastAsync(
   rowValues: ArrayLike<number>, offsets: Int32Array, mask?: Uint8Array, opts: BroadcastAsyncOptions = {},
 ): Promise<Float32Array> {
   const a = broadcastArgs(rowValues, offsets, mask, opts.out);
-  return abortable(opts.signal, (flag) =>
-    native.segmentBroadcast(a.vals, offsets, a.mask, a.out, true, flag) as Promise<Float32Array>);
+  return callAsync(broadcastUse(a, offsets), opts.signal, async (abort) =>
+    (await native.segmentBroadcast({ rowValues: a.vals, offsets, mask: a.mask, out: a.out, async: true, abort })).tokenValues);
 }

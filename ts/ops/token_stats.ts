@@ -18,7 +18,8 @@
 import { GearError, fail } from '../core/errors.js';
 import { native } from '../core/addon.js';
 import * as v from '../core/validate.js';
-import { type AsyncOptions, claimBuffers, runAsync } from '../core/invoke.js';
+import { type AsyncOptions, type BufferUse, callAsync, callSync } from '../core/invoke.js';
+import type { DTypeCode, NativeLogits, TokenStatsParams } from '../core/addon_types.js';
 import { type Logits, type LogitsDType, checkLogits, checkTargets, checkTemperature } from '../core/logits.js';
 
 export type { Logits, LogitsDType } from '../core/logits.js';
@@ -105,6 +106,20 @@ function statsArgs(logits: Logits, targets: Int32Array, opts: TokenStatsOptions 
   return { l, t, temperature, lp, en, ls };
 }
 
+/** The native form of checked logits. */
+function nativeLogits(l: ReturnType<typeof checkLogits>): NativeLogits {
+  return { data: l.data, rows: l.rows, vocab: l.vocab, dtype: l.code as DTypeCode };
+}
+
+function statsCall(a: ReturnType<typeof statsArgs>): { use: BufferUse; params: Omit<TokenStatsParams, 'async' | 'abort'> } {
+  return {
+    use: { reads: [['logits.data', a.l.data], ['targets', a.t]],
+      writes: [['out.logprob', a.lp], ['out.entropy', a.en], ['out.logsumexp', a.ls]] },
+    params: { logits: nativeLogits(a.l), targets: a.t, temperature: a.temperature,
+      out: { logprob: a.lp, entropy: a.en, logsumexp: a.ls } },
+  };
+}
+
 /**
  * Per row: log-prob of the target, entropy and logsumexp of `softmax(logits / temperature)`, in ONE
  * streaming pass over the row (no `rows x vocab` temporary). Equals verl's `logprobs_from_logits` /
@@ -119,10 +134,8 @@ function statsArgs(logits: Logits, targets: Int32Array, opts: TokenStatsOptions 
  * @throws GearError `ERR_SHAPE`, `ERR_DTYPE`, `ERR_TARGET_RANGE`, `ERR_NON_FINITE`, `ERR_OPTION`, `ERR_BUSY`
  */
 export function tokenStats(logits: Logits, targets: Int32Array, opts?: TokenStatsOptions): TokenStats {
-  const a = statsArgs(logits, targets, opts);
-  claimBuffers([['logits.data', a.l.data], ['targets', a.t]],
-    [['out.logprob', a.lp], ['out.entropy', a.en], ['out.logsumexp', a.ls]], false);
-  return native.tokenStats(a.l.data, a.l.rows, a.l.vocab, a.l.code, a.t, a.temperature, a.lp, a.en, a.ls, false, null) as TokenStats;
+  const c = statsCall(statsArgs(logits, targets, opts));
+  return callSync(c.use, () => native.tokenStats(c.params));
 }
 
 /**
@@ -131,14 +144,11 @@ export function tokenStats(logits: Logits, targets: Int32Array, opts?: TokenStat
  * is pending, its `out` arrays cannot be used by another call and its inputs cannot be written by one
  * (`ERR_BUSY`).
  */
-export function tokenStatsAsync(
+export async function tokenStatsAsync(
   logits: Logits, targets: Int32Array, opts?: TokenStatsOptions & AsyncOptions,
 ): Promise<TokenStats> {
-  const a = statsArgs(logits, targets, opts);
-  const release = claimBuffers([['logits.data', a.l.data], ['targets', a.t]],
-    [['out.logprob', a.lp], ['out.entropy', a.en], ['out.logsumexp', a.ls]], true);
-  return runAsync(opts?.signal, release, (flag) =>
-    native.tokenStats(a.l.data, a.l.rows, a.l.vocab, a.l.code, a.t, a.temperature, a.lp, a.en, a.ls, true, flag) as Promise<TokenStats>);
+  const c = statsCall(statsArgs(logits, targets, opts));
+  return callAsync(c.use, opts?.signal, (abort) => native.tokenStats({ ...c.params, async: true, abort }));
 }
 
 function backwardArgs(logits: Logits, targets: Int32Array | undefined, grad: TokenStatsGrad,
@@ -169,7 +179,7 @@ function backwardArgs(logits: Logits, targets: Int32Array | undefined, grad: Tok
   if (typeof inPlace !== 'boolean') fail('ERR_OPTION', 'inPlace', 'a boolean', inPlace);
   let out: Float32Array | null = null;
   if (inPlace) {
-    if (!(l.data instanceof Float32Array)) fail('ERR_DTYPE', 'inPlace', 'float32 logits (a Float32Array)', l.data);
+    if (!v.isTyped(l.data, Float32Array)) fail('ERR_DTYPE', 'inPlace', 'float32 logits (a Float32Array)', l.data);
     if (opts?.out !== undefined) fail('ERR_OPTION', 'out', 'no out buffer with inPlace', opts.out);
   } else if (opts?.out !== undefined) {
     out = v.f32(opts.out, 'out', l.rows * l.vocab);
@@ -178,11 +188,14 @@ function backwardArgs(logits: Logits, targets: Int32Array | undefined, grad: Tok
   return { l, t, gl, ge, temperature, lse, ent, inPlace, out };
 }
 
-function backwardClaims(a: ReturnType<typeof backwardArgs>, isAsync: boolean) {
+function backwardCall(a: ReturnType<typeof backwardArgs>) {
   const reads: [string, ArrayBufferView | null][] = [['targets', a.t], ['grad.logprob', a.gl], ['grad.entropy', a.ge],
     ['stats.logsumexp', a.lse], ['stats.entropy', a.ent]];
   if (!a.inPlace) reads.push(['logits.data', a.l.data]);
-  return claimBuffers(reads, [[a.inPlace ? 'logits.data (inPlace)' : 'out', a.inPlace ? a.l.data : a.out]], isAsync);
+  const use: BufferUse = { reads, writes: [[a.inPlace ? 'logits.data (inPlace)' : 'out', a.inPlace ? a.l.data : a.out]] };
+  const params = { logits: nativeLogits(a.l), targets: a.t, grad: { logprob: a.gl, entropy: a.ge },
+    temperature: a.temperature, stats: { logsumexp: a.lse, entropy: a.ent }, out: a.out, inPlace: a.inPlace };
+  return { use, params };
 }
 
 /**
@@ -199,20 +212,16 @@ function backwardClaims(a: ReturnType<typeof backwardArgs>, isAsync: boolean) {
  */
 export function tokenStatsBackward(logits: Logits, targets: Int32Array | undefined, grad: TokenStatsGrad,
   opts?: TokenStatsBackwardOptions): Float32Array {
-  const a = backwardArgs(logits, targets, grad, opts);
-  backwardClaims(a, false);
-  return native.tokenStatsBackward(a.l.data, a.l.rows, a.l.vocab, a.l.code, a.t, a.gl, a.ge, a.temperature, a.lse,
-    a.ent, a.out, a.inPlace, false, null) as Float32Array;
+  const c = backwardCall(backwardArgs(logits, targets, grad, opts));
+  return callSync(c.use, () => native.tokenStatsBackward(c.params).gradLogits);
 }
 
 /** Async form of {@link tokenStatsBackward} (abortable; `ERR_BUSY` rules as {@link tokenStatsAsync}). */
-export function tokenStatsBackwardAsync(logits: Logits, targets: Int32Array | undefined, grad: TokenStatsGrad,
+export async function tokenStatsBackwardAsync(logits: Logits, targets: Int32Array | undefined, grad: TokenStatsGrad,
   opts?: TokenStatsBackwardOptions & AsyncOptions): Promise<Float32Array> {
-  const a = backwardArgs(logits, targets, grad, opts);
-  const release = backwardClaims(a, true);
-  return runAsync(opts?.signal, release, (flag) =>
-    native.tokenStatsBackward(a.l.data, a.l.rows, a.l.vocab, a.l.code, a.t, a.gl, a.ge, a.temperature, a.lse,
-      a.ent, a.out, a.inPlace, true, flag) as Promise<Float32Array>);
+  const c = backwardCall(backwardArgs(logits, targets, grad, opts));
+  return callAsync(c.use, opts?.signal, async (abort) =>
+    (await native.tokenStatsBackward({ ...c.params, async: true, abort })).gradLogits);
 }
 
 /** Options of {@link tokenStatsPartial}. */
@@ -234,6 +243,10 @@ function partialArgs(shard: Logits, targets: Int32Array, opts: TokenStatsPartial
   return { l, t, vocabStart, temperature: checkTemperature(opts.temperature) };
 }
 
+function partialParams(a: ReturnType<typeof partialArgs>) {
+  return { shard: nativeLogits(a.l), targets: a.t, vocabStart: a.vocabStart, temperature: a.temperature };
+}
+
 function partialResult(a: ReturnType<typeof partialArgs>, r: Omit<PartialStats, 'vocabStart' | 'vocab' | 'rows' | 'temperature'>): PartialStats {
   return { vocabStart: a.vocabStart, vocab: a.l.vocab, rows: a.l.rows, temperature: a.temperature, ...r };
 }
@@ -245,32 +258,39 @@ function partialResult(a: ReturnType<typeof partialArgs>, r: Omit<PartialStats, 
  */
 export function tokenStatsPartial(shard: Logits, targets: Int32Array, opts: TokenStatsPartialOptions): PartialStats {
   const a = partialArgs(shard, targets, opts);
-  claimBuffers([['shard.data', a.l.data], ['targets', a.t]], [], false);
-  return partialResult(a, native.tokenStatsPartial(a.l.data, a.l.rows, a.l.vocab, a.l.code, a.t, a.vocabStart,
-    a.temperature, false, null));
+  return partialResult(a, callSync({ reads: [['shard.data', a.l.data], ['targets', a.t]] }, () =>
+    native.tokenStatsPartial(partialParams(a))));
 }
 
 /** Async form of {@link tokenStatsPartial}. */
 export async function tokenStatsPartialAsync(shard: Logits, targets: Int32Array,
   opts: TokenStatsPartialOptions & AsyncOptions): Promise<PartialStats> {
   const a = partialArgs(shard, targets, opts);
-  const release = claimBuffers([['shard.data', a.l.data], ['targets', a.t]], [], true);
-  const r = await runAsync(opts.signal, release, (flag) => native.tokenStatsPartial(a.l.data, a.l.rows, a.l.vocab,
-    a.l.code, a.t, a.vocabStart, a.temperature, true, flag) as Promise<PartialStats>);
+  const r = await callAsync({ reads: [['shard.data', a.l.data], ['targets', a.t]] }, opts.signal, (abort) =>
+    native.tokenStatsPartial({ ...partialParams(a), async: true, abort }));
   return partialResult(a, r);
 }
 
 function mergeArgs(parts: PartialStats[]) {
   if (!Array.isArray(parts) || parts.length === 0) fail('ERR_SHAPE', 'parts', 'a non-empty array of PartialStats', parts);
   v.list(parts, 'parts', 'a non-empty array of PartialStats');
-  const first = parts[0]!;
-  if (typeof first !== 'object' || first === null) fail('ERR_DTYPE', 'parts[0]', 'a PartialStats object', first);
-  const sorted = [...parts].sort((x, y) => x.vocabStart - y.vocabStart);
+  // Each part's fields are read once, into a snapshot: getters cannot hand the checks and the kernel
+  // different values, and the sort below compares checked numbers only.
+  const snap = parts.map((p, i): PartialStats => {
+    if (typeof p !== 'object' || p === null) fail('ERR_DTYPE', `parts[${i}]`, 'a PartialStats object', p);
+    const { vocabStart, vocab, rows, temperature, max, sumExp, sumExpX, targetLogit } = p;
+    if (!Number.isSafeInteger(vocabStart) || vocabStart < 0) fail('ERR_SHAPE', `parts[${i}].vocabStart`, 'an integer >= 0', vocabStart);
+    if (!Number.isSafeInteger(vocab) || vocab < 1) fail('ERR_SHAPE', `parts[${i}].vocab`, 'an integer >= 1', vocab);
+    if (!Number.isSafeInteger(rows) || rows < 0) fail('ERR_SHAPE', `parts[${i}].rows`, 'an integer >= 0', rows);
+    if (typeof temperature !== 'number') fail('ERR_OPTION', `parts[${i}].temperature`, 'a number', temperature);
+    return { vocabStart, vocab, rows, temperature, max, sumExp, sumExpX, targetLogit };
+  });
+  const first = snap[0]!;
+  const sorted = [...snap].sort((x, y) => x.vocabStart - y.vocabStart);
   let next = 0;
   sorted.forEach((p, i) => {
-    if (typeof p !== 'object' || p === null) fail('ERR_DTYPE', `parts[${i}]`, 'a PartialStats object', p);
     if (p.rows !== first.rows) fail('ERR_SHAPE', `parts[${i}].rows`, `the same row count ${first.rows}`, p.rows);
-    if (p.temperature !== first.temperature) {
+    if (!Object.is(p.temperature, first.temperature)) {
       fail('ERR_OPTION', `parts[${i}].temperature`, `the same temperature ${first.temperature}`, p.temperature);
     }
     if (p.vocabStart !== next) {
@@ -282,6 +302,11 @@ function mergeArgs(parts: PartialStats[]) {
   return { sorted, rows: first.rows, temperature: first.temperature };
 }
 
+function mergeReads(a: ReturnType<typeof mergeArgs>): [string, ArrayBufferView][] {
+  return a.sorted.flatMap((p, i) => (['max', 'sumExp', 'sumExpX', 'targetLogit'] as const)
+    .map((k) => [`parts[${i}].${k}`, p[k]] as [string, ArrayBufferView]));
+}
+
 /**
  * Merges the shard statistics of {@link tokenStatsPartial} (any order; they must tile the vocabulary)
  * into the statistics of the whole rows: exact log-sum-exp rules in float64, equal to {@link tokenStats}
@@ -290,17 +315,12 @@ function mergeArgs(parts: PartialStats[]) {
  */
 export function mergeTokenStats(parts: PartialStats[]): TokenStats {
   const a = mergeArgs(parts);
-  return native.mergeTokenStats(a.sorted, a.rows, a.temperature, false) as TokenStats;
+  return callSync({ reads: mergeReads(a) }, () => native.mergeTokenStats({ parts: a.sorted, rows: a.rows, temperature: a.temperature }));
 }
 
 /** Async form of {@link mergeTokenStats}. */
-export function mergeTokenStatsAsync(parts: PartialStats[], opts?: AsyncOptions): Promise<TokenStats> {
+export async function mergeTokenStatsAsync(parts: PartialStats[], opts?: AsyncOptions): Promise<TokenStats> {
   const a = mergeArgs(parts);
-  const reads = a.sorted.flatMap((p, i) => (['max', 'sumExp', 'sumExpX', 'targetLogit'] as const)
-    .map((k) => [`parts[${i}].${k}`, p[k]] as [string, ArrayBufferView]));
-  const release = claimBuffers(reads, [], true);
-  return runAsync(opts?.signal, release, async () => {
-    if (opts?.signal?.aborted) throw new GearError('ERR_ABORTED', 'aborted: the AbortSignal had already fired');
-    return native.mergeTokenStats(a.sorted, a.rows, a.temperature, true) as Promise<TokenStats>;
-  });
+  return callAsync({ reads: mergeReads(a) }, opts?.signal, (abort) =>
+    native.mergeTokenStats({ parts: a.sorted, rows: a.rows, temperature: a.temperature, async: true, abort }));
 }

@@ -129,10 +129,17 @@ abstract class AdamBase extends Optimizer {
     this.setStepCount(s.step as number);
   }
 
-  protected override runNative(grads: Float32Array[], async: boolean, flag: Int32Array | null): unknown {
+  protected override stateBuffers(): Float32Array[] {
+    return [...this.#m, ...this.#v, ...(this.#vmax ?? [])];
+  }
+
+  protected override runNative(grads: Float32Array[], async: boolean, abort: Int32Array | null): unknown {
     const h = this.#h;
-    return native.adamStep(this.params, grads, this.#m, this.#v, this.#vmax, this.lr, h.betas[0], h.betas[1],
-      h.eps, h.weightDecay, this.stepCount + 1, this.#decoupled, h.amsgrad, h.maximize, async, flag);
+    return native.adamStep({
+      params: this.params, grads, expAvg: this.#m, expAvgSq: this.#v, maxExpAvgSq: this.#vmax, lr: this.lr,
+      beta1: h.betas[0], beta2: h.betas[1], eps: h.eps, weightDecay: h.weightDecay, step: this.stepCount + 1,
+      decoupled: this.#decoupled, amsgrad: h.amsgrad, maximize: h.maximize, async, abort,
+    });
   }
 }
 

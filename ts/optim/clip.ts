@@ -3,7 +3,8 @@
  *
  * @module
  */
-import { abortable, native } from '../core/addon.js';
+import { native } from '../core/addon.js';
+import { callAsync, callSync } from '../core/invoke.js';
 import * as v from '../core/validate.js';
 import { checkDisjoint } from './state.js';
 import { fail } from '../core/errors.js';
@@ -37,6 +38,11 @@ function args(grads: unknown, maxNorm: unknown, opts: ClipGradNormOptions | unde
   return { grads: grads as Float32Array[], max, err: e ?? true };
 }
 
+/** The gradients are written in place. */
+function use(a: ReturnType<typeof args>) {
+  return { writes: a.grads.map((g, i) => [`grads[${i}]`, g] as [string, Float32Array]) };
+}
+
 /**
  * Scales all gradients in place so that their total L2 norm (over every tensor, as if concatenated) is
  * at most `maxNorm`, with PyTorch's arithmetic: `coef = min(1, maxNorm / (norm + 1e-6))` evaluated in
@@ -53,9 +59,7 @@ function args(grads: unknown, maxNorm: unknown, opts: ClipGradNormOptions | unde
  */
 export function clipGradNorm(grads: Float32Array[], maxNorm: number, opts?: ClipGradNormOptions): number {
   const a = args(grads, maxNorm, opts);
-  const out = new Float64Array(1);
-  native.clipGradNorm(a.grads, a.max, a.err, out, false, null);
-  return out[0]!;
+  return callSync(use(a), () => native.clipGradNorm({ grads: a.grads, maxNorm: a.max, errorIfNonfinite: a.err }).norm);
 }
 
 /**
@@ -70,9 +74,9 @@ export async function clipGradNormAsync(
   grads: Float32Array[], maxNorm: number, opts: ClipGradNormAsyncOptions = {},
 ): Promise<number> {
   const a = args(grads, maxNorm, opts);
-  const out = new Float64Array(1);
-  await abortable(opts.signal, (flag) => native.clipGradNorm(a.grads, a.max, a.err, out, true, flag) as Promise<unknown>);
-  return out[0]!;
+  const r = await callAsync(use(a), opts.signal, (abort) =>
+    native.clipGradNorm({ grads: a.grads, maxNorm: a.max, errorIfNonfinite: a.err, async: true, abort }));
+  return r.norm;
 }
 
 /**
@@ -84,5 +88,5 @@ export async function clipGradNormAsync(
 export function gradNorm(grads: Float32Array[]): number {
   const list = v.list(grads, 'grads', 'an array of Float32Array');
   for (let i = 0; i < list.length; i++) v.f32(list[i], `grads[${i}]`); // holes included (forEach skips them)
-  return native.gradNorm(grads) as number;
+  return callSync({ reads: grads.map((g, i) => [`grads[${i}]`, g] as [string, Float32Array]) }, () => native.gradNorm({ grads }).norm);
 }

@@ -6,7 +6,7 @@
  */
 import { GearError, fail } from '../core/errors.js';
 import { f32 } from '../core/validate.js';
-import { abortable } from '../core/addon.js';
+import { type BufferUse, callAsync, callSync } from '../core/invoke.js';
 import { checkGrads, checkLr, checkParams } from './state.js';
 import type { OptimizerState } from './state.js';
 
@@ -37,6 +37,10 @@ export abstract class Optimizer {
 
   /** @param params parameter tensors, updated in place; none may share memory with another */
   protected constructor(params: Float32Array[], lr: number) {
+    // TypeScript's `abstract` does not exist at run time: JavaScript can still call `new Optimizer()`
+    if (new.target === Optimizer) {
+      throw new GearError('ERR_OPTION', 'Optimizer: expected a subclass (AdamW, Adam, SGD), got the abstract base class');
+    }
     this.params = Object.freeze(checkParams(params));
     this.#lr = lr;
   }
@@ -70,7 +74,7 @@ export abstract class Optimizer {
   step(grads: Float32Array[]): void {
     this.#checkIdle();
     const g = checkGrads(grads, this.params);
-    this.runNative(g, false, null);
+    callSync(this.#use(g), () => this.runNative(g, false, null));
     this.#step++;
   }
 
@@ -86,7 +90,7 @@ export abstract class Optimizer {
     const g = checkGrads(grads, this.params);
     this.#busy = true;
     try {
-      await abortable(opts.signal, (flag) => this.runNative(g, true, flag) as Promise<unknown>);
+      await callAsync(this.#use(g), opts.signal, (abort) => this.runNative(g, true, abort) as Promise<unknown>);
       this.#step++;
     } finally {
       this.#busy = false;
@@ -95,6 +99,20 @@ export abstract class Optimizer {
 
   /** A deep copy of the optimizer's hyper-parameters, step count and buffers, for checkpoints. */
   abstract state(): OptimizerState;
+
+  /** The optimizer's state tensors (moments, momentum buffers), written by every step. */
+  protected stateBuffers(): Float32Array[] {
+    return [];
+  }
+
+  /** A step writes the parameters and the state and reads the gradients (`ERR_BUSY` rules). */
+  #use(grads: Float32Array[]): BufferUse {
+    return {
+      reads: grads.map((g, i) => [`grads[${i}]`, g]),
+      writes: [...this.params.map((p, i) => [`params[${i}]`, p] as [string, Float32Array]),
+        ...this.stateBuffers().map((b, i) => [`state[${i}]`, b] as [string, Float32Array])],
+    };
+  }
 
   /** Calls the native step (sync: returns after the update; async: returns a Promise). */
   protected abstract runNative(grads: Float32Array[], async: boolean, flag: Int32Array | null): unknown;

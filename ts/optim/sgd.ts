@@ -114,8 +114,15 @@ export class SGD extends Optimizer {
     return opt;
   }
 
-  protected override runNative(grads: Float32Array[], async: boolean, flag: Int32Array | null): unknown {
-    return native.sgdStep(this.params, grads, this.#buf, this.lr, this.#momentum, this.#dampening, this.#weightDecay,
-      this.#nesterov, this.#maximize, this.stepCount === 0, async, flag);
+  protected override stateBuffers(): Float32Array[] {
+    return this.#buf ?? [];
+  }
+
+  protected override runNative(grads: Float32Array[], async: boolean, abort: Int32Array | null): unknown {
+    return native.sgdStep({
+      params: this.params, grads, momentumBuffer: this.#buf, lr: this.lr, momentum: this.#momentum,
+      dampening: this.#dampening, weightDecay: this.#weightDecay, nesterov: this.#nesterov, maximize: this.#maximize,
+      firstStep: this.stepCount === 0, async, abort,
+    });
   }
 }

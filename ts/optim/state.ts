@@ -146,7 +146,7 @@ export function stateBuffers(list: unknown, params: readonly Float32Array[], wha
     throw new GearError('ERR_STATE', `state.${what}.length: expected ${params.length} (one per parameter), got ${list.length}`);
   }
   return list.map((b, i) => {
-    if (!(b instanceof Float32Array)) {
+    if (!v.isTyped(b, Float32Array)) {
       throw new GearError('ERR_STATE', `state.${what}[${i}]: expected a Float32Array, got ${describe(b)}`);
     }
     if (b.length !== params[i]!.length) {

@@ -1,6 +1,6 @@
-// backend(), setNumThreads(), setIsa(): what the addon runs on, and the knobs tests use to exercise
+// backend(), setNumThreads({ threads }), setIsa({ isa }): what the addon runs on, and the knobs tests use to exercise
 // every path on one machine.
-#include "args.h"
+#include "../core/args.h"
 #include "gear/dispatch.h"
 #include "gear/thread_pool.h"
 #include "ops.h"
@@ -28,13 +28,15 @@ static Napi::Value Backend(const Napi::CallbackInfo& info) {
 }
 
 static Napi::Value SetNumThreads(const Napi::CallbackInfo& info) {
-  int64_t n = Int(info[0], "threads", 1, 1024);
+  const Params p(info, {"threads"});
+  const int64_t n = p.Int("threads", 1, 1024);
   global_pool().resize(static_cast<int>(n));
   return info.Env().Undefined();
 }
 
 static Napi::Value SetIsa(const Napi::CallbackInfo& info) {
-  std::string s = String(info[0], "isa");
+  const Params p(info, {"isa"});
+  const std::string s = p.String("isa");
   Isa isa;
   if (!parse_isa(s.c_str(), &isa))
     Throw(info.Env(), Code::Option, "isa: expected 'baseline', 'avx2', 'avx512' or 'neon', got \"" + s + "\"");

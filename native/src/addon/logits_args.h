@@ -2,48 +2,42 @@
 #pragma once
 #include <string>
 
-#include "args.h"
-#include "gear/common.h"
+#include "../core/args.h"
+#include "gear/types.h"
 
 namespace gear::addon {
 
-// Largest integer a JS number holds exactly.
-constexpr int64_t kMaxSafeInt = (int64_t{1} << 53) - 1;
+// Reads the properties of the logits object `name` ({ data, rows, vocab, dtype }).
+inline Params LogitsParams(const Params& p, const char* name) { return p.Object(name, {"data", "rows", "vocab", "dtype"}); }
 
-// Reads a logits buffer: Float32Array for dtype 0 (float32), Uint16Array for 1 (bfloat16) / 2 (float16),
-// holding exactly rows * vocab elements (checked without overflow).
-inline LogitsView ReadLogits(const Napi::Value& data, const Napi::Value& rows_v, const Napi::Value& vocab_v,
-                             const Napi::Value& dtype_v, const std::string& what) {
+// Reads a logits object already read by name: Float32Array for dtype 0 (float32), Uint16Array for
+// 1 (bfloat16) / 2 (float16), holding exactly rows * vocab elements (checked without overflow). The
+// length check is the binding's own: only here is the buffer's real length known.
+inline LogitsView ReadLogits(const Params& p) {
   LogitsView l;
-  const int64_t dt = Int(dtype_v, (what + ".dtype").c_str(), 0, 2);
-  l.dtype = static_cast<DType>(dt);
-  l.rows = Int(rows_v, (what + ".rows").c_str(), 0, kMaxSafeInt);
-  l.vocab = Int(vocab_v, (what + ".vocab").c_str(), 1, kMaxSafeInt);
+  l.dtype = static_cast<DType>(p.Int("dtype", 0, 2));
+  l.rows = p.Int("rows", 0, kMaxSafeInt);
+  l.vocab = p.Int("vocab", 1, kMaxSafeInt);
   int64_t length;
   if (l.dtype == DType::F32) {
-    auto a = F32(data, (what + ".data").c_str());
+    auto a = p.F32("data");
     l.data = a.data;
     length = a.length;
   } else {
-    auto a = U16(data, (what + ".data").c_str());
+    auto a = U16(p.Get("data"), p.Name("data"));
     l.data = a.data;
     length = a.length;
   }
   if (l.rows > kMaxSafeInt / l.vocab || l.rows * l.vocab != length)
-    Throw(data.Env(), Code::Shape, what + ".data.length: expected rows * vocab = " + std::to_string(l.rows) + " * " +
-                                       std::to_string(l.vocab) + ", got " + std::to_string(length));
+    Throw(p.Env(), Code::Shape, p.Name("data") + ".length: expected rows * vocab = " + std::to_string(l.rows) +
+                                    " * " + std::to_string(l.vocab) + ", got " + std::to_string(length));
   return l;
 }
 
 // An optional Float32Array output of `len` elements: the given one (checked) or a new one.
-inline Napi::Float32Array OutF32(Napi::Env env, const Napi::Value& v, const char* what, int64_t len) {
-  if (IsNullish(v)) return Napi::Float32Array::New(env, static_cast<size_t>(len));
-  return F32(v, what, len).value.As<Napi::Float32Array>();
-}
-
-inline const float* OptF32(const Napi::Value& v, const char* what, int64_t len) {
-  if (IsNullish(v)) return nullptr;
-  return F32(v, what, len).data;
+inline Napi::Float32Array OutF32(const Params& p, const char* name, int64_t len) {
+  if (!p.Has(name)) return Napi::Float32Array::New(p.Env(), static_cast<size_t>(len));
+  return p.F32(name, len).value.As<Napi::Float32Array>();
 }
 
 }  // namespace gear::addon

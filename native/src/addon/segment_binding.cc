@@ -1,8 +1,7 @@
-// segmentReduce / segmentBroadcast. Signature (positional, as the TS layer calls it):
-//   segmentReduce(values: Float32Array|Float64Array, offsets: Int32Array, mask: Uint8Array|null,
-//                 op: 0..4, out: Float64Array|null, async: boolean, abort: Int32Array|null)
-//   segmentBroadcast(rowValues: Float64Array, offsets, mask|null, out: Float32Array|null, async, abort)
-#include "args.h"
+// segmentReduce / segmentBroadcast. The parameter and result objects are declared in
+// ts/core/addon_types.ts.
+#include "../core/args.h"
+#include "../core/invoke.h"
 #include "gear/segment.h"
 #include "large_output.h"
 #include "ops.h"
@@ -11,52 +10,57 @@ namespace gear::addon {
 
 static Napi::Value SegmentReduce(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
+  const Params p(info, {"values", "offsets", "mask", "op", "out", "async", "abort"});
   Array<float> v32;
   Array<double> v64;
-  if (info[0].IsTypedArray() && info[0].As<Napi::TypedArray>().TypedArrayType() == napi_float32_array)
-    v32 = F32(info[0], "values");
+  const Napi::Value values = p.Get("values");
+  if (values.IsTypedArray() && values.As<Napi::TypedArray>().TypedArrayType() == napi_float32_array)
+    v32 = p.F32("values");
   else
-    v64 = F64(info[0], "values");
+    v64 = p.F64("values");
   const int64_t n = v32.value.IsEmpty() ? v64.length : v32.length;
-  const auto off = I32Copy(info[1], "offsets");
+  const auto off = p.I32Copy("offsets");
   if (off.length < 1) Throw(env, Code::Shape, "offsets.length: expected at least 1, got 0");
   const int64_t rows = off.length - 1;
-  Array<uint8_t> mask;
-  if (!IsNullish(info[2])) mask = U8(info[2], "mask", n);
-  const auto op = static_cast<SegOp>(Int(info[3], "op", 0, 4));
-  Napi::Float64Array out = IsNullish(info[4]) ? Napi::Float64Array::New(env, rows)
-                                              : F64(info[4], "out", rows).value.As<Napi::Float64Array>();
-  const bool async = !IsNullish(info[5]) && Bool(info[5], "async");
-  const auto* abort = AbortFlag(info[6]);
+  const auto mask = p.OptU8("mask", n);
+  const auto op = static_cast<SegOp>(p.Int("op", 0, 4));
+  Napi::Float64Array out = p.Has("out") ? p.F64("out", rows).value.As<Napi::Float64Array>()
+                                        : Napi::Float64Array::New(env, static_cast<size_t>(rows));
+  const bool async = p.OptBool("async");
+  const auto* abort = p.Abort();
+  Napi::Object result = Napi::Object::New(env);
+  result.Set("rowValues", out);
   double* o = out.Data();
-  return Run(env, async, {info[0], info[1], info[2], out, info[6]},
+  return Run(env, async, {values, p.Get("offsets"), p.Get("mask"), p.Get("abort")},
              [=](const ExecContext& ctx) {
                return segment_reduce(v32.data, v64.data, n, off.data, rows, mask.data, op, o, ctx);  // off: a copy
              },
-             out, abort);
+             result, abort);
 }
 
 static Napi::Value SegmentBroadcast(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  const auto off = I32Copy(info[1], "offsets");
+  const Params p(info, {"rowValues", "offsets", "mask", "out", "async", "abort"});
+  const auto off = p.I32Copy("offsets");
   if (off.length < 1) Throw(env, Code::Shape, "offsets.length: expected at least 1, got 0");
   const int64_t rows = off.length - 1;
-  auto vals = F64(info[0], "rowValues", rows);
+  auto vals = p.F64("rowValues", rows);
   const int64_t n = off.data[rows];
   if (n < 0) Throw(env, Code::Offsets, "offsets[R]: expected >= 0, got " + std::to_string(n));
-  Array<uint8_t> mask;
-  if (!IsNullish(info[2])) mask = U8(info[2], "mask", n);
-  const bool reused = !IsNullish(info[3]);
-  Napi::Float32Array out = !reused ? NewStreamOutputF32(env, static_cast<size_t>(n))
-                                              : F32(info[3], "out", n).value.As<Napi::Float32Array>();
-  const bool async = !IsNullish(info[4]) && Bool(info[4], "async");
-  const auto* abort = AbortFlag(info[5]);
+  const auto mask = p.OptU8("mask", n);
+  const bool reused = p.Has("out");
+  Napi::Float32Array out = reused ? p.F32("out", n).value.As<Napi::Float32Array>()
+                                  : NewStreamOutputF32(env, static_cast<size_t>(n));
+  const bool async = p.OptBool("async");
+  const auto* abort = p.Abort();
+  Napi::Object result = Napi::Object::New(env);
+  result.Set("tokenValues", out);
   float* o = out.Data();
-  return Run(env, async, {info[0], info[1], info[2], out, info[5]},
+  return Run(env, async, {p.Get("rowValues"), p.Get("offsets"), p.Get("mask"), p.Get("abort")},
              [=](const ExecContext& ctx) {
                return segment_broadcast(vals.data, off.data, rows, n, mask.data, o, ctx, reused);
              },
-             out, abort);
+             result, abort);
 }
 
 void RegisterSegment(Napi::Env env, Napi::Object exports) {
