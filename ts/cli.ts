@@ -9,11 +9,13 @@
  * `batch.json` is the saved-batch format written by `saveBatch` (`gear-rl/batch` v1). Without a stored
  * result, or with `--recompute`, the report runs `gear` with the file's options.
  *
+ * Every failure is one line on stderr, `gear-rl: <code>: <message>`, and an exit status: 1 for a
+ * `GearError` (bad arguments, an unreadable or malformed batch, an unwritable output), 2 for a missing
+ * command (after the usage text), 70 for anything unexpected.
+ *
  * @module
  */
 import { GearError } from './core/errors.js';
-import { gear } from './gear/gear.js';
-import { loadBatch, writeReport } from './gear/visualize.js';
 import type { ReportMetric } from './gear/visualize.js';
 
 const USAGE = `usage: gear-rl visualize <batch.json> -o <report.html> [options]
@@ -55,7 +57,7 @@ function parse(argv: string[]) {
   return out;
 }
 
-function main(argv: string[]): number {
+async function main(argv: string[]): Promise<number> {
   const a = parse(argv);
   if (a.help || a.cmd === undefined) {
     process.stdout.write(USAGE);
@@ -64,6 +66,9 @@ function main(argv: string[]): number {
   if (a.cmd !== 'visualize') throw new GearError('ERR_OPTION', `command: expected 'visualize', got ${JSON.stringify(a.cmd)}`);
   if (a.input === undefined) throw new GearError('ERR_OPTION', 'batch file: expected a path, got nothing');
   if (a.out === undefined) throw new GearError('ERR_OPTION', '-o: expected an output file, got nothing');
+  // Loaded here rather than imported at the top: the native addon loads with them, and a failure to
+  // load it must reach the one-line error below (and --help must work without it).
+  const [{ gear }, { loadBatch, writeReport }] = await Promise.all([import('./gear/gear.js'), import('./gear/visualize.js')]);
   const batch = loadBatch(a.input);
   if (a.recompute || batch.result === undefined) {
     const { tokens: _t, rowLabels: _l, result: _r, meta: _m, ...input } = batch;
@@ -79,13 +84,18 @@ function main(argv: string[]): number {
   return 0;
 }
 
+/** One line, whatever the message holds (an `fs` message repeats the path, which may contain newlines). */
+const oneLine = (s: string) => s.replace(/\s*[\r\n\u2028\u2029]+\s*/g, ' ');
+
 try {
-  process.exitCode = main(process.argv.slice(2));
+  process.exitCode = await main(process.argv.slice(2));
 } catch (e) {
   if (e instanceof GearError) {
-    process.stderr.write(`gear-rl: ${e.code}: ${e.message}\n`);
+    process.stderr.write(`gear-rl: ${e.code}: ${oneLine(e.message)}\n`);
     process.exitCode = 1;
   } else {
-    throw e;
+    const err = e instanceof Error ? e : new Error(String(e));
+    process.stderr.write(`gear-rl: internal error: ${oneLine(`${err.name}: ${err.message}`)}\n`);
+    process.exitCode = 70;
   }
 }

@@ -224,9 +224,9 @@ describe('gear-rl visualize (CLI from dist/)', () => {
   const cli = join(root, 'dist/cli.js');
   beforeAll(() => {
     // dist is compiled by the pretest script; recompile when a source is newer (running this file alone)
-    const src = ['ts/cli.ts', 'ts/gear/visualize.ts', 'ts/gear/gear.ts'].map((p) => statSync(join(root, p)).mtimeMs);
-    const stale = !existsSync(cli) || ['dist/cli.js', 'dist/gear/visualize.js', 'dist/gear/gear.js']
-      .some((p, i) => !existsSync(join(root, p)) || statSync(join(root, p)).mtimeMs < src[i]!);
+    const sources = ['cli', 'gear/visualize', 'gear/gear', 'gear/report/format', 'gear/report/render', 'gear/report/assets.generated'];
+    const stale = !existsSync(cli) || sources.some((p) => !existsSync(join(root, `dist/${p}.js`))
+      || statSync(join(root, `dist/${p}.js`)).mtimeMs < statSync(join(root, `ts/${p}.ts`)).mtimeMs);
     if (stale) spawnSync('npx', ['tsc', '-p', 'tsconfig.json'], { cwd: root, stdio: 'ignore' });
     expect(existsSync(cli)).toBe(true);
   });
