@@ -39,8 +39,8 @@ export function rlStep(logits: rl.Logits, r: Rollouts, teacher?: rl.Logits): { l
   const rowAdv = rl.grpo({ rewards: r.rewards, groups: r.groups });            // per response
   let adv = rl.segmentBroadcast(rowAdv, r.offsets, r.mask);                    // per token, 0 on tool output
   if (teacher) {
-    const d = rl.divergence(logits, teacher, { kind: 'reverse_kl' });         // where the student departs
-    adv = rl.gear({ advantages: rowAdv, offsets: r.offsets, mask: r.mask, divergence: d.value, entropy: d.studentEntropy }).advantages;
+    // divergence + entropy + log-ratio from both logits (where the student departs), then the reweighting
+    adv = rl.gearFromLogits({ student: logits, teacher, targets: r.targets, advantages: rowAdv, offsets: r.offsets, mask: r.mask }).advantages;
   }
   const pl = rl.policyLoss({
     logprob: stats.logprob, oldLogprob: r.oldLogprob, advantages: adv,

@@ -36,10 +36,16 @@ export { memoryBandwidth } from './ops/bandwidth.js';
 export type { BandwidthMode, MemoryBandwidthOptions, MemoryBandwidthResult } from './ops/bandwidth.js';
 
 // Losses (policy losses, TRL GRPO loss, KL penalties, aggregation)
-export { policyLoss, policyLossAsync, rolloutCorrectionWeights, POLICY_LOSS_KINDS } from './losses/policy_loss.js';
+export {
+  policyLoss, policyLossAsync, rolloutCorrectionWeights, POLICY_LOSS_KINDS,
+  registerPolicyLoss, unregisterPolicyLoss, getPolicyLoss, listPolicyLosses,
+} from './losses/policy/index.js';
 export type {
   PolicyLossArgs, PolicyLossResult, PolicyLossKind, PolicyLossAsyncOptions, RolloutCorrection, RolloutCorrectionResult,
-} from './losses/policy_loss.js';
+  ResolvedPolicyLossOptions, PolicyLossDefinition, PolicyLossContext, PolicyLossTerms, PolicyLossReduction,
+  RegisterPolicyLossOptions,
+} from './losses/policy/index.js';
+export type { OptionsSchema, OptionSpec, OptionType } from './registry/schema.js';
 export { trlLoss, quantileLinear } from './losses/trl_loss.js';
 export type { TrlLossArgs, TrlLossResult, TrlLossType } from './losses/trl_loss.js';
 export { klPenalty, klLoss, applyKlPenalty, FixedKlController, AdaptiveKlController } from './losses/kl_penalty.js';
@@ -49,11 +55,21 @@ export type {
 } from './losses/kl_penalty.js';
 export { aggregate, effectiveRowWeights, AGG_MODES } from './losses/aggregate.js';
 export type { AggMode, AggregateOptions, AggregateResult } from './losses/aggregate.js';
-export type { FloatArray, Semantics } from './losses/common.js';
+export type { FloatArray } from './losses/inputs.js';
+export { COMPAT_VALUES } from './losses/compat.js';
+export type { Compat, Semantics } from './losses/compat.js';
 export { lossGradToLogits, entropyBonus } from './losses/chain.js';
 export type { LossGradToLogitsArgs, DistillTerm, EntropyBonusResult } from './losses/chain.js';
 
 // Advantage estimators (ts/advantages)
+export {
+  registerAdvantageEstimator, unregisterAdvantageEstimator, getAdvantageEstimator, listAdvantageEstimators,
+} from './advantages/registry.js';
+export type {
+  AdvantageEstimatorDefinition, EstimatorLevel, EstimatorOutput, RegisterEstimatorOptions,
+} from './advantages/registry.js';
+export { computeAdvantages } from './advantages/compute.js';
+export type { AdvantageResult, TokenLayout } from './advantages/compute.js';
 export { grpo, grpoPassK, groupMeanStd, asTorchIndex } from './advantages/grpo.js';
 export type { GrpoArgs, GrpoScale, GrpoPassKArgs } from './advantages/grpo.js';
 export { rloo } from './advantages/rloo.js';
@@ -80,7 +96,7 @@ export type { GroupId, GroupIndex, GroupStats, SingletonPolicy } from './advanta
 export { maskedMean, maskedRowMean, maskedVar, maskedWhiten } from './advantages/masked.js';
 
 // GEAR (GEAR-proposed reweighting, teacher context, distillation term, visualiser)
-export { gear, resolveGearOptions, GEAR_DEFAULTS, GEAR_OPTION_KEYS } from './gear/gear.js';
+export { gearAdvantages, gear, resolveGearOptions, GEAR_DEFAULTS, GEAR_OPTION_KEYS } from './gear/gear.js';
 export type {
   GearOptions, ResolvedGearOptions, GearInput, GearResult, GearDiagnostics, GearQuantiles,
   GearPeakRule, GearSegmentEnd, GearSignMode, GearNormalize, GearAblation,

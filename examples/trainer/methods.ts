@@ -67,15 +67,18 @@ export function advantages(method: Method, inp: AdvantageInputs): AdvantageResul
     case 'gear': {
       if (!inp.teacher) throw new Error('advantages: GEAR needs the teacher logits');
       const row = rl.grpo(outcome);
-      const div = rl.divergence(inp.student, inp.teacher, { kind: 'reverse_kl', targets: conv.tokenIds });
-      const logratio = new Float32Array(div.value.length);
-      for (let i = 0; i < logratio.length; i++) logratio[i] = div.teacherLogprob![i]! - div.studentLogprob![i]!;
+      // Divergence, entropy and teacher-minus-student log-ratio from both logits, then the reweighting.
+      const res = rl.gearFromLogits({
+        student: inp.student, teacher: inp.teacher, targets: conv.tokenIds,
+        advantages: row, offsets: conv.offsets, mask: conv.mask,
+        ...(inp.gearOptions ? { options: inp.gearOptions } : {}),
+      });
+      // The signals it computed, as a GEAR input the token visualiser can show.
       const input: rl.GearInput = {
         advantages: row, offsets: conv.offsets, mask: conv.mask,
-        divergence: div.value, entropy: div.studentEntropy, logratio,
+        divergence: res.signals.divergence, entropy: res.signals.entropy, logratio: res.signals.logratio,
         ...(inp.gearOptions ? { options: inp.gearOptions } : {}),
       };
-      const res = rl.gear(input);
       const d = res.diagnostics;
       return {
         advantages: res.advantages,

@@ -27,7 +27,8 @@ describe('grpo precision float32 vs verl grpo_vectorized', () => {
     for (const c of loadPeer(file).cases) {
       it(`${file} ${c.name}`, () => {
         const p = pack(c);
-        // The trainer path always normalises by std (see algorithms.md 2.2); the vectors pin the function.
+        // verl's trainer passes only `config` to grpo_vectorized (core_algos.py), so its norm_adv_by_std_in_grpo
+        // keeps the default True and it always normalises by std; the vectors pin the function itself.
         const adv = rl.grpo({
           rewards: p.scores, groups: p.groups, precision: 'float32', varianceFloor: floor,
           scale: c.params.norm_adv_by_std_in_grpo ? 'group' : 'none', epsilon: c.params.epsilon,

@@ -1,4 +1,4 @@
-// Float64 reference of the GEAR-proposed reweighting (algorithms.md section 10.3), written directly from
+// Float64 reference of the GEAR-proposed reweighting (docs/gear.md), written directly from
 // the spec with plain arrays and a full sort for quantiles — independent of the native kernel. Only the
 // tests use it.
 import type { GearOptions } from '../../ts/gear/gear.js';

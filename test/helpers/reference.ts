@@ -1,5 +1,5 @@
-// Float64 reference implementations of the logits kernels, written from the formulas of
-// spec/algorithms.md section 1 (log_softmax, entropy, KL, JSD and their gradients), plus bfloat16 /
+// Float64 reference implementations of the logits kernels, written from their textbook formulas
+// (log_softmax, entropy, KL, JSD and their gradients, as in docs/ and each op's TSDoc), plus bfloat16 /
 // float16 encoders and decoders so low-precision inputs are compared on the same rounded values.
 // Deliberately plain: no streaming, no pivots, no shared code with the implementation.
 

@@ -9,7 +9,8 @@
  *
  * @module
  */
-import { GearError } from '../core/errors.js';
+import { GearError, fail } from '../core/errors.js';
+import * as v from '../core/validate.js';
 
 /** A JSON-like anchor state: a string, number, boolean, null, array, typed array or plain object. */
 export type AnchorState = string | number | boolean | null | readonly AnchorState[] | ArrayLike<number> | { [key: string]: AnchorState };
@@ -60,8 +61,7 @@ function ser(x: unknown, what: string, depth: number, out: string[]): void {
     default:
       break;
   }
-  const kind = x === undefined ? 'undefined' : typeof x === 'object' ? (x as object).constructor?.name ?? 'object' : typeof x;
-  throw new GearError('ERR_DTYPE', `${what}: expected a string, number, boolean, null, array or plain object, got ${kind}`);
+  fail('ERR_DTYPE', what, 'a string, number, boolean, null, array or plain object', x);
 }
 
 /**
@@ -73,12 +73,12 @@ function ser(x: unknown, what: string, depth: number, out: string[]): void {
  * @param what name used in error messages
  * @returns a Map key
  */
-export function anchorKey(x: unknown, what = 'anchor'): string | number | { s: string } {
+export function anchorKey(x: unknown, what?: string): string | number | { s: string } {
   if (typeof x === 'string') return x;
   if (typeof x === 'number') return x === 0 ? 0 : x;
   if (typeof x === 'boolean') return x ? 1 : 0;
   const out: string[] = [];
-  ser(x, what, 0, out);
+  ser(x, v.nameArg(what, 'anchor'), 0, out);
   return { s: out.join('') };
 }
 
@@ -89,8 +89,10 @@ export function anchorKey(x: unknown, what = 'anchor'): string | number | { s: s
  * @param what name used in error messages
  * @returns the id of each row's state, numbered in order of first appearance
  */
-export function anchorIds(anchors: ArrayLike<unknown>, what = 'anchors'): Int32Array {
-  return sampledIds(anchors, what) ?? mapIds(anchors, what);
+export function anchorIds(anchors: ArrayLike<unknown>, what?: string): Int32Array {
+  const w = v.nameArg(what, 'anchors');
+  if (!v.isTypedArray(anchors)) v.list(anchors, w, 'an array of anchor states');
+  return sampledIds(anchors, w) ?? mapIds(anchors, w);
 }
 
 // Sampled string hashing: at most SAMPLE characters spread over the string plus its last SAMPLE.

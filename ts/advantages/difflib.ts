@@ -18,6 +18,7 @@
  * @module
  */
 import { fail } from '../core/errors.js';
+import * as v from '../core/validate.js';
 
 // Global character interning: code point -> small id. Ids only ever grow.
 const bmpIds = new Int32Array(65536).fill(-1);
@@ -89,6 +90,7 @@ export class PreparedText {
 
   /** @param text the string to prepare */
   constructor(text: string) {
+    textArg(text, 'text');
     this.text = text;
     const seq = codes(text);
     this.seq = seq;
@@ -446,6 +448,10 @@ export function ratioAtLeast(a: Int32Array, B: PreparedText, threshold: number, 
  * @returns the cluster index of each observation (clusters numbered in creation order)
  */
 export function similarityClusters(texts: readonly string[], threshold: number): Int32Array {
+  v.list(texts, 'texts', 'an array of strings');
+  for (let i = 0; i < texts.length; i++) textArg(texts[i], `texts[${i}]`);
+  if (threshold === undefined) fail('ERR_OPTION', 'threshold', 'a number in (0, 1)', threshold);
+  v.numOpt(threshold, 'threshold', 0, { min: 0, max: 1, minOpen: true, maxOpen: true });
   const out = new Int32Array(texts.length);
   const reps: PreparedText[] = [];
   const seen = new Map<string, number>();

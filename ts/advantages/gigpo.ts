@@ -9,7 +9,7 @@ import * as v from '../core/validate.js';
 import { anchorIds } from './anchors.js';
 import { similarityClusters } from './difflib.js';
 import {
-  type GroupId, type GroupIndex, type GroupStats, groupIndex, groupStats, objectArg, rewardsArg, scaledDenominators,
+  type GroupId, type GroupIndex, type GroupStats, groupIndex, groupStatsOf, objectArg, rewardsArg, scaledDenominators,
   singletonDenominator,
 } from './groups.js';
 
@@ -333,11 +333,11 @@ export function gigpo(a: GigpoArgs): GigpoResult {
     }
   }
   let est;
-  if (cross) est = groupStats(s, idx);
+  if (cross) est = groupStatsOf(s, idx);
   else {
     const masked = new Float64Array(R);
     for (let i = 0; i < R; i++) masked[i] = contributes[i] ? s[i]! : NaN;
-    est = groupStats(masked, idx, { skipNaN: true });
+    est = groupStatsOf(masked, idx, { skipNaN: true });
   }
   const std = mode === 'mean_std_norm';
   const episode = episodeLevel(s, idx.ids, est, std, eps);
@@ -345,7 +345,7 @@ export function gigpo(a: GigpoArgs): GigpoResult {
   // Step level.
   const stepGroupsOut = buildStepGroups(anchors, idx.ids, idx.count, threshold, fn);
   const sidx = firstRowIndex(stepGroupsOut);
-  const step = stepLevel(returns, sidx, groupStats(returns, sidx), std, eps);
+  const step = stepLevel(returns, sidx, groupStatsOf(returns, sidx), std, eps);
   const { histogram, singletonRows } = sizeHistogram(sidx.sizes);
   const advantages = combine(episode, step, w);
   return {

@@ -3,8 +3,8 @@
  *
  * @module
  */
-import { common } from './common.js';
-import { type GroupId, type SingletonPolicy, groupStats } from './groups.js';
+import { rowArgs } from './row_args.js';
+import { type GroupId, type SingletonPolicy, groupStatsOf } from './groups.js';
 
 /** Arguments of {@link gpg}. */
 export interface GpgArgs {
@@ -24,11 +24,11 @@ export interface GpgArgs {
  * @returns one advantage per row (Float64Array)
  */
 export function gpg(a: GpgArgs): Float64Array {
-  const { rewards, idx, singleton } = common(a, 'gpg', []);
+  const { rewards, idx, singleton } = rowArgs(a, 'gpg', []);
   let nonzero = 0;
   for (let i = 0; i < rewards.length; i++) if (rewards[i] !== 0) nonzero++;
   const alpha = rewards.length / Math.max(nonzero, 1);
-  const st = groupStats(rewards, idx);
+  const st = groupStatsOf(rewards, idx);
   const out = new Float64Array(rewards.length);
   for (let i = 0; i < rewards.length; i++) {
     const g = idx.ids[i]!;

@@ -34,6 +34,12 @@ export interface GroupIndex {
   labels: GroupId[];
 }
 
+/** An integer typed array of ids (the kinds with a lookup-table fast path). */
+function isIntIds(g: unknown): g is Int32Array | Uint32Array | Uint16Array | Int16Array | Uint8Array | Int8Array {
+  return v.isTyped(g, Int32Array) || v.isTyped(g, Uint32Array) || v.isTyped(g, Uint16Array) ||
+    v.isTyped(g, Int16Array) || v.isTyped(g, Uint8Array) || v.isTyped(g, Int8Array);
+}
+
 /**
  * Factorises group ids (numbers or strings; `1` and `1.0` are the same id, `1` and `'1'` are not)
  * into dense indices in order of first appearance. Rows of a group need not be contiguous.
@@ -42,12 +48,15 @@ export interface GroupIndex {
  * @param what name used in error messages
  * @param rows expected number of rows (checked when given)
  */
-export function groupIndex(groups: ArrayLike<GroupId>, what = 'groups', rows?: number): GroupIndex {
+export function groupIndex(groups: ArrayLike<GroupId>, what?: string, rows?: number): GroupIndex {
+  return groupIndexOf(groups, v.nameArg(what, 'groups'), rows === undefined ? undefined : v.numOpt(rows, 'rows', 0, { min: 0, int: true }));
+}
+
+function groupIndexOf(groups: ArrayLike<GroupId>, what: string, rows: number | undefined): GroupIndex {
   if (!(Array.isArray(groups) || v.isTypedArray(groups))) fail('ERR_DTYPE', what, 'an array of numbers or strings', groups);
   const n = groups.length;
   if (rows !== undefined && n !== rows) fail('ERR_SHAPE', `${what}.length`, `the row count ${rows}`, n);
-  if (groups instanceof Int32Array || groups instanceof Uint32Array || groups instanceof Uint16Array ||
-      groups instanceof Int16Array || groups instanceof Uint8Array || groups instanceof Int8Array) {
+  if (isIntIds(groups)) {
     const dense = denseIntegers(groups);
     if (dense) return dense;
   }
@@ -181,8 +190,49 @@ export interface GroupStats {
  * @param idx the batch's {@link GroupIndex}
  * @param opts `skipNaN` leaves NaN values out (TRL's `nanmean` / `nanstd`); `weights` (one per row,
  *   >= 0) weights the mean (used by OPO's length-weighted baseline; the std stays unweighted)
+ * @throws GearError `ERR_DTYPE` / `ERR_SHAPE` on arrays of the wrong kind or length, `ERR_OPTION` on a
+ *   `count` that is not an integer in [0, rows], `ERR_GROUP` on ids, sizes or first rows that disagree
  */
 export function groupStats(
+  values: ArrayLike<number>, idx: GroupIndex, opts: { skipNaN?: boolean; weights?: ArrayLike<number> } = {},
+): GroupStats {
+  const index = checkGroupIndex(idx, 'idx');
+  const n = index.ids.length;
+  v.numArray(values, 'values', n);
+  v.knownKeys(opts, 'opts', ['skipNaN', 'weights']);
+  const { skipNaN, weights } = opts;
+  if (skipNaN !== undefined && typeof skipNaN !== 'boolean') fail('ERR_OPTION', 'opts.skipNaN', 'a boolean', skipNaN);
+  if (weights !== undefined) v.numArray(weights, 'opts.weights', n);
+  return groupStatsOf(values, index, { skipNaN, weights });
+}
+
+/**
+ * A {@link GroupIndex} that {@link groupStats} can walk: `ids` of dense indices in `[0, count)`,
+ * `count` at most the row count, and `sizes` / `firstRow` agreeing with `ids` (a count of -1 or 2^31
+ * would otherwise size the per-group arrays). Returns a copy whose fields were each read once.
+ */
+function checkGroupIndex(idx: unknown, what: string): GroupIndex {
+  if (typeof idx !== 'object' || idx === null) fail('ERR_DTYPE', what, 'a GroupIndex (from groupIndex)', idx);
+  const { ids, count, sizes, firstRow, labels } = idx as GroupIndex;
+  const n = v.i32(ids, `${what}.ids`).length;
+  const G = v.numOpt(count, `${what}.count`, NaN, { min: 0, max: n, int: true });
+  if (count === undefined) fail('ERR_OPTION', `${what}.count`, `an integer >= 0 and <= ${n}`, count);
+  v.i32(sizes, `${what}.sizes`, G);
+  v.i32(firstRow, `${what}.firstRow`, G);
+  const seen = new Int32Array(G);
+  for (let i = 0; i < n; i++) {
+    const g = ids[i]!;
+    if (!(g >= 0 && g < G)) fail('ERR_GROUP', `${what}.ids[${i}]`, `a group index in [0, ${G})`, g);
+    if (seen[g]++ === 0 && firstRow[g] !== i) fail('ERR_GROUP', `${what}.firstRow[${g}]`, `${i}, the first row of group ${g}`, firstRow[g]);
+  }
+  for (let g = 0; g < G; g++) {
+    if (sizes[g] !== seen[g]) fail('ERR_GROUP', `${what}.sizes[${g}]`, `${seen[g]}, the rows of group ${g}`, sizes[g]);
+  }
+  return { ids, count: G, sizes, firstRow, labels };
+}
+
+/** {@link groupStats} on inputs already checked (or built here): the estimators' path. @internal */
+export function groupStatsOf(
   values: ArrayLike<number>, idx: GroupIndex, opts: { skipNaN?: boolean; weights?: ArrayLike<number> } = {},
 ): GroupStats {
   if (opts.skipNaN !== true && opts.weights === undefined) return plainStats(values, idx);
@@ -269,8 +319,7 @@ export function runStarts(idx: GroupIndex): Int32Array {
  * @internal
  */
 export function sortedRunStarts(groups: unknown, n: number): Int32Array | null {
-  if (!(groups instanceof Int32Array || groups instanceof Uint32Array || groups instanceof Uint16Array ||
-      groups instanceof Int16Array || groups instanceof Uint8Array || groups instanceof Int8Array)) return null;
+  if (!isIntIds(groups)) return null;
   if (groups.length !== n || n === 0) return null;
   // Room for one group per row; only the pages actually written are touched.
   const starts = new Int32Array(n + 1);
@@ -388,6 +437,7 @@ function runStats(values: ArrayLike<number>, idx: GroupIndex): GroupStats {
  * `mean` likewise. Fewer than two values give std NaN (as torch / TRL `nanstd`).
  */
 export function batchStats(values: ArrayLike<number>, skipNaN = false): { mean: number; std: number; count: number } {
+  v.numArray(values, 'values');
   let s = 0;
   let c = 0;
   let first = NaN;
@@ -458,7 +508,7 @@ export const SINGLETON: readonly SingletonPolicy[] = ['raw', 'zero'];
 /** Reads per-row rewards: any numeric array-like, finite values only unless `allowNaN`. */
 export function rewardsArg(x: unknown, what: string, rows?: number, allowNaN = false): Float64Array {
   const a = v.numArray(x, what, rows);
-  const out = a instanceof Float64Array ? a : Float64Array.from(a);
+  const out = v.isTyped(a, Float64Array) ? a : Float64Array.from(a);
   for (let i = 0; i < out.length; i++) {
     const r = out[i]!;
     if (!Number.isFinite(r) && !(allowNaN && r !== r)) {
@@ -468,8 +518,11 @@ export function rewardsArg(x: unknown, what: string, rows?: number, allowNaN = f
   return out;
 }
 
-/** Checks that an argument is a plain object (the estimators take one options object). */
+/**
+ * Checks that an argument is a plain object (the estimators take one options object) and returns a
+ * copy of its fields, each read once: a getter cannot pass a check and then hand out another value.
+ */
 export function objectArg(a: unknown, what: string): Record<string, unknown> {
   if (typeof a !== 'object' || a === null || Array.isArray(a)) fail('ERR_OPTION', what, 'an options object', a);
-  return a as Record<string, unknown>;
+  return { ...a } as Record<string, unknown>;
 }

@@ -6,9 +6,9 @@
  */
 import { GearError, fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
-import { common } from './common.js';
+import { rowArgs } from './row_args.js';
 import {
-  type GroupId, type SingletonPolicy, SINGLETON, batchStats, contiguousGroups, groupIndex, groupStats, objectArg, rewardsArg,
+  type GroupId, type SingletonPolicy, SINGLETON, batchStats, contiguousGroups, groupIndex, groupStatsOf, objectArg, rewardsArg,
   STD_FLOOR, runMoments, runStarts, scaled, singletonDenominator, sortedRunStarts,
 } from './groups.js';
 
@@ -71,7 +71,7 @@ export function grpo(a: GrpoArgs): Float64Array {
   const out = new Float64Array(rewards.length);
   const ids = idx.ids;
   const sizes = idx.sizes;
-  const st = groupStats(rewards, idx);
+  const st = groupStatsOf(rewards, idx);
   const batchStd = scale === 'batch' ? batchStats(rewards).std : 0;
   if (scale === 'group') {
     const mean = st.mean;
@@ -234,7 +234,7 @@ export interface GrpoPassKArgs {
  * @returns one advantage per row (Float64Array)
  */
 export function grpoPassK(a: GrpoPassKArgs): Float64Array {
-  const { a: o, rewards, idx } = common(a, 'grpoPassK', ['scale', 'epsilon', 'k']);
+  const { a: o, rewards, idx } = rowArgs(a, 'grpoPassK', ['scale', 'epsilon', 'k']);
   const scale = v.enumOpt(o.scale, 'grpoPassK: scale', ['group', 'none'] as const, 'group');
   const eps = v.numOpt(o.epsilon, 'grpoPassK: epsilon', 1e-6, { min: 0 });
   v.numOpt(o.k, 'grpoPassK: k', 1, { min: 1, int: true });
@@ -244,7 +244,7 @@ export function grpoPassK(a: GrpoPassKArgs): Float64Array {
         `grpoPassK: groups: expected at least 2 rows per group, got 1 for group ${JSON.stringify(idx.labels[g])}`);
     }
   }
-  const st = groupStats(rewards, idx);
+  const st = groupStatsOf(rewards, idx);
   const best = new Int32Array(idx.count).fill(-1);
   const top = new Float64Array(idx.count).fill(-Infinity);
   const second = new Float64Array(idx.count).fill(-Infinity);

@@ -10,7 +10,7 @@ import { GearError, fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
 
 function valuesArg(values: unknown, what: string): ArrayLike<number> {
-  if (!(values instanceof Float32Array || values instanceof Float64Array || Array.isArray(values))) {
+  if (!(v.isTyped(values, Float32Array) || v.isTyped(values, Float64Array) || Array.isArray(values))) {
     fail('ERR_DTYPE', what, 'Float32Array, Float64Array or an array of numbers', values);
   }
   return v.numArray(values, what);

@@ -4,8 +4,8 @@
  * @module
  */
 import { fail } from '../core/errors.js';
-import { common } from './common.js';
-import { type GroupId, type SingletonPolicy, groupStats } from './groups.js';
+import { rowArgs } from './row_args.js';
+import { type GroupId, type SingletonPolicy, groupStatsOf } from './groups.js';
 import { lengthsArg } from './masked.js';
 
 /** Arguments of {@link opo}. */
@@ -29,11 +29,11 @@ export interface OpoArgs {
  * @returns one advantage per row (Float64Array)
  */
 export function opo(a: OpoArgs): Float64Array {
-  const { a: o, rewards, idx, singleton } = common(a, 'opo', ['lengths']);
+  const { a: o, rewards, idx, singleton } = rowArgs(a, 'opo', ['lengths']);
   if (o.lengths === undefined) fail('ERR_OPTION', 'opo: lengths', 'the counted-token length of every row', undefined);
   const lengths = lengthsArg(o.lengths, 'opo: lengths', rewards.length)!;
-  const st = groupStats(rewards, idx, { weights: lengths });
-  const plain = groupStats(rewards, idx);
+  const st = groupStatsOf(rewards, idx, { weights: lengths });
+  const plain = groupStatsOf(rewards, idx);
   const out = new Float64Array(rewards.length);
   for (let i = 0; i < rewards.length; i++) {
     const g = idx.ids[i]!;

@@ -6,8 +6,8 @@
  */
 import { fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
-import { common } from './common.js';
-import { type GroupId, type SingletonPolicy, groupStats, objectArg } from './groups.js';
+import { rowArgs } from './row_args.js';
+import { type GroupId, type SingletonPolicy, groupStatsOf, objectArg } from './groups.js';
 import { lengthsArg, weightedVar, whitenRows } from './masked.js';
 
 /** Arguments of {@link reinforcePlusPlusBaseline}. */
@@ -32,9 +32,9 @@ export interface ReinforcePlusPlusBaselineArgs {
  * @returns one (whitened) advantage per row (Float64Array); broadcast with `segmentBroadcast`
  */
 export function reinforcePlusPlusBaseline(a: ReinforcePlusPlusBaselineArgs): Float64Array {
-  const { a: o, rewards, idx, singleton } = common(a, 'reinforcePlusPlusBaseline', ['lengths']);
+  const { a: o, rewards, idx, singleton } = rowArgs(a, 'reinforcePlusPlusBaseline', ['lengths']);
   const lengths = lengthsArg(o.lengths, 'reinforcePlusPlusBaseline: lengths', rewards.length);
-  const st = groupStats(rewards, idx);
+  const st = groupStatsOf(rewards, idx);
   const centred = new Float64Array(rewards.length);
   for (let i = 0; i < rewards.length; i++) {
     const g = idx.ids[i]!;
@@ -54,8 +54,11 @@ export interface ReinforcePlusPlusArgs {
   mask?: Uint8Array;
   /** Discount per token (default 1). */
   gamma?: number;
-  /** `'current'` (default, current verl): masked tokens are skipped and the running return is carried
-   *  through them. `'legacy'` (older verl, verl-agent): the running return is reset to 0 at masked tokens. */
+  /** Which peer's handling of masked gaps (docs/compat.md): `'verl'` (default, current verl): masked tokens
+   *  are skipped and the running return is carried through them. `'verl-legacy'` or `'verl-agent'` (older
+   *  verl, which verl-agent builds on): the running return is reset to 0 at masked tokens. */
+  compat?: 'verl' | 'verl-legacy' | 'verl-agent';
+  /** @deprecated Use `compat`: `'current'` is `compat: 'verl'`, `'legacy'` is `compat: 'verl-legacy'`. */
   semantics?: 'current' | 'legacy';
   /** Output precision: `'float32'` (default, per-token convention) or `'float64'`. */
   precision?: 'float32' | 'float64';
@@ -63,14 +66,20 @@ export interface ReinforcePlusPlusArgs {
 
 function tokenArgs(a: unknown, fn: string) {
   const o = objectArg(a, fn);
-  v.knownKeys(o, fn, ['tokenRewards', 'offsets', 'mask', 'gamma', 'semantics', 'precision', 'baselines']);
+  v.knownKeys(o, fn, ['tokenRewards', 'offsets', 'mask', 'gamma', 'compat', 'semantics', 'precision', 'baselines']);
   const x = o.tokenRewards;
-  if (!(x instanceof Float32Array || x instanceof Float64Array)) fail('ERR_DTYPE', `${fn}: tokenRewards`, 'Float32Array or Float64Array', x);
+  if (!(v.isTyped(x, Float32Array) || v.isTyped(x, Float64Array))) fail('ERR_DTYPE', `${fn}: tokenRewards`, 'Float32Array or Float64Array', x);
   v.allFinite(x, `${fn}: tokenRewards`);
   const R = v.offsets(o.offsets, `${fn}: offsets`, x.length);
   const mask = v.optMask(o.mask, `${fn}: mask`, x.length);
   const gamma = v.numOpt(o.gamma, `${fn}: gamma`, 1, { min: 0, max: 1 });
-  const semantics = v.enumOpt(o.semantics, `${fn}: semantics`, ['current', 'legacy'] as const, 'current');
+  const byAlias = v.enumOpt(o.semantics, `${fn}: semantics`, ['current', 'legacy'] as const, 'current');
+  const compat = o.compat === undefined ? undefined : v.enumOpt(o.compat, `${fn}: compat`, ['verl', 'verl-legacy', 'verl-agent'] as const, 'verl');
+  const byCompat = compat === undefined ? undefined : compat === 'verl' ? 'current' : 'legacy';
+  if (byCompat !== undefined && o.semantics !== undefined && byCompat !== byAlias) {
+    fail('ERR_OPTION', `${fn}: compat`, `a value agreeing with the deprecated semantics '${byAlias}' (give compat only)`, compat);
+  }
+  const semantics = byCompat ?? byAlias;
   const precision = v.enumOpt(o.precision, `${fn}: precision`, ['float32', 'float64'] as const, 'float32');
   return { o, x, offsets: o.offsets as Int32Array, R, mask, gamma, semantics, precision };
 }
@@ -97,10 +106,10 @@ function returnsOf(x: ArrayLike<number>, off: Int32Array, R: number, mask: Uint8
 
 /**
  * Discounted token returns of REINFORCE++ (backwards within each row, `G_t = R_t + γ G_{t+1}`), with
- * the masked-gap semantics of {@link ReinforcePlusPlusArgs.semantics}. `'current'` returns 0 at
- * masked tokens (verl multiplies by the mask); `'legacy'` returns the unmasked running value there.
+ * the masked-gap handling of {@link ReinforcePlusPlusArgs.compat}. `'verl'` returns 0 at masked tokens
+ * (verl multiplies by the mask); `'verl-legacy'` / `'verl-agent'` return the unmasked running value there.
  *
- * @param a token rewards, offsets, mask, gamma, semantics
+ * @param a token rewards, offsets, mask, gamma, compat
  * @returns per-token returns (Float64Array)
  */
 export function tokenReturns(a: ReinforcePlusPlusArgs): Float64Array {
@@ -113,7 +122,7 @@ export function tokenReturns(a: ReinforcePlusPlusArgs): Float64Array {
  * counted token of the batch (verl `masked_whiten`), 0 on masked tokens. Throws `ERR_SHAPE` when fewer
  * than two tokens are counted.
  *
- * @param a token rewards, offsets, mask, gamma, semantics, precision
+ * @param a token rewards, offsets, mask, gamma, compat, precision
  * @returns per-token advantages (Float32Array, or Float64Array with `precision: 'float64'`)
  */
 export function reinforcePlusPlus(a: ReinforcePlusPlusArgs & { precision: 'float64' }): Float64Array;

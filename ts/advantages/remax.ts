@@ -34,7 +34,7 @@ export function remax(a: RemaxArgs): Float32Array | Float64Array {
   const o = objectArg(a, 'remax');
   v.knownKeys(o, 'remax', ['tokenRewards', 'offsets', 'mask', 'baselines', 'precision']);
   const x = o.tokenRewards;
-  if (!(x instanceof Float32Array || x instanceof Float64Array)) fail('ERR_DTYPE', 'remax: tokenRewards', 'Float32Array or Float64Array', x);
+  if (!(v.isTyped(x, Float32Array) || v.isTyped(x, Float64Array))) fail('ERR_DTYPE', 'remax: tokenRewards', 'Float32Array or Float64Array', x);
   v.allFinite(x, 'remax: tokenRewards');
   const off = o.offsets as Int32Array;
   const R = v.offsets(off, 'remax: offsets', x.length);

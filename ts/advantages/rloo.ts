@@ -3,8 +3,8 @@
  *
  * @module
  */
-import { common } from './common.js';
-import { type GroupId, type SingletonPolicy, groupStats } from './groups.js';
+import { rowArgs } from './row_args.js';
+import { type GroupId, type SingletonPolicy, groupStatsOf } from './groups.js';
 
 /** Arguments of {@link rloo}. */
 export interface RlooArgs {
@@ -25,8 +25,8 @@ export interface RlooArgs {
  * @returns one advantage per row (Float64Array)
  */
 export function rloo(a: RlooArgs): Float64Array {
-  const { rewards, idx, singleton } = common(a, 'rloo', []);
-  const st = groupStats(rewards, idx);
+  const { rewards, idx, singleton } = rowArgs(a, 'rloo', []);
+  const st = groupStatsOf(rewards, idx);
   const out = new Float64Array(rewards.length);
   for (let i = 0; i < rewards.length; i++) {
     const g = idx.ids[i]!;

@@ -7,7 +7,7 @@
  */
 import { fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
-import { type GroupId, type GroupIndex, batchStats, groupIndex, groupStats, objectArg, rewardsArg, scaled } from './groups.js';
+import { type GroupId, type GroupIndex, batchStats, groupIndex, groupStatsOf, objectArg, rewardsArg, scaled } from './groups.js';
 
 /** Arguments of {@link trlAdvantages}. */
 export interface TrlAdvantagesArgs {
@@ -39,7 +39,7 @@ export interface TrlAdvantages {
 }
 
 function groupNanStd(x: Float64Array, idx: GroupIndex): Float64Array {
-  const st = groupStats(x, idx, { skipNaN: true });
+  const st = groupStatsOf(x, idx, { skipNaN: true });
   const out = new Float64Array(x.length);
   for (let i = 0; i < x.length; i++) {
     const g = idx.ids[i]!;
@@ -109,7 +109,7 @@ export function trlAdvantages(a: TrlAdvantagesArgs): TrlAdvantages {
       }
       r[i] = s;
     }
-    const mean = groupStats(r, idx, { skipNaN: true }).mean;
+    const mean = groupStatsOf(r, idx, { skipNaN: true }).mean;
     if (scale === 'batch') std = new Float64Array(N).fill(batchStats(r, true).std);
     else std = groupNanStd(r, idx);
     for (let i = 0; i < N; i++) {
@@ -122,7 +122,7 @@ export function trlAdvantages(a: TrlAdvantagesArgs): TrlAdvantages {
     const r = new Float64Array(N);
     for (let k = 0; k < K; k++) {
       const c = comps[k]!;
-      const mean = groupStats(c, idx, { skipNaN: true }).mean;
+      const mean = groupStatsOf(c, idx, { skipNaN: true }).mean;
       const sd = groupNanStd(c, idx);
       for (let i = 0; i < N; i++) {
         const d = c[i]! - mean[idx.ids[i]!]!;

@@ -1,5 +1,5 @@
 /**
- * Optional self-distillation loss term of the GEAR-proposed design (algorithms.md section 10.3, step 6;
+ * Optional self-distillation loss term of the GEAR-proposed design (docs/gear.md, the distillation row;
  * off by default): `distillCoef * token-mean(D_t)` with D the full-vocabulary reverse KL
  * KL(student ‖ ground-truth-conditioned teacher) — the OPSD objective with beta = 1 — and its gradient
  * through the student logits (the teacher gets none). Whether the GEAR paper adds such a term is not

@@ -12,7 +12,7 @@ import type { Logits } from '../ops/token_stats.js';
 import * as v from '../core/validate.js';
 import { distillLoss } from './distill.js';
 import type { DistillResult } from './distill.js';
-import { gear, resolveGearOptions } from './gear.js';
+import { gearAdvantages, resolveGearOptions } from './gear.js';
 import type { GearOptions, GearResult } from './gear.js';
 
 /** Arguments of {@link gearFromLogits}. */
@@ -57,7 +57,7 @@ export interface GearFromLogitsResult extends GearResult {
 /**
  * Student and teacher logits to GEAR-proposed advantages in one call: `divergence(student, teacher,
  * { kind: 'reverse_kl', targets, temperature, klCap })` gives D, the student entropy H and both
- * sampled-token log-probs (logratio = teacher − student), then `gear(...)` reweights the advantages.
+ * sampled-token log-probs (logratio = teacher − student), then `gearAdvantages(...)` reweights the advantages.
  *
  * @param a logits, sampled tokens, batch layout, temperature, GEAR options, optional `distillCoef`
  * @returns the GEAR result, the signals, the divergence statistics and the optional distillation term
@@ -75,7 +75,7 @@ export function gearFromLogits(a: GearFromLogitsInput): GearFromLogitsResult {
   const sl = stats.studentLogprob!, tl = stats.teacherLogprob!;
   const logratio = new Float32Array(rows);
   for (let t = 0; t < rows; t++) logratio[t] = tl[t]! - sl[t]!;
-  const res = gear({
+  const res = gearAdvantages({
     advantages: a.advantages, offsets: a.offsets, mask: a.mask, divergence: stats.value, entropy: stats.studentEntropy,
     logratio, options: a.options,
   });

@@ -18,6 +18,7 @@
  */
 import { fail } from '../core/errors.js';
 import { native } from '../core/addon.js';
+import type { GearScanOptions } from '../core/addon_types.js';
 import * as v from '../core/validate.js';
 
 /** How departure points (divergence spikes) are detected. */
@@ -32,7 +33,7 @@ export type GearNormalize = 'mean_one' | 'none';
 export type GearAblation = 'none' | 'random_anchors' | 'fixed_length' | 'token_only';
 
 /**
- * Every switch of the GEAR-proposed design (algorithms.md section 10.3), camelCase, with the same
+ * Every switch of the GEAR-proposed design (docs/gear.md, "What is ours"), camelCase, with the same
  * defaults ({@link GEAR_DEFAULTS}). Unknown keys are rejected with `ERR_OPTION`.
  */
 export interface GearOptions {
@@ -99,7 +100,7 @@ export interface ResolvedGearOptions {
   /** See {@link GearOptions.fixedSegmentLength}. */ fixedSegmentLength: number;
 }
 
-/** The defaults of {@link GearOptions} (algorithms.md section 10.3). Absolute thresholds are unset (`undefined`). */
+/** The defaults of {@link GearOptions} (the table in docs/gear.md). Absolute thresholds are unset (`undefined`). */
 export const GEAR_DEFAULTS: Readonly<ResolvedGearOptions> = Object.freeze({
   klCap: 20,
   peakRule: 'zscore',
@@ -260,22 +261,20 @@ const ENUM_CODES = {
   ablation: { none: 0, random_anchors: 1, fixed_length: 2, token_only: 3 },
 } as const;
 
-/** Packs resolved options into the native parameter layout (gear_scan.h, GearParamIndex). @internal */
-export function gearParams(o: ResolvedGearOptions): Float64Array {
-  return Float64Array.from([
-    o.klCap, ENUM_CODES.peakRule[o.peakRule], o.peakZ, o.peakMinKl, o.peakQuantile, o.entropyQuantile,
-    o.entropyThreshold ?? NaN, ENUM_CODES.segmentEnd[o.segmentEnd], o.maxSegmentLength, o.alpha, o.dRefQuantile,
-    ENUM_CODES.signMode[o.signMode], o.epsW, ENUM_CODES.normalize[o.normalize], ENUM_CODES.ablation[o.ablation],
-    o.seed, o.fixedSegmentLength, o.entropyLowQuantile, o.entropyLowThreshold ?? NaN,
-  ]);
-}
-
-function quantiles(s: Float64Array, at: number): GearQuantiles {
-  return { p50: s[at]!, p90: s[at + 1]!, p95: s[at + 2]!, p99: s[at + 3]!, max: s[at + 4]! };
+/** Resolved options in the native form: enumerations as their codes. @internal */
+export function gearParams(o: ResolvedGearOptions): GearScanOptions {
+  return {
+    ...o,
+    peakRule: ENUM_CODES.peakRule[o.peakRule], segmentEnd: ENUM_CODES.segmentEnd[o.segmentEnd],
+    signMode: ENUM_CODES.signMode[o.signMode], normalize: ENUM_CODES.normalize[o.normalize],
+    ablation: ENUM_CODES.ablation[o.ablation],
+  };
 }
 
 /**
- * GEAR-proposed advantage reweighting (algorithms.md section 10.3; GEAR, arXiv 2605.11853).
+ * GEAR-proposed advantage reweighting (GEAR, arXiv 2605.11853; the design is laid out in docs/gear.md).
+ *
+ * The primary name; {@link gear} is the same function under the name of the API contract.
  *
  * **From the paper** (public abstract and summaries): reshape the trajectory-level GRPO advantage with
  * the token-level reverse KL between the on-policy student and the ground-truth-conditioned teacher;
@@ -308,7 +307,7 @@ function quantiles(s: Float64Array, at: number): GearQuantiles {
  *   NaN divergence, non-finite entropy or advantages, `ERR_TARGET_RANGE` on divergence or entropy below
  *   -1e-6, `ERR_OPTION` on unknown or out-of-range options (or `'rlsd'` without `logratio`).
  */
-export function gear(a: GearInput): GearResult {
+export function gearAdvantages(a: GearInput): GearResult {
   if (typeof a !== 'object' || a === null) fail('ERR_OPTION', 'gear(a)', 'an object', a);
   v.knownKeys(a, 'gear(a)', INPUT_KEYS);
   const o = resolveGearOptions(a.options);
@@ -316,11 +315,11 @@ export function gear(a: GearInput): GearResult {
   const n = div.length;
   const rows = v.offsets(a.offsets, 'offsets', n);
   v.f32(a.entropy, 'entropy', n);
-  const adv = a.advantages instanceof Float64Array ? a.advantages : Float64Array.from(v.numArray(a.advantages, 'advantages'));
+  const adv = v.isTyped(a.advantages, Float64Array) ? a.advantages : Float64Array.from(v.numArray(a.advantages, 'advantages'));
   if (adv.length !== rows) fail('ERR_SHAPE', 'advantages.length', `the row count ${rows}`, adv.length);
   v.allFinite(adv, 'advantages');
   // mask values (0/1) are checked natively, in the same pass that reads them
-  if (a.mask !== undefined && !(a.mask instanceof Uint8Array)) fail('ERR_DTYPE', 'mask', 'Uint8Array', a.mask);
+  if (a.mask !== undefined && !v.isTyped(a.mask, Uint8Array)) fail('ERR_DTYPE', 'mask', 'Uint8Array', a.mask);
   if (a.mask !== undefined && a.mask.length !== n) fail('ERR_SHAPE', 'mask.length', String(n), a.mask.length);
   const lr = a.logratio === undefined ? undefined : v.f32(a.logratio, 'logratio', n);
   if (o.signMode === 'rlsd' && lr === undefined) fail('ERR_OPTION', 'logratio', "a Float32Array (signMode 'rlsd')", undefined);
@@ -328,11 +327,10 @@ export function gear(a: GearInput): GearResult {
   const oa = a.out?.advantages === undefined ? null : v.f32(a.out.advantages, 'out.advantages', n);
   const ow = a.out?.weights === undefined ? null : v.f32(a.out.weights, 'out.weights', n);
   const os = a.out?.segmentId === undefined ? null : v.i32(a.out.segmentId, 'out.segmentId', n);
-  const r = native.gearScan(adv, a.offsets, a.mask ?? null, div, a.entropy, lr ?? null, gearParams(o), oa, ow, os) as {
-    advantages: Float32Array; weights: Float32Array; segmentId: Int32Array; anchors: Int32Array; stats: Float64Array;
-  };
-  const s = r.stats;
-  const valid = s[0]!, peaks = s[1]!, segments = s[2]!, inSeg = s[3]!;
+  const r = native.gearScan({ advantages: adv, offsets: a.offsets, mask: a.mask, divergence: div, entropy: a.entropy,
+    logratio: lr, options: gearParams(o), out: { advantages: oa, weights: ow, segmentId: os } });
+  const s = r.diagnostics;
+  const valid = s.validTokens, peaks = s.peaks, segments = s.segments, inSeg = s.tokensInSegments;
   return {
     advantages: r.advantages,
     weights: r.weights,
@@ -341,13 +339,27 @@ export function gear(a: GearInput): GearResult {
     diagnostics: {
       peaks, segments, tokensInSegments: inSeg,
       meanSegmentLength: segments > 0 ? inSeg / segments : 0,
-      weightMin: s[4]!, weightMax: s[5]!,
+      weightMin: s.weightMin, weightMax: s.weightMax,
       validTokens: valid,
       segmentTokenFraction: valid > 0 ? inSeg / valid : 0,
       peaksPerRow: rows > 0 ? peaks / rows : 0,
-      thresholds: { entropy: s[6]!, entropyLow: s[7]!, dRef: s[8]!, peakKl: s[9]!, fixedSegmentLength: s[10]! },
-      klQuantiles: quantiles(s, 11),
-      entropyQuantiles: quantiles(s, 16),
+      thresholds: {
+        entropy: s.entropyThreshold, entropyLow: s.entropyLowThreshold, dRef: s.dRef, peakKl: s.peakKlThreshold,
+        fixedSegmentLength: s.fixedSegmentLength,
+      },
+      klQuantiles: s.klQuantiles,
+      entropyQuantiles: s.entropyQuantiles,
     },
   };
+}
+
+/**
+ * The API contract's name of {@link gearAdvantages} (same function, same arguments and result). Prefer
+ * `gearAdvantages` in new code: `gear` reads like the package itself.
+ *
+ * @param a advantages, packed-row layout, per-token signals and options (see {@link GearInput})
+ * @returns per-token advantages, weights, segment ids, anchors and diagnostics
+ */
+export function gear(a: GearInput): GearResult {
+  return gearAdvantages(a);
 }

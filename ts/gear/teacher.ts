@@ -13,7 +13,7 @@ import { fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
 
 /**
- * Default reference template of the GEAR-proposed design (algorithms.md section 10.3, ours: the paper's
+ * Default reference template of the GEAR-proposed design (docs/gear.md; ours: the paper's
  * teacher prompt is not public). `{ground_truth}` is replaced by the answer.
  */
 export const DEFAULT_TEACHER_TEMPLATE =
@@ -213,7 +213,7 @@ export interface LogitsRows {
 export function gatherRows<L extends LogitsRows>(logits: L, rows: ArrayLike<number>): L {
   if (typeof logits !== 'object' || logits === null) fail('ERR_DTYPE', 'logits', 'a Logits object', logits);
   const { data, vocab } = logits;
-  if (!(data instanceof Float32Array || data instanceof Uint16Array)) fail('ERR_DTYPE', 'logits.data', 'a Float32Array or Uint16Array', data);
+  if (!(v.isTyped(data, Float32Array) || v.isTyped(data, Uint16Array))) fail('ERR_DTYPE', 'logits.data', 'a Float32Array or Uint16Array', data);
   if (!Number.isSafeInteger(vocab) || vocab < 1 || !Number.isSafeInteger(logits.rows) || logits.rows * vocab !== data.length) {
     fail('ERR_SHAPE', 'logits', `rows * vocab = data.length`, `${logits.rows} x ${vocab} vs ${data.length}`);
   }

@@ -8,7 +8,8 @@
  */
 import { fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
-import { FloatArray, SEMANTICS, Semantics, finite, floats, rowsOf, sameType } from './common.js';
+import { SEMANTICS, type Semantics, compatOpt } from './compat.js';
+import { FloatArray, finite, floats, rowsOf, sameType } from './inputs.js';
 
 /** How per-token values are reduced to one scalar. */
 export type AggMode =
@@ -45,8 +46,11 @@ export interface AggregateOptions {
   /**
    * `'verl'` (default, current verl), `'verl-legacy'` (`seq-mean-token-sum-norm` not divided by the row
    * count; no `token-sum`) or `'verl-agent'` (token-mean with `+1e-8`, seq modes averaging over all rows,
-   * an empty row making `seq-mean-token-mean` NaN, `seq-mean-token-sum-norm` = Σ/T).
+   * an empty row making `seq-mean-token-mean` NaN, `seq-mean-token-sum-norm` = Σ/T). The peer switch,
+   * under its one name across the library (docs/compat.md).
    */
+  compat?: Semantics;
+  /** @deprecated Use `compat` (same values). */
   semantics?: Semantics;
 }
 
@@ -64,13 +68,13 @@ export interface AggWeights {
   nan: boolean;
 }
 
-const AGG_KEYS = ['globalTokens', 'globalRows', 'lossScaleFactor', 'dpSize', 'semantics'] as const;
+const AGG_KEYS = ['globalTokens', 'globalRows', 'lossScaleFactor', 'dpSize', 'compat', 'semantics'] as const;
 
 /** @internal Checks an {@link AggregateOptions} object. */
 export function checkAggOptions(opts: AggregateOptions | undefined, what = 'opts'): Required<Pick<AggregateOptions, 'semantics' | 'dpSize'>> & AggregateOptions {
   v.knownKeys(opts, what, AGG_KEYS);
   const o = opts ?? {};
-  const semantics = v.enumOpt(o.semantics, `${what}.semantics`, SEMANTICS, 'verl');
+  const semantics = compatOpt(o as Record<string, unknown>, `${what}.`, SEMANTICS, 'verl', { key: 'semantics', values: SEMANTICS });
   const dpSize = v.numOpt(o.dpSize, `${what}.dpSize`, 1, { min: 1, int: true });
   if (o.globalTokens !== undefined) v.numOpt(o.globalTokens, `${what}.globalTokens`, 0, { min: 0, minOpen: true, max: Number.MAX_SAFE_INTEGER });
   if (o.globalRows !== undefined) v.numOpt(o.globalRows, `${what}.globalRows`, 0, { min: 0, minOpen: true, max: Number.MAX_SAFE_INTEGER });
@@ -88,7 +92,7 @@ export function aggWeights(
   const rows = offsets.length - 1;
   const n = offsets[rows]!;
   const w = new Float64Array(n);
-  const sem = o.semantics ?? 'verl';
+  const sem = o.semantics ?? o.compat ?? 'verl';
   const dp = o.dpSize ?? 1;
   let nTok = 0;
   let nSeq = 0;

@@ -7,12 +7,13 @@
  * @module
  */
 import { fail } from '../core/errors.js';
+import { checkLogits } from '../core/logits.js';
 import { divergenceBackward } from '../ops/divergence.js';
 import { tokenStatsBackward } from '../ops/token_stats.js';
 import type { Logits, TokenStats } from '../ops/token_stats.js';
 import * as v from '../core/validate.js';
 import { AGG_MODES, AggMode, AggregateOptions, aggWeights, checkAggOptions } from './aggregate.js';
-import { FloatArray, finite, floats, rowsOf } from './common.js';
+import { FloatArray, finite, floats, rowsOf } from './inputs.js';
 
 /** Result of {@link entropyBonus}. */
 export interface EntropyBonusResult {
@@ -100,7 +101,7 @@ export interface LossGradToLogitsArgs {
   out?: Float32Array;
 }
 
-const to32 = (x: FloatArray) => (x instanceof Float32Array ? x : Float32Array.from(x));
+const to32 = (x: FloatArray) => (v.isTyped(x, Float32Array) ? x : Float32Array.from(x));
 
 /**
  * d loss / d logits for `loss = f(logprob) − entropyCoef · agg(H) + distill`, given d f / d logprob.
@@ -111,41 +112,50 @@ const to32 = (x: FloatArray) => (x instanceof Float32Array ? x : Float32Array.fr
  * @returns Float32Array of rows × vocab
  */
 export function lossGradToLogits(a: LossGradToLogitsArgs): Float32Array {
+  v.argsObject(a, 'lossGradToLogits');
   v.knownKeys(a, 'lossGradToLogits', ['logits', 'targets', 'gradLogprob', 'gradEntropy', 'entropyCoef', 'entropyAgg',
     'offsets', 'mask', 'aggOptions', 'distill', 'temperature', 'stats', 'out']);
-  if (a.logits === null || typeof a.logits !== 'object') fail('ERR_OPTION', 'logits', 'a Logits object', a.logits);
-  const rows = a.logits.rows;
-  const gl = to32(floats(a.gradLogprob, 'gradLogprob', rows));
-  let ge: Float32Array | undefined = a.gradEntropy === undefined ? undefined : Float32Array.from(floats(a.gradEntropy, 'gradEntropy', rows));
-  const needAgg = (a.entropyCoef !== undefined && a.entropyCoef !== 0) || (a.distill !== undefined && a.distill.gradValue === undefined);
-  if (needAgg && a.offsets === undefined) fail('ERR_OPTION', 'offsets', 'packed rows (needed by entropyCoef / distill.coef)', undefined);
-  if (a.offsets !== undefined) rowsOf(a.offsets, rows);
+  // Each field is read once: a getter may answer differently on a second read.
+  const { logits, targets, gradLogprob, gradEntropy, entropyCoef, entropyAgg, offsets, aggOptions, distill, temperature, stats } = a;
+  if (logits === null || typeof logits !== 'object') fail('ERR_OPTION', 'logits', 'a Logits object', logits);
+  const rows = checkLogits(logits, 'logits').rows;
+  const gl = to32(floats(gradLogprob, 'gradLogprob', rows));
+  let ge: Float32Array | undefined = gradEntropy === undefined ? undefined : Float32Array.from(floats(gradEntropy, 'gradEntropy', rows));
+  let d: DistillTerm | undefined;
+  let dGradValue: unknown;
+  if (distill !== undefined) {
+    v.knownKeys(distill, 'distill', ['teacher', 'gradValue', 'coef', 'agg', 'kind', 'beta', 'klCap']);
+    const { teacher, gradValue, coef, agg, kind, beta, klCap } = distill;
+    d = { teacher, gradValue, coef, agg, kind, beta, klCap };
+    dGradValue = d.gradValue;
+  }
+  const needAgg = (entropyCoef !== undefined && entropyCoef !== 0) || (d !== undefined && dGradValue === undefined);
+  if (needAgg && offsets === undefined) fail('ERR_OPTION', 'offsets', 'packed rows (needed by entropyCoef / distill.coef)', undefined);
+  if (offsets !== undefined) rowsOf(offsets, rows);
   const mask = v.optMask(a.mask, 'mask', rows);
-  const ao = checkAggOptions(a.aggOptions, 'aggOptions');
-  if (a.entropyCoef !== undefined && a.entropyCoef !== 0) {
-    const c = v.numOpt(a.entropyCoef, 'entropyCoef', 0);
-    const { w } = aggWeights(a.offsets!, mask, v.enumOpt(a.entropyAgg, 'entropyAgg', AGG_MODES, 'token-mean'), ao);
+  const ao = checkAggOptions(aggOptions, 'aggOptions');
+  if (entropyCoef !== undefined && entropyCoef !== 0) {
+    const c = v.numOpt(entropyCoef, 'entropyCoef', 0);
+    const { w } = aggWeights(offsets!, mask, v.enumOpt(entropyAgg, 'entropyAgg', AGG_MODES, 'token-mean'), ao);
     ge ??= new Float32Array(rows);
     for (let t = 0; t < rows; t++) ge[t] = ge[t]! - c * w[t]!;
   }
   let dz: Float32Array | undefined;
-  if (a.distill !== undefined) {
-    const d = a.distill;
-    v.knownKeys(d, 'distill', ['teacher', 'gradValue', 'coef', 'agg', 'kind', 'beta', 'klCap']);
+  if (d !== undefined) {
     let gv: Float32Array;
-    if (d.gradValue !== undefined) gv = to32(floats(d.gradValue, 'distill.gradValue', rows));
+    if (dGradValue !== undefined) gv = to32(floats(dGradValue, 'distill.gradValue', rows));
     else {
       const c = v.numOpt(d.coef, 'distill.coef', 1);
-      const { w } = aggWeights(a.offsets!, mask, v.enumOpt(d.agg, 'distill.agg', AGG_MODES, 'token-mean'), ao);
+      const { w } = aggWeights(offsets!, mask, v.enumOpt(d.agg, 'distill.agg', AGG_MODES, 'token-mean'), ao);
       gv = Float32Array.from(w, (x) => c * x);
     }
     // before the logits-gradient pass: it may write over a caller-supplied buffer
-    dz = divergenceBackward(a.logits, d.teacher, gv, {
-      kind: d.kind, beta: d.beta, temperature: a.temperature, ...(d.klCap !== undefined ? { klCap: d.klCap } : {}),
+    dz = divergenceBackward(logits, d.teacher, gv, {
+      kind: d.kind, beta: d.beta, temperature, ...(d.klCap !== undefined ? { klCap: d.klCap } : {}),
     });
   }
-  const out = tokenStatsBackward(a.logits, a.targets, { logprob: gl, ...(ge ? { entropy: ge } : {}) }, {
-    temperature: a.temperature, ...(a.stats ? { stats: a.stats } : {}), ...(a.out ? { out: a.out } : {}),
+  const out = tokenStatsBackward(logits, targets, { logprob: gl, ...(ge ? { entropy: ge } : {}) }, {
+    temperature, ...(stats ? { stats } : {}), ...(a.out ? { out: a.out } : {}),
   });
   if (dz) for (let i = 0; i < out.length; i++) out[i] = out[i]! + dz[i]!;
   return out;

@@ -6,8 +6,9 @@
  */
 import { GearError, fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
+import { compatOpt } from './compat.js';
 import { AGG_MODES, AggMode, AggregateOptions, aggWeights, checkAggOptions } from './aggregate.js';
-import { FloatArray, finite, floats, rowsOf, sameType } from './common.js';
+import { FloatArray, finite, floats, rowsOf, sameType } from './inputs.js';
 
 /** Estimator names: ours (k1, abs, k2, k3) and verl's (kl, mse, low_var_kl), each optionally with `+`. */
 export type KlEstimator =
@@ -34,7 +35,9 @@ export interface KlPenaltyArgs {
   refLogprob: FloatArray;
   /** The estimator; a trailing `+` keeps the value and takes k2's gradient (straight-through). */
   estimator: KlEstimator;
-  /** Clamping convention (default `'verl'`). */
+  /** Which peer's clamping convention (default `'verl'`; docs/compat.md). */
+  compat?: KlSemantics;
+  /** @deprecated Use `compat` (same values). */
   semantics?: KlSemantics;
 }
 
@@ -99,10 +102,11 @@ export function klToken(lp: number, ref: number, base: 'k1' | 'abs' | 'k2' | 'k3
  * @returns per-token `kl` and `grad`, in the float type of `logprob`
  */
 export function klPenalty(a: KlPenaltyArgs): KlPenaltyResult {
-  v.knownKeys(a, 'klPenalty', ['logprob', 'refLogprob', 'estimator', 'semantics']);
+  v.argsObject(a, 'klPenalty');
+  v.knownKeys(a, 'klPenalty', ['logprob', 'refLogprob', 'estimator', 'compat', 'semantics']);
   const lp = floats(a.logprob, 'logprob');
   const ref = floats(a.refLogprob, 'refLogprob', lp.length);
-  const sem = v.enumOpt(a.semantics, 'semantics', KL_SEMANTICS, 'verl');
+  const sem = compatOpt(a as unknown as Record<string, unknown>, '', KL_SEMANTICS, 'verl', { key: 'semantics', values: KL_SEMANTICS });
   const { base, st } = parseEstimator(a.estimator, sem);
   finite(lp, 'logprob');
   finite(ref, 'refLogprob');
@@ -184,7 +188,9 @@ export interface ApplyKlPenaltyArgs {
   estimator?: KlEstimator;
   /** The coefficient controller; updated in place with this batch's KL (verl does the same). */
   controller: KlController;
-  /** Clamping convention (default `'verl'`). */
+  /** Which peer's clamping convention (default `'verl'`; docs/compat.md). */
+  compat?: KlSemantics;
+  /** @deprecated Use `compat` (same values). */
   semantics?: KlSemantics;
 }
 
@@ -208,14 +214,16 @@ export interface ApplyKlPenaltyResult {
  * @returns the penalised rewards, the KL, `currentKl` and the β applied
  */
 export function applyKlPenalty(a: ApplyKlPenaltyArgs): ApplyKlPenaltyResult {
-  v.knownKeys(a, 'applyKlPenalty', ['tokenRewards', 'oldLogprob', 'refLogprob', 'offsets', 'mask', 'estimator', 'controller', 'semantics']);
+  v.argsObject(a, 'applyKlPenalty');
+  v.knownKeys(a, 'applyKlPenalty', ['tokenRewards', 'oldLogprob', 'refLogprob', 'offsets', 'mask', 'estimator', 'controller', 'compat', 'semantics']);
   const r = floats(a.tokenRewards, 'tokenRewards');
   const n = r.length;
   const old = floats(a.oldLogprob, 'oldLogprob', n);
   const ref = floats(a.refLogprob, 'refLogprob', n);
-  const rows = rowsOf(a.offsets, n);
+  const off = a.offsets; // read once: a getter may answer differently on a second read
+  const rows = rowsOf(off, n);
   const mask = v.optMask(a.mask, 'mask', n);
-  const sem = v.enumOpt(a.semantics, 'semantics', KL_SEMANTICS, 'verl');
+  const sem = compatOpt(a as unknown as Record<string, unknown>, '', KL_SEMANTICS, 'verl', { key: 'semantics', values: KL_SEMANTICS });
   const { base, st } = parseEstimator(a.estimator ?? 'kl', sem);
   const ctl = a.controller;
   if (ctl === null || typeof ctl !== 'object' || typeof ctl.update !== 'function' || typeof ctl.value !== 'number') {
@@ -231,7 +239,7 @@ export function applyKlPenalty(a: ApplyKlPenaltyArgs): ApplyKlPenaltyResult {
   for (let i = 0; i < rows; i++) {
     let s = 0;
     let c = 0;
-    for (let t = a.offsets[i]!; t < a.offsets[i + 1]!; t++) {
+    for (let t = off[i]!; t < off[i + 1]!; t++) {
       const mt = mask === undefined ? 1 : mask[t]!;
       const k = mt ? klToken(old[t]!, ref[t]!, base, st, sem)[0] : 0;
       kl[t] = k;
@@ -264,7 +272,9 @@ export interface KlLossArgs {
   agg?: AggMode;
   /** Global normalisers / aggregation semantics, as {@link AggregateOptions}. */
   aggOptions?: AggregateOptions;
-  /** Clamping convention (default `'verl'`). */
+  /** Which peer's clamping convention (default `'verl'`; docs/compat.md). */
+  compat?: KlSemantics;
+  /** @deprecated Use `compat` (same values). */
   semantics?: KlSemantics;
 }
 
@@ -287,17 +297,19 @@ export interface KlLossResult {
  * @returns value, gradient and the unweighted KL
  */
 export function klLoss(a: KlLossArgs): KlLossResult {
-  v.knownKeys(a, 'klLoss', ['logprob', 'refLogprob', 'offsets', 'mask', 'estimator', 'coef', 'agg', 'aggOptions', 'semantics']);
+  v.argsObject(a, 'klLoss');
+  v.knownKeys(a, 'klLoss', ['logprob', 'refLogprob', 'offsets', 'mask', 'estimator', 'coef', 'agg', 'aggOptions', 'compat', 'semantics']);
   const lp = floats(a.logprob, 'logprob');
   const n = lp.length;
   const ref = floats(a.refLogprob, 'refLogprob', n);
-  rowsOf(a.offsets, n);
+  const off = a.offsets; // read once: a getter may answer differently on a second read
+  rowsOf(off, n);
   const mask = v.optMask(a.mask, 'mask', n);
-  const sem = v.enumOpt(a.semantics, 'semantics', KL_SEMANTICS, 'verl');
+  const sem = compatOpt(a as unknown as Record<string, unknown>, '', KL_SEMANTICS, 'verl', { key: 'semantics', values: KL_SEMANTICS });
   const { base, st } = parseEstimator(a.estimator ?? 'low_var_kl', sem);
   const coef = v.numOpt(a.coef, 'coef', 0.001);
   const mode = v.enumOpt(a.agg, 'agg', AGG_MODES, 'token-mean');
-  const { w, nan } = aggWeights(a.offsets, mask, mode, checkAggOptions(a.aggOptions, 'aggOptions'));
+  const { w, nan } = aggWeights(off, mask, mode, checkAggOptions(a.aggOptions, 'aggOptions'));
   finite(lp, 'logprob', mask);
   finite(ref, 'refLogprob', mask);
   let kl = 0;

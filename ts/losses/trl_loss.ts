@@ -9,7 +9,7 @@
  */
 import { fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
-import { FloatArray, finite, floats, rowsOf, sameType } from './common.js';
+import { FloatArray, finite, floats, rowsOf, sameType } from './inputs.js';
 
 /** TRL's `loss_type`. */
 export type TrlLossType = 'grpo' | 'bnpo' | 'dr_grpo' | 'dapo' | 'cispo' | 'sapo' | 'luspo' | 'vespo';
@@ -96,7 +96,7 @@ const KEYS = [
   'importanceSampling', 'epsilon', 'epsilonHigh', 'delta', 'beta', 'topEntropyQuantile', 'offPolicyMaskThreshold',
   'useBiasCorrectionKl', 'entropyCoef', 'sapoTemperaturePos', 'sapoTemperatureNeg', 'vespoKPos', 'vespoLambdaPos',
   'vespoKNeg', 'vespoLambdaNeg', 'maxCompletionLength', 'gradientAccumulationSteps', 'numItemsInBatch', 'numProcesses',
-  // aliases accepted through policyLoss({ flavor: 'trl' })
+  // aliases accepted through policyLoss({ compat: 'trl' })
   'clipLow', 'clipHigh',
 ] as const;
 
@@ -104,6 +104,9 @@ const f32 = Math.fround;
 
 /** torch.quantile (linear interpolation) over float32 values, computed as torch does in float32. */
 export function quantileLinear(values: ArrayLike<number>, q: number): number {
+  v.numArray(values, 'values');
+  if (q === undefined) fail('ERR_OPTION', 'q', 'a number in [0, 1]', q);
+  v.numOpt(q, 'q', 0, { min: 0, max: 1 });
   const s = Float32Array.from(values).sort();
   const n = s.length;
   if (n === 0) return NaN;
@@ -116,16 +119,21 @@ export function quantileLinear(values: ArrayLike<number>, q: number): number {
   return w < 0.5 ? f32(a + f32(w * f32(b - a))) : f32(b - f32(f32(b - a) * f32(1 - w)));
 }
 
-/**
- * TRL `GRPOTrainer` loss (see the module comment). The layout is packed rows; TRL's padded `(B, T)`
- * layout is the special case where every row has the padded length T and the mask marks padding.
- * Two TRL quirks are reproduced on purpose: `luspo` with a per-token loss averages over all B·T
- * entries including padding, and `dr_grpo` divides by `B · maxCompletionLength`.
- *
- * @param a inputs and TRL options
- * @returns loss, gradients and metrics
- */
-export function trlLoss(a: TrlLossArgs & { clipLow?: number; clipHigh?: number }): TrlLossResult {
+/** Validated inputs and options of one {@link trlLoss} call (stage 1). */
+interface TrlInputs {
+  a: TrlLossArgs;
+  lp: FloatArray; old: FloatArray; samp: FloatArray; ref: FloatArray | undefined; H: FloatArray | undefined;
+  A: Float64Array; rowAdv: boolean; mask: Uint8Array | undefined; off: Int32Array;
+  n: number; rows: number; onPolicy: boolean; len: Float64Array; nTok: number; maxLen: number;
+  lossType: TrlLossType; level: 'token' | 'sequence';
+  eps: number; epsHigh: number; delta: number | undefined; beta: number; q: number; opThr: number | undefined;
+  biasKl: boolean; entCoef: number; tPos: number; tNeg: number; kPos: number; lPos: number; kNeg: number; lNeg: number;
+  nMb: number; nProc: number; mcl: number;
+  mk: (t: number) => number;
+}
+
+/** Stage 1: argument checks, per-token advantages and row lengths. */
+function trlInputs(a: TrlLossArgs & { clipLow?: number; clipHigh?: number }): TrlInputs {
   if (a === null || typeof a !== 'object') fail('ERR_OPTION', 'trlLoss', 'an arguments object', a);
   v.knownKeys(a, 'trlLoss', KEYS);
   const lp = floats(a.logprob, 'logprob');
@@ -187,8 +195,15 @@ export function trlLoss(a: TrlLossArgs & { clipLow?: number; clipHigh?: number }
     len[i] = c;
     nTok += c;
   }
+  return {
+    a, lp, old, samp, ref, H, A, rowAdv, mask, off, n, rows, onPolicy, len, nTok, maxLen, lossType, level,
+    eps, epsHigh, delta, beta, q, opThr, biasKl, entCoef, tPos, tNeg, kPos, lPos, kNeg, lNeg, nMb, nProc, mcl, mk,
+  };
+}
 
-  // 1. entropy mask
+/** Stage 2: the top-entropy-quantile token mask (undefined when off). */
+function entropyMask(p: TrlInputs): Uint8Array | undefined {
+  const { n, q, H, mk } = p;
   let emask: Uint8Array | undefined;
   if (q < 1 && H) {
     const vals: number[] = [];
@@ -199,7 +214,12 @@ export function trlLoss(a: TrlLossArgs & { clipLow?: number; clipHigh?: number }
       for (let t = 0; t < n; t++) emask[t] = mk(t) && H[t]! * mk(t) >= thr ? 1 : 0;
     }
   }
-  // 2. off-policy sequence mask (per token, from the row's mean sampling KL)
+  return emask;
+}
+
+/** Stage 3: the off-policy sequence mask, per token, from the row's mean sampling KL (all ones when off). */
+function offPolicyMask(p: TrlInputs): Float64Array {
+  const { n, rows, off, opThr, samp, lp, len, A, mk } = p;
   const opMask = new Float64Array(n).fill(1);
   if (opThr !== undefined) {
     for (let i = 0; i < rows; i++) {
@@ -209,7 +229,12 @@ export function trlLoss(a: TrlLossArgs & { clipLow?: number; clipHigh?: number }
       for (let t = off[i]!; t < off[i + 1]!; t++) opMask[t] = A[t]! >= 0 || kbar <= opThr ? 1 : 0;
     }
   }
-  // 3. importance weights: log w per token, or per row (then d log w / d ℓ_t = m_t / max(|y|, 1))
+  return opMask;
+}
+
+/** Stage 4: importance weights, log w per token, or per row (then d log w / d ℓ_t = m_t / max(|y|, 1)). */
+function logWeights(p: TrlInputs): Float64Array {
+  const { n, rows, off, level, onPolicy, lp, old, len, mk } = p;
   const logw = new Float64Array(n);
   for (let i = 0; i < rows; i++) {
     if (level === 'token') {
@@ -221,7 +246,12 @@ export function trlLoss(a: TrlLossArgs & { clipLow?: number; clipHigh?: number }
       for (let t = off[i]!; t < off[i + 1]!; t++) logw[t] = lw;
     }
   }
-  // 5 (vespo). phi per token from the row's summed clamped log ratio
+  return logw;
+}
+
+/** Stage 5 (vespo only): phi per token from the row's summed clamped log ratio (zeros otherwise). */
+function vespoPhi(p: TrlInputs): Float64Array {
+  const { n, rows, off, lossType, onPolicy, lp, old, A, kPos, kNeg, lPos, lNeg, mk } = p;
   const phi = new Float64Array(n);
   if (lossType === 'vespo') {
     const lower = Math.log(1e-8);
@@ -234,18 +264,30 @@ export function trlLoss(a: TrlLossArgs & { clipLow?: number; clipHigh?: number }
         const pos = A[t]! >= 0;
         const k = pos ? kPos : kNeg;
         const lam = Math.max(pos ? lPos : lNeg, 1e-4);
-        const p = Math.exp(lam + k * lws - lam * ws);
-        phi[t] = Number.isFinite(p) ? p : 0;
+        const pt = Math.exp(lam + k * lws - lam * ws);
+        phi[t] = Number.isFinite(pt) ? pt : 0;
       }
     }
   }
+  return phi;
+}
 
-  // Is the ratio (B,1)-shaped (clip metrics per row), and is TRL's per-token loss (B,1)-shaped (luspo)?
-  const seqRatio = rowAdv && level === 'sequence';
-  const seqShape = seqRatio && beta === 0 && emask === undefined &&
-    (lossType === 'grpo' || lossType === 'bnpo' || lossType === 'dr_grpo' || lossType === 'dapo' || lossType === 'luspo' || lossType === 'sapo');
+/** Per-token loss terms of stage 6. */
+interface TrlTerms {
+  /** Per-token loss L. */
+  L: Float64Array;
+  /** ∂L/∂ℓ (direct). */
+  dDir: Float64Array;
+  /** ∂L/∂log w. */
+  dLw: Float64Array;
+  /** The KL term per token. */
+  kl: Float64Array;
+  lowC: Uint8Array; highC: Uint8Array; cispoC: Uint8Array;
+}
 
-  // per-token loss L, ∂L/∂ℓ (direct) and ∂L/∂log w; KL term and its derivative
+/** Stage 6: per-token loss L, ∂L/∂ℓ (direct) and ∂L/∂log w; the KL term and its derivative. */
+function tokenTerms(p: TrlInputs, logw: Float64Array, phi: Float64Array, opMask: Float64Array, emask: Uint8Array | undefined): TrlTerms {
+  const { n, A, lp, lossType, eps, epsHigh, delta, tPos, tNeg, ref, biasKl, beta } = p;
   const L = new Float64Array(n);
   const dDir = new Float64Array(n);
   const dLw = new Float64Array(n);
@@ -308,8 +350,12 @@ export function trlLoss(a: TrlLossArgs & { clipLow?: number; clipHigh?: number }
     }
     L[t] = Lt; dDir[t] = dd; dLw[t] = dw;
   }
+  return { L, dDir, dLw, kl, lowC, highC, cispoC };
+}
 
-  // reduction weights r_t (loss = Σ r_t L_t)
+/** Stage 7: the reduction weights r_t of the loss type (loss = Σ r_t L_t), and DAPO's normaliser. */
+function reductionWeights(p: TrlInputs, seqShape: boolean): { r: Float64Array; dapoNorm: number } {
+  const { a, n, rows, off, lossType, len, nTok, nMb, nProc, mcl, maxLen, mk } = p;
   const B = rows;
   const r = new Float64Array(n);
   const numItems = a.numItemsInBatch === undefined ? nTok : v.numOpt(a.numItemsInBatch, 'numItemsInBatch', nTok, { min: 0 });
@@ -331,6 +377,13 @@ export function trlLoss(a: TrlLossArgs & { clipLow?: number; clipHigh?: number }
       }
     }
   }
+  return { r, dapoNorm };
+}
+
+/** Stage 8: the loss and its gradient through the direct term and the importance weights. */
+function reduceTerms(p: TrlInputs, terms: TrlTerms, r: Float64Array): { loss: number; g: Float64Array } {
+  const { n, rows, off, level, len, mk } = p;
+  const { L, dDir, dLw } = terms;
   let loss = 0;
   const g = new Float64Array(n);
   for (let i = 0; i < rows; i++) {
@@ -348,11 +401,15 @@ export function trlLoss(a: TrlLossArgs & { clipLow?: number; clipHigh?: number }
       for (let t = off[i]!; t < off[i + 1]!; t++) g[t] = g[t]! + (gw * mk(t)) / d;
     }
   }
+  return { loss, g };
+}
 
-  const metrics: Record<string, number> = {};
+/** Stage 9: the entropy bonus; returns the new loss and fills d loss / d entropy and its metrics. */
+function entropyBonusTerm(
+  p: TrlInputs, loss: number, emask: Uint8Array | undefined, dapoNorm: number, gH: FloatArray, metrics: Record<string, number>,
+): number {
+  const { n, H, entCoef, lossType, nMb, mk } = p;
   const policyLoss = lossType === 'dapo' || lossType === 'cispo' || lossType === 'vespo' ? loss : loss * nMb;
-  // 9. entropy bonus
-  const gH = sameType(lp, n);
   if (entCoef !== 0 && H) {
     let s = 0, c = 0;
     for (let t = 0; t < n; t++) {
@@ -366,8 +423,13 @@ export function trlLoss(a: TrlLossArgs & { clipLow?: number; clipHigh?: number }
     metrics.policy_loss = policyLoss;
     metrics.entropy_coef = entCoef;
   }
+  return loss;
+}
 
-  // metrics
+/** Stage 10: TRL's logged metrics (KL, entropy, clip ratios, CISPO / VESPO statistics). */
+function trlMetrics(p: TrlInputs, terms: TrlTerms, phi: Float64Array, seqRatio: boolean, metrics: Record<string, number>): void {
+  const { n, rows, off, len, nTok, ref, H, lossType, rowAdv, mk } = p;
+  const { kl, lowC, highC, cispoC } = terms;
   const tokMean = (x: (t: number) => number) => {
     let s = 0;
     for (let t = 0; t < n; t++) s += x(t) * mk(t);
@@ -412,8 +474,39 @@ export function trlLoss(a: TrlLossArgs & { clipLow?: number; clipHigh?: number }
       metrics['vespo/phi_seq_mean'] = s / Math.max(rows, 1);
     } else metrics['vespo/phi_seq_mean'] = tokMean((t) => phi[t]!);
   }
+}
+
+/**
+ * TRL `GRPOTrainer` loss (see the module comment). The layout is packed rows; TRL's padded `(B, T)`
+ * layout is the special case where every row has the padded length T and the mask marks padding.
+ * Two TRL quirks are reproduced on purpose: `luspo` with a per-token loss averages over all B·T
+ * entries including padding, and `dr_grpo` divides by `B · maxCompletionLength`.
+ *
+ * @param a inputs and TRL options
+ * @returns loss, gradients and metrics
+ */
+export function trlLoss(a: TrlLossArgs & { clipLow?: number; clipHigh?: number }): TrlLossResult {
+  const p = trlInputs(a);
+  const emask = entropyMask(p);
+  const opMask = offPolicyMask(p);
+  const logw = logWeights(p);
+  const phi = vespoPhi(p);
+
+  // Is the ratio (B,1)-shaped (clip metrics per row), and is TRL's per-token loss (B,1)-shaped (luspo)?
+  const { lossType, level, beta, rowAdv, lp, n } = p;
+  const seqRatio = rowAdv && level === 'sequence';
+  const seqShape = seqRatio && beta === 0 && emask === undefined &&
+    (lossType === 'grpo' || lossType === 'bnpo' || lossType === 'dr_grpo' || lossType === 'dapo' || lossType === 'luspo' || lossType === 'sapo');
+
+  const terms = tokenTerms(p, logw, phi, opMask, emask);
+  const { r, dapoNorm } = reductionWeights(p, seqShape);
+  const red = reduceTerms(p, terms, r);
+  const metrics: Record<string, number> = {};
+  const gH = sameType(lp, n);
+  const loss = entropyBonusTerm(p, red.loss, emask, dapoNorm, gH, metrics);
+  trlMetrics(p, terms, phi, seqRatio, metrics);
 
   const grad = sameType(lp, n);
-  for (let t = 0; t < n; t++) grad[t] = g[t]!;
+  for (let t = 0; t < n; t++) grad[t] = red.g[t]!;
   return { loss, grad, gradEntropy: gH, metrics };
 }

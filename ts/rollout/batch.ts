@@ -150,25 +150,14 @@ function idArg(x: unknown, what: string): GroupId {
   return fail('ERR_GROUP', what, 'a number or string id', x);
 }
 
-/**
- * Packs trajectories into a {@link RolloutBatch}. Validates everything: unknown group references and
- * duplicate ids (`ERR_GROUP`), masks whose length differs from their tokens (`ERR_SHAPE`), empty rows
- * (`ERR_SHAPE`), non-integer or negative token ids (`ERR_DTYPE` / `ERR_TARGET_RANGE`), non-finite
- * rewards (`ERR_NON_FINITE`).
- *
- * @param input trajectories, optional declared groups, layout
- * @returns the packed batch
- */
-export function buildRolloutBatch(input: RolloutBatchInput): RolloutBatch {
-  if (typeof input !== 'object' || input === null) fail('ERR_OPTION', 'buildRolloutBatch', 'an options object', input);
-  v.knownKeys(input, 'buildRolloutBatch', ['trajectories', 'groups', 'layout']);
-  const layout = v.enumOpt(input.layout, 'buildRolloutBatch: layout', ['step', 'conversation'] as const, 'step');
-  const trajs = input.trajectories;
-  if (!Array.isArray(trajs) || trajs.length === 0) {
-    fail('ERR_SHAPE', 'buildRolloutBatch: trajectories', 'a non-empty array of trajectories', trajs);
-  }
+/** Declared groups by id, with their index in `input.groups`. */
+interface Declared {
+  byId: Map<GroupId, number>;
+  list: GroupInput[];
+}
 
-  // Declared groups.
+/** Stage 1: the declared groups (unique ids, valid prompts). */
+function declaredGroups(input: RolloutBatchInput): Declared {
   const declared = new Map<GroupId, number>();
   const groupList: GroupInput[] = [];
   if (input.groups !== undefined) {
@@ -183,8 +172,13 @@ export function buildRolloutBatch(input: RolloutBatchInput): RolloutBatch {
       groupList.push(g);
     });
   }
+  return { byId: declared, list: groupList };
+}
 
-  // First pass: validate and size.
+/** Stage 2: validates every trajectory and step, and counts the rows and tokens of the layout. */
+function sizeBatch(
+  trajs: TrajectoryInput[], layout: 'step' | 'conversation', groupsDeclared: boolean, declared: Declared,
+): { rows: number; tokens: number } {
   const seenTraj = new Set<GroupId>();
   let rows = 0;
   let tokens = 0;
@@ -196,7 +190,7 @@ export function buildRolloutBatch(input: RolloutBatchInput): RolloutBatch {
     if (seenTraj.has(id)) fail('ERR_GROUP', `${w}.id`, 'a unique trajectory id', id);
     seenTraj.add(id);
     const g = idArg(t.group, `${w}.group`);
-    if (input.groups !== undefined && !declared.has(g)) {
+    if (groupsDeclared && !declared.byId.has(g)) {
       fail('ERR_GROUP', `${w}.group`, `one of the declared group ids`, g);
     }
     if (!Array.isArray(t.steps) || t.steps.length === 0) fail('ERR_SHAPE', `${w}.steps`, 'a non-empty array of steps', t.steps);
@@ -225,58 +219,90 @@ export function buildRolloutBatch(input: RolloutBatchInput): RolloutBatch {
     }
     if (tokens > 0x7fffffff) fail('ERR_SHAPE', 'buildRolloutBatch: total tokens', 'at most 2^31 - 1', tokens);
   });
+  return { rows, tokens };
+}
 
-  // Group indices: declared order first, then first appearance.
+/** Stage 3: dense group indices, declared order first, then first appearance. */
+function groupOrder(declared: Declared, trajs: TrajectoryInput[]): Map<GroupId, number> {
   const gIndex = new Map<GroupId, number>();
-  for (const g of groupList) gIndex.set(g.id, gIndex.size);
+  for (const g of declared.list) gIndex.set(g.id, gIndex.size);
   for (const t of trajs) if (!gIndex.has(t.group)) gIndex.set(t.group, gIndex.size);
+  return gIndex;
+}
 
-  const out: RolloutBatch = {
+/** Stage 4: the zero-filled batch arrays. */
+function allocBatch(layout: 'step' | 'conversation', rows: number, tokens: number, groups: number): RolloutBatch {
+  return {
     layout, rows, tokens,
     tokenIds: new Int32Array(tokens), offsets: new Int32Array(rows + 1), mask: new Uint8Array(tokens),
     lengths: new Int32Array(rows), groups: new Array(rows), groupIndex: new Int32Array(rows),
     trajectories: new Array(rows), trajectoryIndex: new Int32Array(rows), step: new Int32Array(rows),
     stepRewards: new Float64Array(rows), episodeRewards: new Float64Array(rows), tokenRewards: new Float64Array(tokens),
     anchors: new Array(rows), groundTruth: new Array(rows),
-    promptIds: new Int32Array(0), promptOffsets: new Int32Array(gIndex.size + 1),
+    promptIds: new Int32Array(0), promptOffsets: new Int32Array(groups + 1),
   };
-  let r = 0;
-  let n = 0;
-  let lastCounted = -1; // last counted token of the current row
-  const put = (toks: ArrayLike<number>, mask: ArrayLike<number | boolean> | undefined, fixed?: 0) => {
+}
+
+/** Writes tokens row by row and places each step's reward on its last counted token. */
+class RowWriter {
+  /** Current row. */
+  r = 0;
+  /** Next token. */
+  n = 0;
+  /** Last counted token of the current row. */
+  private lastCounted = -1;
+  /** Reward of steps without counted tokens, carried to the next one that has some. */
+  private pending = 0;
+
+  constructor(private readonly out: RolloutBatch) {}
+
+  /** Appends tokens (mask 0 throughout when `fixed` is 0); returns how many count. */
+  put(toks: ArrayLike<number>, mask: ArrayLike<number | boolean> | undefined, fixed?: 0): number {
+    const out = this.out;
     let c = 0;
     for (let i = 0; i < toks.length; i++) {
-      out.tokenIds[n] = toks[i]!;
+      out.tokenIds[this.n] = toks[i]!;
       const m = fixed === 0 ? 0 : mask === undefined ? 1 : mask[i] ? 1 : 0;
-      if (m) lastCounted = n;
-      out.mask[n++] = m;
+      if (m) this.lastCounted = this.n;
+      out.mask[this.n++] = m;
       c += m;
     }
     return c;
-  };
-  // Places a step's reward (plus any carried over) on the step's last counted token.
-  let pending = 0;
-  const reward = (counted: number, x: number) => {
+  }
+
+  /** Places a step's reward (plus any carried over) on the step's last counted token. */
+  reward(counted: number, x: number): void {
     if (counted > 0) {
-      out.tokenRewards[lastCounted] += pending + x;
-      pending = 0;
+      this.out.tokenRewards[this.lastCounted] += this.pending + x;
+      this.pending = 0;
     } else {
-      pending += x;
+      this.pending += x;
     }
-  };
-  const endRow = () => {
-    if (pending !== 0 && lastCounted >= out.offsets[r]!) out.tokenRewards[lastCounted] += pending;
-    pending = 0;
-  };
+  }
+
+  /** Ends the row: a reward still carried goes back to the row's last counted token, if it has one. */
+  endRow(): void {
+    if (this.pending !== 0 && this.lastCounted >= this.out.offsets[this.r]!) this.out.tokenRewards[this.lastCounted] += this.pending;
+    this.pending = 0;
+    this.out.offsets[++this.r] = this.n;
+  }
+}
+
+/** Stage 5: packs every trajectory's rows: ids, tokens, masks, rewards, anchors, ground truth. */
+function packRows(
+  out: RolloutBatch, trajs: TrajectoryInput[], layout: 'step' | 'conversation', gIndex: Map<GroupId, number>, declared: Declared,
+): void {
+  const w = new RowWriter(out);
   trajs.forEach((t, ti) => {
     const id = t.id === undefined ? ti : t.id;
     const gi = gIndex.get(t.group)!;
-    const dg = declared.has(t.group) ? groupList[declared.get(t.group)!] : undefined;
+    const dg = declared.byId.has(t.group) ? declared.list[declared.byId.get(t.group)!] : undefined;
     const truth = t.groundTruth !== undefined ? t.groundTruth : dg?.groundTruth;
     let sum = 0;
     for (const s of t.steps) sum += s.reward ?? 0;
     const episode = t.episodeReward ?? sum;
     const row = (step: number, reward: number, anchor: unknown) => {
+      const r = w.r;
       out.groups[r] = t.group;
       out.groupIndex[r] = gi;
       out.trajectories[r] = id;
@@ -290,36 +316,62 @@ export function buildRolloutBatch(input: RolloutBatchInput): RolloutBatch {
     if (layout === 'step') {
       t.steps.forEach((s, si) => {
         row(si, s.reward ?? 0, s.anchor);
-        out.lengths[r] = put(s.tokens, s.mask);
-        reward(out.lengths[r]!, s.reward ?? 0);
-        endRow();
-        out.offsets[++r] = n;
+        const c = w.put(s.tokens, s.mask);
+        out.lengths[w.r] = c;
+        w.reward(c, s.reward ?? 0);
+        w.endRow();
       });
     } else {
       row(0, sum, t.steps[0]!.anchor);
       let c = 0;
       for (const s of t.steps) {
-        const k = put(s.tokens, s.mask);
-        reward(k, s.reward ?? 0);
+        const k = w.put(s.tokens, s.mask);
+        w.reward(k, s.reward ?? 0);
         c += k;
-        if (s.observation) put(s.observation, undefined, 0);
+        if (s.observation) w.put(s.observation, undefined, 0);
       }
-      endRow();
-      out.lengths[r] = c;
-      out.offsets[++r] = n;
+      out.lengths[w.r] = c;
+      w.endRow();
     }
   });
+}
 
-  // Prompts of declared groups.
+/** Stage 6: the prompt tokens of the declared groups, packed in dense group order. */
+function packPrompts(out: RolloutBatch, declared: Declared, gIndex: Map<GroupId, number>): void {
   let pn = 0;
-  for (const g of groupList) pn += g.prompt ? g.prompt.length : 0;
+  for (const g of declared.list) pn += g.prompt ? g.prompt.length : 0;
   out.promptIds = new Int32Array(pn);
   let p = 0;
   for (const [gid, k] of gIndex) {
-    const g = declared.has(gid) ? groupList[declared.get(gid)!] : undefined;
+    const g = declared.byId.has(gid) ? declared.list[declared.byId.get(gid)!] : undefined;
     if (g?.prompt) for (let i = 0; i < g.prompt.length; i++) out.promptIds[p++] = g.prompt[i]!;
     out.promptOffsets[k + 1] = p;
   }
+}
+
+/**
+ * Packs trajectories into a {@link RolloutBatch}. Validates everything: unknown group references and
+ * duplicate ids (`ERR_GROUP`), masks whose length differs from their tokens (`ERR_SHAPE`), empty rows
+ * (`ERR_SHAPE`), non-integer or negative token ids (`ERR_DTYPE` / `ERR_TARGET_RANGE`), non-finite
+ * rewards (`ERR_NON_FINITE`).
+ *
+ * @param input trajectories, optional declared groups, layout
+ * @returns the packed batch
+ */
+export function buildRolloutBatch(input: RolloutBatchInput): RolloutBatch {
+  if (typeof input !== 'object' || input === null) fail('ERR_OPTION', 'buildRolloutBatch', 'an options object', input);
+  v.knownKeys(input, 'buildRolloutBatch', ['trajectories', 'groups', 'layout']);
+  const layout = v.enumOpt(input.layout, 'buildRolloutBatch: layout', ['step', 'conversation'] as const, 'step');
+  const trajs = input.trajectories;
+  if (!Array.isArray(trajs) || trajs.length === 0) {
+    fail('ERR_SHAPE', 'buildRolloutBatch: trajectories', 'a non-empty array of trajectories', trajs);
+  }
+  const declared = declaredGroups(input);
+  const { rows, tokens } = sizeBatch(trajs, layout, input.groups !== undefined, declared);
+  const gIndex = groupOrder(declared, trajs);
+  const out = allocBatch(layout, rows, tokens, gIndex.size);
+  packRows(out, trajs, layout, gIndex, declared);
+  packPrompts(out, declared, gIndex);
   return out;
 }
 

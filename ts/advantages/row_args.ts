@@ -1,5 +1,5 @@
 /**
- * Argument parsing shared by the row-level estimators (`{ rewards, groups, singleton, ... }`).
+ * Argument parsing of the row-level estimators (`{ rewards, groups, singleton, ... }`).
  *
  * @internal
  * @module
@@ -7,8 +7,8 @@
 import * as v from '../core/validate.js';
 import { type GroupId, type GroupIndex, type SingletonPolicy, SINGLETON, groupIndex, objectArg, rewardsArg } from './groups.js';
 
-/** Parsed common arguments. @internal */
-export interface Common {
+/** Parsed `{ rewards, groups, singleton }` arguments of a row-level estimator. @internal */
+export interface RowArgs {
   a: Record<string, unknown>;
   rewards: Float64Array;
   idx: GroupIndex;
@@ -16,7 +16,7 @@ export interface Common {
 }
 
 /** Parses `{ rewards, groups, singleton }` plus the estimator's own keys. @internal */
-export function common(a: unknown, fn: string, keys: readonly string[]): Common {
+export function rowArgs(a: unknown, fn: string, keys: readonly string[]): RowArgs {
   const o = objectArg(a, fn);
   v.knownKeys(o, fn, ['rewards', 'groups', 'singleton', ...keys]);
   const rewards = rewardsArg(o.rewards, `${fn}: rewards`);

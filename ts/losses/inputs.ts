@@ -1,5 +1,5 @@
 /**
- * Shared input handling for the loss modules: per-token float arrays may be float32 or float64; all
+ * Input checks of the loss modules: per-token float arrays may be float32 or float64; all
  * arithmetic is float64 and the gradient comes back in the dtype of the current log-probs.
  *
  * @module
@@ -10,14 +10,9 @@ import * as v from '../core/validate.js';
 /** A per-token float array: `Float32Array` (usual) or `Float64Array` (exact float64 paths). */
 export type FloatArray = Float32Array | Float64Array;
 
-/** Which peer version's semantics to follow where verl versions differ. */
-export type Semantics = 'verl' | 'verl-legacy' | 'verl-agent';
-/** The accepted {@link Semantics} names. */
-export const SEMANTICS: readonly Semantics[] = ['verl', 'verl-legacy', 'verl-agent'];
-
 /** @internal Requires a Float32Array or Float64Array of length `len` (when given). */
 export function floats(x: unknown, what: string, len?: number): FloatArray {
-  if (!(x instanceof Float32Array || x instanceof Float64Array)) fail('ERR_DTYPE', what, 'Float32Array or Float64Array', x);
+  if (!(v.isTyped(x, Float32Array) || v.isTyped(x, Float64Array))) fail('ERR_DTYPE', what, 'Float32Array or Float64Array', x);
   if (len !== undefined && x.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), x.length);
   return x;
 }
@@ -33,17 +28,12 @@ export function finite(x: ArrayLike<number>, what: string, mask?: Uint8Array): v
 
 /** @internal A new array of the same float type as `like`. */
 export function sameType(like: FloatArray, n: number): FloatArray {
-  return like instanceof Float64Array ? new Float64Array(n) : new Float32Array(n);
+  return v.isTyped(like, Float64Array) ? new Float64Array(n) : new Float32Array(n);
 }
 
 /** @internal Validates offsets against the token count and returns the row count. */
 export function rowsOf(offsets: unknown, n: number): number {
   return v.offsets(offsets, 'offsets', n);
-}
-
-/** @internal Mask value at t (1 when no mask). */
-export function m(mask: Uint8Array | undefined, t: number): number {
-  return mask === undefined ? 1 : mask[t]!;
 }
 
 /** @internal verl's `masked_mean`: Σ x·m / (Σ m + 1e-8). */

@@ -1,0 +1,97 @@
+/**
+ * The fused native PPO pass (float32 in, float32 per-token math and gradient, float64 accumulation),
+ * sync and async.
+ *
+ * @module
+ */
+import { fail } from '../../core/errors.js';
+import { native } from '../../core/addon.js';
+import type { AggModeCode, AggSemanticsCode, PolicyLossPpoResult } from '../../core/addon_types.js';
+import { callAsync, callSync } from '../../core/invoke.js';
+import type { AggMode, AggregateOptions } from '../aggregate.js';
+import type { Semantics } from '../compat.js';
+import { policyLossTs, prepare } from './run.js';
+import type { Opts, PolicyLossArgs, PolicyLossResult } from './types.js';
+
+const AGG_INDEX: Record<AggMode, AggModeCode> = {
+  'token-mean': 0, 'token-sum': 1, 'seq-mean-token-sum': 2, 'seq-mean-token-mean': 3, 'seq-mean-token-sum-norm': 4,
+};
+const SEM_INDEX: Record<Semantics, AggSemanticsCode> = { verl: 0, 'verl-legacy': 1, 'verl-agent': 2 };
+
+/** The fused native PPO pass (float32 in, float32 per-token math and gradient, float64 accumulation). */
+function ppoNativeArgs(o: Opts, agg: AggMode, ao: AggregateOptions) {
+  const sem = ao.semantics ?? 'verl';
+  if (sem !== 'verl' && agg === 'token-sum') {
+    fail('ERR_OPTION', 'mode', `one of the ${sem} modes (token-sum exists in current verl only)`, agg);
+  }
+  // Absent settings (undefined) take the kernel's defaults: no clamp, this call's counts, dpSize 1.
+  return {
+    clipLow: o.lo, clipHigh: o.hi, clipC: o.c, logRatioClamp: Number.isFinite(o.clamp) ? o.clamp : undefined,
+    globalTokens: ao.globalTokens ?? undefined, globalRows: ao.globalRows ?? undefined,
+    lossScaleFactor: ao.lossScaleFactor ?? undefined, dpSize: ao.dpSize ?? undefined,
+    agg: AGG_INDEX[agg], semantics: SEM_INDEX[sem],
+  };
+}
+
+/** Turns the kernel's statistics into a result. */
+function ppoResult(r: PolicyLossPpoResult): PolicyLossResult {
+  const cnt = r.tokens;
+  return {
+    loss: r.nan ? NaN : r.loss,
+    grad: r.grad,
+    metrics: {
+      pg_clipfrac: r.clipped / (cnt + 1e-8),
+      pg_clipfrac_lower: r.lower / (cnt + 1e-8),
+      ppo_kl: r.negKl / (cnt + 1e-8),
+      ratio_mean: cnt > 0 ? r.ratioSum / cnt : 0,
+      ratio_min: cnt > 0 ? r.ratioMin : 0,
+      ratio_max: cnt > 0 ? r.ratioMax : 0,
+    },
+  };
+}
+
+/** What the native pass reads and writes (`ERR_BUSY` rules). */
+function ppoUse(lp: Float32Array, old: Float32Array, A: Float32Array, offsets: Int32Array, mask: Uint8Array | undefined,
+  out: Float32Array | undefined) {
+  return {
+    reads: [['logprob', lp], ['oldLogprob', old], ['advantages', A], ['offsets', offsets], ['mask', mask]] as
+      [string, ArrayBufferView | undefined][],
+    writes: [['out', out]] as [string, Float32Array | undefined][],
+  };
+}
+
+/** @internal The sync native PPO pass over validated float32 inputs. */
+export function policyLossPpoNative(
+  lp: Float32Array, old: Float32Array, A: Float32Array, offsets: Int32Array, mask: Uint8Array | undefined,
+  o: Opts, agg: AggMode, ao: AggregateOptions, out: Float32Array | undefined,
+): PolicyLossResult {
+  const p = ppoNativeArgs(o, agg, ao);
+  return ppoResult(callSync(ppoUse(lp, old, A, offsets, mask, out), () =>
+    native.policyLossPpo({ ...p, logprob: lp, oldLogprob: old, advantages: A, offsets, mask, out })));
+}
+
+/** Options of {@link policyLossAsync}. */
+export interface PolicyLossAsyncOptions {
+  /** Aborting rejects the Promise with `ERR_ABORTED`. */
+  signal?: AbortSignal;
+}
+
+/**
+ * Async form of {@link policyLoss}: the fused native PPO pass runs off the main thread (abortable);
+ * the other kinds compute synchronously and resolve.
+ *
+ * @param a the same arguments as {@link policyLoss}
+ * @param opts `signal` to abort
+ * @returns a Promise of the same result
+ */
+export async function policyLossAsync(a: PolicyLossArgs, opts: PolicyLossAsyncOptions = {}): Promise<PolicyLossResult> {
+  const p = prepare(a);
+  if ('trl' in p) return p.trl;
+  if (!p.useNative) return policyLossTs(a, p);
+  const q = ppoNativeArgs(p.o, p.agg, p.aggOpts);
+  // useNative: logprob, oldLogprob, advantages (and out) are Float32Arrays
+  const lp = p.lp as Float32Array, old = p.old as Float32Array, A = p.A as Float32Array, out = p.out as Float32Array | undefined;
+  return ppoResult(await callAsync(ppoUse(lp, old, A, p.offsets, p.mask, out), opts.signal, (abort) =>
+    native.policyLossPpo({ ...q, logprob: lp, oldLogprob: old, advantages: A, offsets: p.offsets, mask: p.mask, out,
+      async: true, abort })));
+}
