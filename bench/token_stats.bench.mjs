@@ -1,6 +1,6 @@
 // tokenStats (log-prob + entropy + logsumexp in one pass), tokenStatsBackward (with the forward's stats,
 // out of place and in place) for float32 / bfloat16 / float16 logits, against this run's memory floor
-// and the torch / plain-JS peers of ../shared/tools/peer-bench (run at a smaller N; both scale linearly
+// and the torch / plain-JS peers of bench/peers (run at a smaller N; both scale linearly
 // in N, so their time is scaled to the full shape and reported as ns/logit ratios).
 export const name = 'tokenStats';
 

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 export const ROOT = resolve(HERE, '..', '..');
-export const PEER_DIR = resolve(ROOT, '..', 'shared', 'tools', 'peer-bench');
+export const PEER_DIR = resolve(ROOT, 'bench', 'peers');
 // Debian's interpreter carries python3-torch; a pyenv python3 earlier on PATH usually does not.
 export const PYTHON = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
 
@@ -106,7 +106,7 @@ export function createHarness({ floor, threads, quick, peers = true, log = (s) =
     },
 
     /**
-     * Runs a peer baseline from ../shared/tools/peer-bench once per distinct configuration and returns
+     * Runs a peer baseline from bench/peers once per distinct configuration and returns
      * its parsed JSON line, or `{ error }` when the peer is unavailable or fails. Never throws.
      * @param {'torch'|'naive'} tool
      * @param {{ op: string, n: number, v: number, threads?: number, reps?: number, extra?: string[] }} o

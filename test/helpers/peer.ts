@@ -1,13 +1,13 @@
-// Reads the golden vectors in ../shared/peer-vectors/ (never copied into the project) and compares
-// arrays with the tolerances of the vectors' README.
+// Reads the golden vectors in test/fixtures/peer-vectors/ (their README names the peer, commit, function
+// and seed behind each file) and compares arrays with the tolerances given there.
 import { readFileSync, existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 
 const here = dirname(fileURLToPath(import.meta.url));
-/** ../shared/peer-vectors relative to the project root. */
-export const PEER_DIR = resolve(here, '../../../shared/peer-vectors');
+/** The golden vectors, relative to this file. */
+export const PEER_DIR = resolve(here, '../fixtures/peer-vectors');
 
 export type Tensor = { dtype: string; shape: number[]; data: (number | string)[] };
 export type PeerCase = {
@@ -39,10 +39,10 @@ export function data(t: Tensor | unknown): any[] {
   return t.data.map(decodeNum) as number[];
 }
 
-/** Loads one peer-vector file; fails loudly when ../shared is missing (it is required, never optional). */
+/** Loads one peer-vector file; fails loudly when it is missing (the vectors are required, never optional). */
 export function loadPeer(file: string): PeerFile {
   const p = resolve(PEER_DIR, file);
-  if (!existsSync(p)) throw new Error(`peer vectors not found at ${p}: ../shared must sit beside the project`);
+  if (!existsSync(p)) throw new Error(`peer vectors not found at ${p}`);
   return JSON.parse(readFileSync(p, 'utf8')) as PeerFile;
 }
 
