@@ -5,6 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
 import { ROOT, cleanEnv, run, type Run } from '../helpers/child.js';
@@ -189,7 +190,7 @@ describe('the embedded report page', () => {
     const rec = record();
     const input = batchFile('same.json', rl.toSavedBatch(rec));
     const opts = { title: 'same <page>', metric: 'entropy', maxRows: 1 } as const;
-    const script = `import { loadBatch, renderReport } from ${JSON.stringify(join(ROOT, 'dist/index.js'))};
+    const script = `import { loadBatch, renderReport } from ${JSON.stringify(pathToFileURL(join(ROOT, 'dist', 'index.js')).href)};
       process.stdout.write(renderReport(loadBatch(${JSON.stringify(input)}), ${JSON.stringify(opts)}));`;
     const r = run([process.execPath, '--input-type=module', '-e', script], cleanEnv(), 60_000);
     expect(r.stderr).toBe('');
