@@ -192,3 +192,35 @@ describe('the native ops and optimizers', () => {
     expect(codeOf(() => rl.mergeTokenStats([{ vocabStart: 1n }, { vocabStart: 'float32' }] as never))).toBe('ERR_SHAPE');
   });
 });
+
+describe('async calls and the buffers they read in place', () => {
+  it('a resizable ArrayBuffer behind an async input or output is refused (ERR_DTYPE); the sync form takes it', async () => {
+    const ab = new ArrayBuffer(6 * 4, { maxByteLength: 64 });
+    const z = new Float32Array(ab).fill(0.5);
+    const logits = { data: z, rows: 2, vocab: 3 };
+    const e = await rl.tokenStatsAsync(logits, Int32Array.of(0, 1)).then(() => undefined, (x: unknown) => x);
+    expect(e).toBeInstanceOf(rl.GearError);
+    expect((e as rl.GearError).code).toBe('ERR_DTYPE');
+    expect((e as Error).message).toMatch(/fixed-length/);
+    const out = new Float32Array(new ArrayBuffer(3 * 4, { maxByteLength: 64 }));
+    const e2 = await rl.segmentBroadcastAsync(Float64Array.of(1), Int32Array.of(0, 3), undefined, { out }).then(() => undefined, (x: unknown) => x);
+    expect((e2 as rl.GearError).code).toBe('ERR_DTYPE');
+    expect(Array.from(out)).toEqual([0, 0, 0]);
+    expect(Array.from(rl.tokenStats(logits, Int32Array.of(0, 1)).logprob)).toEqual([-Math.fround(Math.log(3)), -Math.fround(Math.log(3))]);
+  });
+
+  it('null options of the async forms and of segmentBroadcast are ERR_OPTION, not TypeError', async () => {
+    const g = [f32(1, 2)];
+    const calls: (() => unknown)[] = [
+      () => rl.segmentBroadcast([5], Int32Array.of(0, 3), undefined, null as never),
+      () => rl.clipGradNormAsync(g, 1, null as never),
+      () => new rl.AdamW([f32(0, 0)]).stepAsync(g, null as never),
+      () => rl.segmentReduceAsync(f32(1), Int32Array.of(0, 1), 'sum', undefined, null as never),
+    ];
+    for (const c of calls) {
+      const e = await Promise.resolve().then(c).then(() => undefined, (x: unknown) => x);
+      expect(e).toBeInstanceOf(rl.GearError);
+      expect((e as rl.GearError).code).toBe('ERR_OPTION');
+    }
+  });
+});

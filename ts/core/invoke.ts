@@ -44,6 +44,13 @@ export function claimBuffers(
     }
   }
   if (!isAsync) return () => {};
+  // Async work reads and writes these buffers in place after this call returns: a resizable
+  // ArrayBuffer could shrink under it. (A growable SharedArrayBuffer only grows, which is safe.)
+  for (const [what, x] of [...reads, ...writes]) {
+    if (x && (x.buffer as ArrayBuffer & { resizable?: boolean }).resizable === true && !(x.buffer instanceof SharedArrayBuffer)) {
+      throw new GearError('ERR_DTYPE', `${what}: expected a fixed-length ArrayBuffer for an async call (the work reads it in place), got a resizable one`);
+    }
+  }
   const rb = reads.flatMap(([, r]) => (r ? [r.buffer] : []));
   const wb = writes.flatMap(([, w]) => (w ? [w.buffer] : []));
   rb.forEach((b) => bump(pendingReads, b, 1));

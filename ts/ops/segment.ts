@@ -51,6 +51,7 @@ export async function segmentReduceAsync(
   values: Float32Array | Float64Array, offsets: Int32Array, op: SegmentOp, mask?: Uint8Array,
   opts: AsyncOptions = {},
 ): Promise<Float64Array> {
+  v.knownKeys(opts, 'options', ['signal']);
   const a = reduceArgs(values, offsets, op, mask);
   return callAsync(reduceUse(a, offsets), opts.signal, async (abort) =>
     (await native.segmentReduce({ values: a.values, offsets, mask: a.mask, op: a.opIndex, async: true, abort })).rowValues);
@@ -102,6 +103,7 @@ function broadcastUse(a: ReturnType<typeof broadcastArgs>, offsets: Int32Array) 
 export function segmentBroadcast(
   rowValues: ArrayLike<number>, offsets: Int32Array, mask?: Uint8Array, opts: BroadcastOptions = {},
 ): Float32Array {
+  v.knownKeys(opts, 'options', ['out']);
   const a = broadcastArgs(rowValues, offsets, mask, opts.out);
   return callSync(broadcastUse(a, offsets), () =>
     native.segmentBroadcast({ rowValues: a.vals, offsets, mask: a.mask, out: a.out }).tokenValues);
@@ -111,6 +113,7 @@ export function segmentBroadcast(
 export async function segmentBroadcastAsync(
   rowValues: ArrayLike<number>, offsets: Int32Array, mask?: Uint8Array, opts: BroadcastAsyncOptions = {},
 ): Promise<Float32Array> {
+  v.knownKeys(opts, 'options', ['out', 'signal']);
   const a = broadcastArgs(rowValues, offsets, mask, opts.out);
   return callAsync(broadcastUse(a, offsets), opts.signal, async (abort) =>
     (await native.segmentBroadcast({ rowValues: a.vals, offsets, mask: a.mask, out: a.out, async: true, abort })).tokenValues);

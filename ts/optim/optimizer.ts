@@ -5,7 +5,7 @@
  * @module
  */
 import { GearError, fail } from '../core/errors.js';
-import { f32 } from '../core/validate.js';
+import { f32, knownKeys } from '../core/validate.js';
 import { type BufferUse, callAsync, callSync } from '../core/invoke.js';
 import { checkGrads, checkLr, checkParams } from './state.js';
 import type { OptimizerState } from './state.js';
@@ -86,6 +86,7 @@ export abstract class Optimizer {
    * @param opts `signal`: aborting before the step starts rejects with `ERR_ABORTED` and changes nothing
    */
   async stepAsync(grads: Float32Array[], opts: StepAsyncOptions = {}): Promise<void> {
+    knownKeys(opts, 'options', ['signal']);
     this.#checkIdle();
     const g = checkGrads(grads, this.params);
     this.#busy = true;
