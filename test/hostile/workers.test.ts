@@ -60,3 +60,31 @@ describe('a worker that ends with async work in flight', () => {
     });
   }
 });
+
+describe('process-wide settings', () => {
+  // setIsa and setNumThreads change the one kernel table and the one thread pool of the process: a
+  // worker's call is seen by the main thread (documented in the README).
+  it("a worker's setIsa / setNumThreads are the main thread's too", () => {
+    const worker = `
+      Promise.all([import('node:worker_threads'), import(${JSON.stringify(DIST)})]).then(([{ parentPort }, rl]) => {
+        rl.setIsa('baseline');
+        rl.setNumThreads(1);
+        parentPort.postMessage('set');
+      });`;
+    const main = `
+      import { Worker } from 'node:worker_threads';
+      const rl = await import(${JSON.stringify(DIST)});
+      const before = rl.backend();
+      const w = new Worker(${JSON.stringify(worker)}, { eval: true });
+      await new Promise((resolve) => w.on('message', resolve));
+      await w.terminate();
+      const after = rl.backend();
+      console.log(JSON.stringify({ before: [before.isa, before.threads], after: [after.isa, after.threads] }));`;
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'NODE_OPTIONS' && !k.startsWith('VITEST') && k !== 'GEAR_RL_ISA'));
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', main], { cwd: ROOT, env: { ...env, GEAR_RL_NUM_THREADS: '2' }, encoding: 'utf8', timeout: 60_000 });
+    expect(r.status, r.stderr.slice(-1500)).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as { before: [string, number]; after: [string, number] };
+    expect(out.before[1]).toBe(2);
+    expect(out.after).toEqual(['baseline', 1]);
+  });
+});
