@@ -58,9 +58,12 @@ static inline void prefetch(const T* base, int64_t i) {
 // (at most 4 terms per lane, then the halves pairwise) before moving into float64; the counts are exact
 // in float32 (at most 2^12 per lane per block).
 constexpr int kGroup = 4;
+// cnt: the clipped count in the low 16 bits of each lane, the dual-clip count in the high 16 (each at
+// most 2^12 per lane per block); one register where AVX2 has 16.
 struct Acc {
-  __m256 fx, fr, clip, low, mn, mx;
-  __m256d dl, dh, dx, dr;
+  __m256 fx, fr, mn, mx;
+  __m256i cnt;
+  __m256d dl, dx, dr;
   int k;
 };
 
@@ -79,7 +82,7 @@ static inline void flush(Acc& a) {
 // clipped and dL/dℓ = 0; where L1 > L2 it is L1; ties average.
 static inline __m256 common_vector(const Kern& s, __m256 x, __m256 a, __m256 valid, __m256 wv, __m256d wlo,
                                    __m256d whi, Acc& acc) {
-  const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
+  const __m256 zero = _mm256_setzero_ps(), half = _mm256_set1_ps(0.5f);
   const __m256 na = _mm256_xor_ps(a, _mm256_set1_ps(-0.0f));
   const __m256 rr = exp_ps(x);
   const __m256 L1 = _mm256_mul_ps(na, rr);
@@ -98,7 +101,7 @@ static inline __m256 common_vector(const Kern& s, __m256 x, __m256 a, __m256 val
     tie3 = _mm256_and_ps(neg, _mm256_cmp_ps(L3, Lc, _CMP_EQ_OQ));
     Lt = _mm256_blendv_ps(Lc, L3, cut);
     dt = _mm256_andnot_ps(cut, dc);
-    acc.low = _mm256_add_ps(acc.low, _mm256_and_ps(_mm256_and_ps(valid, cut), one));
+    acc.cnt = _mm256_sub_epi32(acc.cnt, _mm256_slli_epi32(_mm256_castps_si256(_mm256_and_ps(valid, cut)), 16));
   }
   if (_mm256_movemask_ps(_mm256_and_ps(_mm256_or_ps(tie12, tie3), valid)) != 0) {
     dc = _mm256_blendv_ps(dc, _mm256_mul_ps(half, L1), tie12);
@@ -106,56 +109,32 @@ static inline __m256 common_vector(const Kern& s, __m256 x, __m256 a, __m256 val
   }
   const __m256 Lv = _mm256_and_ps(valid, Lt);
   acc.dl = _mm256_fmadd_pd(wlo, _mm256_cvtps_pd(_mm256_castps256_ps128(Lv)), acc.dl);
-  acc.dh = _mm256_fmadd_pd(whi, _mm256_cvtps_pd(_mm256_extractf128_ps(Lv, 1)), acc.dh);
+  acc.dl = _mm256_fmadd_pd(whi, _mm256_cvtps_pd(_mm256_extractf128_ps(Lv, 1)), acc.dl);
   acc.fx = _mm256_add_ps(acc.fx, _mm256_and_ps(valid, x));
   acc.fr = _mm256_add_ps(acc.fr, _mm256_and_ps(valid, rr));
-  acc.clip = _mm256_add_ps(acc.clip, _mm256_and_ps(_mm256_and_ps(valid, g21), one));
+  acc.cnt = _mm256_sub_epi32(acc.cnt, _mm256_castps_si256(_mm256_and_ps(valid, g21)));  // + 1 per lane
   acc.mn = _mm256_blendv_ps(acc.mn, _mm256_min_ps(acc.mn, rr), valid);
   acc.mx = _mm256_blendv_ps(acc.mx, _mm256_max_ps(acc.mx, rr), valid);
   if (++acc.k == kGroup) flush(acc);
   return _mm256_and_ps(valid, _mm256_mul_ps(wv, dt));
 }
 
-// Tokens [b, e) of one block (b a multiple of 8), with or without a log-ratio clamp (s.clamp = inf).
-// stream: the gradient is a large reused array; written with streaming stores when 32-byte aligned.
-static void block(const Kern& s, int64_t rows, int64_t b, int64_t e, bool stream, Partial& p) {
-  const __m256 zero = _mm256_setzero_ps();
-  // The common path needs |δ| within the clamp and <= 40 (exp's range, ρ <= 2.4e17) and |A| <= 2^40
-  // (−A·ρ stays far from float32 overflow). NaN compares as out of bounds.
+// Vectors [t, end) of one row (end - t a multiple of 8; every token weighted by w) while they take the
+// common path: returns where it stopped (end, or the first vector that needs the token path). Kept out
+// of line, with the sums in locals: the loop then holds them in registers (inside block(), with its row
+// and token-path state live, the 16 vector registers of AVX2 spill them to the stack).
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline))
+#endif
+static int64_t common_run(const Kern& s, int64_t t, int64_t end, __m256 wv, __m256d wd, bool nt, Acc& acc_io) {
   const __m256 thr = _mm256_set1_ps(std::min(s.clamp, 40.0f));
   const __m256 amax = _mm256_set1_ps(0x1p40f);
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  Acc acc{zero, zero, zero, zero, _mm256_set1_ps(std::numeric_limits<float>::infinity()),
-          _mm256_set1_ps(-std::numeric_limits<float>::infinity()), _mm256_setzero_pd(), _mm256_setzero_pd(),
-          _mm256_setzero_pd(), _mm256_setzero_pd(), 0};
-  // Locals: the compiler cannot tell that the gradient stores leave the Kern fields alone.
-  const float *const lpp = s.lp, *const oldp = s.old, *const advp = s.adv, *const wf = s.wf;
-  const double* const wd = s.w;
+  const float *const lpp = s.lp, *const oldp = s.old, *const advp = s.adv;
   const uint8_t* const maskp = s.mask;
-  const int32_t* const off = s.off;
   float* const gradp = s.grad;
-  const bool nt = stream && (reinterpret_cast<uintptr_t>(gradp) & 31) == 0;
-  int64_t r = row_of(off, rows, b);
-  __m256 cw = _mm256_set1_ps(wf[r]);
-  __m256d cwd = _mm256_set1_pd(wd[r]);
-  int64_t rend = off[r + 1];
-  int64_t t = b;
-  for (; t + 8 <= e; t += 8) {
-    if (rend <= t) {
-      do ++r; while (off[r + 1] <= t);
-      cw = _mm256_set1_ps(wf[r]);
-      cwd = _mm256_set1_pd(wd[r]);
-      rend = off[r + 1];
-    }
-    __m256 wv = cw;
-    __m256d wlo = cwd, whi = cwd;
-    for (int64_t q = r; off[q + 1] < t + 8;) {  // rows starting inside these tokens: per-lane weights
-      ++q;
-      const unsigned from = (0xFFu << (off[q] - t)) & 0xFFu;
-      wv = _mm256_blendv_ps(wv, _mm256_set1_ps(wf[q]), lanes_ps(from));
-      wlo = _mm256_blendv_pd(wlo, _mm256_set1_pd(wd[q]), lanes_pd(from & 15u));
-      whi = _mm256_blendv_pd(whi, _mm256_set1_pd(wd[q]), lanes_pd(from >> 4));
-    }
+  Acc acc = acc_io;
+  for (; t < end; t += 8) {
     __m256 valid = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
     if (maskp) {  // mask bytes were checked to be 0/1 in pass 1
       const __m256i m32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(maskp + t)));
@@ -171,41 +150,127 @@ static void block(const Kern& s, int64_t rows, int64_t b, int64_t e, bool stream
     const __m256 x = _mm256_sub_ps(_mm256_loadu_ps(lpp + t), _mm256_loadu_ps(oldp + t));
     const __m256 fast = _mm256_and_ps(_mm256_cmp_ps(_mm256_and_ps(x, absmask), thr, _CMP_LE_OQ),
                                       _mm256_cmp_ps(_mm256_and_ps(a, absmask), amax, _CMP_LE_OQ));
-    __m256 g;
+    if (_mm256_movemask_ps(_mm256_andnot_ps(fast, valid)) != 0) break;
+    const __m256 g = common_vector(s, x, a, valid, wv, wd, wd, acc);
+    if (nt) _mm256_stream_ps(gradp + t, g);
+    else _mm256_storeu_ps(gradp + t, g);
+  }
+  acc_io = acc;
+  return t;
+}
+
+// Tokens [b, e) of one block (b a multiple of 8), with or without a log-ratio clamp (s.clamp = inf).
+// stream: the gradient is a large reused array; written with streaming stores when 32-byte aligned.
+// Whole vectors inside a row go through common_run; here remain the vectors a row starts in and those
+// that need the token path, in the same order, so the sums are the same.
+static void block(const Kern& s, int64_t rows, int64_t b, int64_t e, bool stream, Partial& p) {
+  const __m256 zero = _mm256_setzero_ps();
+  // The common path needs |δ| within the clamp and <= 40 (exp's range, ρ <= 2.4e17) and |A| <= 2^40
+  // (−A·ρ stays far from float32 overflow). NaN compares as out of bounds.
+  const __m256 thr = _mm256_set1_ps(std::min(s.clamp, 40.0f));
+  const __m256 amax = _mm256_set1_ps(0x1p40f);
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  Acc acc{zero, zero, _mm256_set1_ps(std::numeric_limits<float>::infinity()),
+          _mm256_set1_ps(-std::numeric_limits<float>::infinity()), _mm256_setzero_si256(), _mm256_setzero_pd(),
+          _mm256_setzero_pd(), _mm256_setzero_pd(), 0};
+  // Locals: the compiler cannot tell that the gradient stores leave the Kern fields alone.
+  const float *const lpp = s.lp, *const oldp = s.old, *const advp = s.adv, *const wf = s.wf;
+  const double* const wd = s.w;
+  const uint8_t* const maskp = s.mask;
+  const int32_t* const off = s.off;
+  float* const gradp = s.grad;
+  const bool nt = stream && (reinterpret_cast<uintptr_t>(gradp) & 31) == 0;
+  int64_t r = row_of(off, rows, b);
+  __m256 cw = _mm256_set1_ps(wf[r]);
+  __m256d cwd = _mm256_set1_pd(wd[r]);
+  int64_t rend = off[r + 1];
+  int64_t t = b;
+  while (t < e) {
+    // k = 8 but for the block's last partial vector, which goes through the same vector path (zero
+    // padding, invalid lanes): a token's result does not depend on where the call's tokens start
+    const int64_t k = std::min<int64_t>(8, e - t);
+    if (rend <= t) {
+      do ++r; while (off[r + 1] <= t);
+      cw = _mm256_set1_ps(wf[r]);
+      cwd = _mm256_set1_pd(wd[r]);
+      rend = off[r + 1];
+    }
+    if (t + 8 <= rend && k == 8) {  // whole vectors of this row: the common path's tight loop
+      const int64_t stop = std::min(e, rend);
+      t = common_run(s, t, t + (stop - t) / 8 * 8, cw, cwd, nt, acc);
+      if (t + 8 > stop) continue;  // the row (or the block) ends within the next vector
+      // else a vector for the token path, below
+    }
+    __m256 wv = cw;
+    __m256d wlo = cwd, whi = cwd;
+    for (int64_t q = r; off[q + 1] < t + k;) {  // rows starting inside these tokens: per-lane weights
+      ++q;
+      const unsigned from = (0xFFu << (off[q] - t)) & 0xFFu;
+      wv = _mm256_blendv_ps(wv, _mm256_set1_ps(wf[q]), lanes_ps(from));
+      wlo = _mm256_blendv_pd(wlo, _mm256_set1_pd(wd[q]), lanes_pd(from & 15u));
+      whi = _mm256_blendv_pd(whi, _mm256_set1_pd(wd[q]), lanes_pd(from >> 4));
+    }
+    alignas(32) float lpb[8] = {}, oldb[8] = {}, advb[8] = {};
+    alignas(8) uint8_t mb[8] = {};
+    const float *lpv = lpp + t, *oldv = oldp + t, *advv = advp + t;
+    const uint8_t* mv = maskp ? maskp + t : nullptr;
+    if (k < 8) {
+      std::copy(lpv, lpv + k, lpb);
+      std::copy(oldv, oldv + k, oldb);
+      std::copy(advv, advv + k, advb);
+      if (mv) std::copy(mv, mv + k, mb);
+      lpv = lpb;
+      oldv = oldb;
+      advv = advb;
+      if (mv) mv = mb;
+    }
+    __m256 valid = lanes_ps((1u << k) - 1);
+    if (mv) {  // mask bytes were checked to be 0/1 in pass 1
+      const __m256i m32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mv)));
+      valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(m32, _mm256_setzero_si256()));
+    }
+    if ((t & 15) == 0) {
+      prefetch(lpp, t + kPrefetch);
+      prefetch(oldp, t + kPrefetch);
+      prefetch(advp, t + kPrefetch);
+      if (maskp && (t & 63) == 0) prefetch(maskp, t + kPrefetch);
+    }
+    const __m256 a = _mm256_loadu_ps(advv);
+    const __m256 x = _mm256_sub_ps(_mm256_loadu_ps(lpv), _mm256_loadu_ps(oldv));
+    const __m256 fast = _mm256_and_ps(_mm256_cmp_ps(_mm256_and_ps(x, absmask), thr, _CMP_LE_OQ),
+                                      _mm256_cmp_ps(_mm256_and_ps(a, absmask), amax, _CMP_LE_OQ));
+    alignas(32) float gl[8];
     if (_mm256_movemask_ps(_mm256_andnot_ps(fast, valid)) == 0) {
-      g = common_vector(s, x, a, valid, wv, wlo, whi, acc);
+      _mm256_store_ps(gl, common_vector(s, x, a, valid, wv, wlo, whi, acc));
     } else {
       // the clamp, a large |δ| or |A|, or a non-finite input: token by token
-      alignas(32) float wl[8], gl[8];
+      alignas(32) float wl[8];
       alignas(32) double wdl[8];
       _mm256_store_ps(wl, wv);
       _mm256_store_pd(wdl, wlo);
       _mm256_store_pd(wdl + 4, whi);
-      for (int i = 0; i < 8; ++i) gl[i] = token_scalar(s, t + i, maskp ? maskp[t + i] : 1, wdl[i], wl[i], p);
-      g = _mm256_load_ps(gl);
+      for (int64_t i = 0; i < k; ++i) gl[i] = token_scalar(s, t + i, maskp ? maskp[t + i] : 1, wdl[i], wl[i], p);
     }
-    if (nt) _mm256_stream_ps(gradp + t, g);
-    else _mm256_storeu_ps(gradp + t, g);
+    if (k < 8) std::copy(gl, gl + k, gradp + t);
+    else if (nt) _mm256_stream_ps(gradp + t, _mm256_load_ps(gl));
+    else _mm256_storeu_ps(gradp + t, _mm256_load_ps(gl));
+    t += k;
   }
   if (nt) _mm_sfence();  // streaming stores are weakly ordered: complete them before the task ends
-  for (; t < e; ++t) {  // the block's last partial vector
-    while (off[r + 1] <= t) ++r;
-    gradp[t] = token_scalar(s, t, maskp ? maskp[t] : 1, wd[r], wf[r], p);
-  }
   flush(acc);
   alignas(32) double l[4], xs[4], rs[4];
-  alignas(32) float c8[8], lw[8], mn[8], mx[8];
-  _mm256_store_pd(l, _mm256_add_pd(acc.dl, acc.dh));
+  alignas(32) float mn[8], mx[8];
+  alignas(32) uint32_t c8[8];
+  _mm256_store_pd(l, acc.dl);
   _mm256_store_pd(xs, acc.dx);
   _mm256_store_pd(rs, acc.dr);
-  _mm256_store_ps(c8, acc.clip);
-  _mm256_store_ps(lw, acc.low);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(c8), acc.cnt);
   _mm256_store_ps(mn, acc.mn);
   _mm256_store_ps(mx, acc.mx);
   for (int i = 0; i < 4; ++i) { p.loss += l[i]; p.neg_kl -= xs[i]; p.ratio_sum += rs[i]; }
   for (int i = 0; i < 8; ++i) {
-    p.clipped += c8[i];
-    p.lower += lw[i];
+    p.clipped += c8[i] & 0xffffu;
+    p.lower += c8[i] >> 16;
     p.ratio_min = mn[i] < p.ratio_min ? mn[i] : p.ratio_min;
     p.ratio_max = mx[i] > p.ratio_max ? mx[i] : p.ratio_max;
   }
