@@ -1,10 +1,11 @@
 {
   # Canonical CPU build (node-gyp): used by prebuildify for shipped binaries and by node-gyp-build when
-  # no prebuild matches. The source list is shared with CMakeLists.txt through native/sources.json.
+  # no prebuild matches. The source list comes from the directory layout through native/sources.mjs (as
+  # in CMakeLists.txt and the scripts/ builds): a new source file needs no edit here.
   "targets": [
     {
       "target_name": "gear_rl",
-      "sources": ["<!@(node -p \"require('./native/sources.json').cpu.join(' ')\")"],
+      "sources": ["<!@(node native/sources.mjs cpu)"],
       "include_dirs": [
         "<!(node -p \"require('node-addon-api').include_dir\")",
         "native/include"

@@ -7,12 +7,11 @@
 //    loaded it (a worker) ends, but the addon's thread pool is process-wide and its idle threads still
 //    run the module's code: unmapping it under them is a SIGSEGV (addon.cc pins it the same way on
 //    macOS and Windows, which have no such link flag).
-//  * -Wl,--wrap=<name> for each name of native/sources.json "linuxWrap": references to glibc symbols newer
+//  * -Wl,--wrap=<name> for each name of native/sources.mjs `linuxWrap`: references to glibc symbols newer
 //    than the floor go through native/src/compat/glibc_compat.cc, which binds them to old versions.
 import { execSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { linuxWrap } from './sources.mjs';
 
-const { linuxWrap } = JSON.parse(readFileSync(new URL('./sources.json', import.meta.url), 'utf8'));
 let staticRuntime = false;
 try {
   // prints the full path when found, the bare name when not

@@ -3,7 +3,7 @@
 //
 //   node scripts/build-win32.mjs [--out DIR] [--jobs N] [--prebuild]
 //
-// Compiles every `cpu` source of native/sources.json with the flags of binding.gyp, links
+// Compiles every `cpu` source of native/sources.mjs with the flags of binding.gyp, links
 // DIR/gear_rl.node (a DLL) statically against libgcc/libstdc++/winpthreads so that it needs only
 // system DLLs, and with --prebuild copies it to prebuilds/win32-x64/gear-rl.node, where node-gyp-build
 // looks on win32-x64 (N-API, so one file serves every Node >= 20 on Windows).
@@ -21,6 +21,7 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, writeFil
 import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { cpu } from '../native/sources.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(join(ROOT, 'package.json'));
@@ -87,11 +88,10 @@ const napiHeaders = require('node-api-headers');
 const addonApiDir = require('node-addon-api').include_dir;
 const rel = (p) => relative(ROOT, resolve(p)).split('\\').join('/');
 
-const sources = [
-  ...JSON.parse(readFileSync(join(ROOT, 'native/sources.json'), 'utf8')).cpu,
-  // Windows only (node-gyp adds its own copy of this hook on Windows): binds node.exe imports to the host.
-  'native/src/addon/win32_delay_load_hook.cc',
-];
+// Every object is linked itself (no static library): the bindings register themselves from static
+// initialisers that nothing else refers to (native/src/addon/ops.h). The list includes
+// native/src/addon/win32_delay_load_hook.cc, which binds node.exe imports to the host (MinGW only).
+const sources = cpu;
 // Relative include paths make the dependency files relative to ROOT (see contentKey).
 const includeDirs = [addonApiDir, napiHeaders.include_dir, join(ROOT, 'native/include')].map(rel);
 // binding.gyp's defines and C++ flags; -fvisibility=hidden has no meaning for PE (exports are explicit).

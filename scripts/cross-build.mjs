@@ -20,6 +20,7 @@ import {
 import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { cpu } from '../native/sources.mjs';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export const NODE_VERSION = '20.20.2';
@@ -170,7 +171,8 @@ export function buildArm64({ jobs = 2 } = {}) {
   // unchanged tree reconfigures nothing); sources and headers through links.
   const gypChanged = writeIfChanged(join(STAGE, 'binding.gyp'), readFileSync(join(ROOT, 'binding.gyp'), 'utf8'));
   const pkgChanged = writeIfChanged(join(STAGE, 'package.json'), readFileSync(join(ROOT, 'package.json'), 'utf8'));
-  const srcChanged = writeIfChanged(join(STAGE, 'sources.stamp'), readFileSync(join(ROOT, 'native', 'sources.json'), 'utf8'));
+  // binding.gyp's source list is fixed at configure time: a file added or removed reconfigures.
+  const srcChanged = writeIfChanged(join(STAGE, 'sources.stamp'), JSON.stringify({ cpu }));
   linkTo(join(STAGE, 'native'), join(ROOT, 'native'));
   linkTo(join(STAGE, 'node_modules'), join(ROOT, 'node_modules'));
 

@@ -2,7 +2,7 @@
 // build-cuda/test-sm80), and the loader's variant choice on this GPU-less machine: `auto` falls back to
 // the CPU addon, `cuda` forced is a clear ERR_NATIVE, and CMake configures without nvcc.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -40,9 +40,9 @@ beforeAll(() => {
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe('CUDA module build', () => {
-  it('compiles every .cu of native/sources.json to sm_80 device code and links gear_rl_cuda.node', () => {
+  it('compiles every .cu of native/sources.mjs to sm_80 device code and links gear_rl_cuda.node', async () => {
     expect(existsSync(MODULE)).toBe(true);
-    const sources = JSON.parse(readFileSync(join(ROOT, 'native/sources.json'), 'utf8')) as { cuda: string[] };
+    const sources = await import(pathToFileURL(join(ROOT, 'native/sources.mjs')).href) as { cuda: string[] };
     const cu = sources.cuda.filter((s) => s.endsWith('.cu'));
     expect(cu.map((s) => s.split('/').pop()).sort()).toEqual(['device_query.cu', 'divergence.cu', 'segment.cu', 'token_stats.cu']);
     // device code is embedded (fat binary section) and every kernel has its host launch stub

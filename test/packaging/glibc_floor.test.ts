@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync 
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { elfLoadNeeds, glibcFloorProblems, versionAbove, versionNumbers, versionReport } from '../helpers/elf.js';
 
@@ -16,7 +16,7 @@ const LINUX = process.platform === 'linux';
 const scratch = mkdtempSync(join(tmpdir(), 'gear-rl-glibc-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-const WRAP = (JSON.parse(readFileSync(join(ROOT, 'native/sources.json'), 'utf8')) as { linuxWrap: string[] }).linuxWrap;
+const WRAP = (await import(pathToFileURL(join(ROOT, 'native/sources.mjs')).href) as { linuxWrap: string[] }).linuxWrap;
 /** binding.gyp's Linux ldflags for the compiler `cxx` (what `<!@(node native/linux-ldflags.mjs)` gives). */
 const linuxLdflags = (cxx: string) =>
   execFileSync(process.execPath, ['native/linux-ldflags.mjs'], { cwd: ROOT, env: { ...process.env, CXX: cxx }, encoding: 'utf8' })

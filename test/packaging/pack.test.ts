@@ -6,7 +6,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { glibcFloorProblems, versionReport } from '../helpers/elf.js';
 import { qemuNodeArgv } from '../../scripts/cross-build.mjs';
@@ -100,16 +100,16 @@ afterAll(() => {
 });
 
 describe('npm pack', () => {
-  it('ships the N-API prebuild, the compiled JS and the sources for a fallback build, and nothing else', () => {
+  it('ships the N-API prebuild, the compiled JS and the sources for a fallback build, and nothing else', async () => {
     expect(existsSync(tarball)).toBe(true);
     expect(files).toContain('package/prebuilds/linux-x64/gear-rl.glibc.node');
     expect(files).toContain('package/prebuilds/win32-x64/gear-rl.node');  // loaded under Wine in test/platform/win32.test.ts
     expect(files).toContain('package/prebuilds/linux-arm64/gear-rl.glibc.node');  // cross-compiled, loaded under qemu below
     for (const f of ['package/package.json', 'package/dist/index.js', 'package/dist/index.d.ts', 'package/binding.gyp',
-      'package/CMakeLists.txt', 'package/native/sources.json', 'package/README.md']) expect(files).toContain(f);
+      'package/CMakeLists.txt', 'package/native/sources.mjs', 'package/README.md']) expect(files).toContain(f);
     // the copy's list (the working tree may have changed since it was copied)
-    const nativeSources: string[] = JSON.parse(readFileSync(join(work, 'src', 'native/sources.json'), 'utf8')).cpu;
-    for (const s of nativeSources) expect(files).toContain(`package/${s}`);
+    const listed = await import(pathToFileURL(join(work, 'src', 'native/sources.mjs')).href) as { cpu: string[]; cuda: string[] };
+    for (const s of [...listed.cpu, ...listed.cuda]) expect(files).toContain(`package/${s}`);
     expect(files.filter((f) => /^package\/(test|bench|node_modules|build|scripts)\//.test(f))).toEqual([]);
     // N-API tagged: no ABI-specific prebuild that would only load in one Node version.
     expect(files.filter((f) => f.startsWith('package/prebuilds/') && /\.abi\d+\./.test(f))).toEqual([]);

@@ -18,7 +18,7 @@ const onPath = (cmd: string) => (process.env.PATH ?? '').split(delimiter).map((d
 const clang = onPath('clang++');
 const gxx = onPath('g++');
 const X86 = process.arch === 'x64';
-const SOURCES = (JSON.parse(readFileSync(join(ROOT, 'native/sources.json'), 'utf8')) as { cpu: string[] }).cpu;
+const SOURCES = (await import(pathToFileURL(join(ROOT, 'native/sources.mjs')).href) as { cpu: string[] }).cpu;
 const DIST = pathToFileURL(join(ROOT, 'dist', 'index.js')).href;
 
 function run(cmd: string, args: string[], opts: { input?: string; env?: NodeJS.ProcessEnv } = {}) {
@@ -49,7 +49,7 @@ beforeAll(() => {
 
 describe('clang and g++ builds', () => {
   for (const [name, compiler] of [['clang', /clang version/], ['gxx', /GCC: /]] as const) {
-    it(`${name}: every source of native/sources.json with -Wall -Wextra -Werror, no warning, links gear_rl.node`, () => {
+    it(`${name}: every source of native/sources.mjs with -Wall -Wextra -Werror, no warning, links gear_rl.node`, () => {
       const b = builds[name];
       expect(b.summary).toMatch(/^\[build-with\] .*: \d+ compiled, \d+ up to date, 0 warnings, [\d.]+ s -> /);
       const [, compiled, cached] = /: (\d+) compiled, (\d+) up to date/.exec(b.summary)!;

@@ -9,18 +9,27 @@
 #include "gear/segment.h"
 #include "gear/token_stats.h"
 
+// Every op of the table, one X(name) each, in table order: the public function `gear::name` (declared in a
+// header included above) and its CPU implementation `gear::cpu::name`. `struct Backend`, the CPU
+// declarations (native/src/cpu/cpu_backend.h) and both tables are generated from this list, so adding
+// a backend op is one line here (plus its public forward to active_backend() in native/src/core/backend.cc).
+#define GEAR_BACKEND_OPS(X) \
+  X(token_stats)            \
+  X(token_stats_backward)   \
+  X(token_stats_partial)    \
+  X(merge_token_stats)      \
+  X(divergence)             \
+  X(divergence_backward)    \
+  X(segment_reduce)         \
+  X(segment_broadcast)
+
 namespace gear {
 
 struct Backend {
   const char* name;  // "cpu" | "cuda"
-  decltype(&::gear::token_stats) token_stats;
-  decltype(&::gear::token_stats_backward) token_stats_backward;
-  decltype(&::gear::token_stats_partial) token_stats_partial;
-  decltype(&::gear::merge_token_stats) merge_token_stats;
-  decltype(&::gear::divergence) divergence;
-  decltype(&::gear::divergence_backward) divergence_backward;
-  decltype(&::gear::segment_reduce) segment_reduce;
-  decltype(&::gear::segment_broadcast) segment_broadcast;
+#define GEAR_BACKEND_FIELD(op) decltype(&::gear::op) op;
+  GEAR_BACKEND_OPS(GEAR_BACKEND_FIELD)
+#undef GEAR_BACKEND_FIELD
 };
 
 // The CPU kernels (native/src/cpu/cpu_backend.cc); the table in effect unless another is installed.

@@ -1,6 +1,11 @@
-// N-API module entry: registers every op family. The binding layer only converts and checks
-// arguments; the math lives in plain C++ under native/src/cpu.
+// N-API module entry: runs every op family's registration (each binding file registers itself with
+// GEAR_BINDING, ops.h). The binding layer only converts and checks arguments; the math lives in plain
+// C++ under native/src/cpu.
 #include <napi.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
 
 #if defined(_WIN32)
 #include <windows.h>
@@ -12,6 +17,35 @@
 #include "ops.h"
 
 namespace gear::addon {
+
+namespace {
+struct Binding {
+  const char* name;
+  RegisterFn fn;
+  int order;
+};
+// Function-local: filled while static objects are constructed, whatever the order of the files.
+std::vector<Binding>& bindings() {
+  static std::vector<Binding> list;
+  return list;
+}
+}  // namespace
+
+BindingRegistrar::BindingRegistrar(const char* name, RegisterFn fn, int order) {
+  bindings().push_back({name, fn, order});
+}
+
+void RegisterAll(Napi::Env env, Napi::Object exports) {
+  // Sorted once (every JS environment that loads the module, workers included, runs Init).
+  static const std::vector<Binding> sorted = [] {
+    std::vector<Binding> list = bindings();
+    std::sort(list.begin(), list.end(), [](const Binding& a, const Binding& b) {
+      return a.order != b.order ? a.order < b.order : std::strcmp(a.name, b.name) < 0;
+    });
+    return list;
+  }();
+  for (const Binding& b : sorted) b.fn(env, exports);
+}
 
 // Keeps the module mapped for the life of the process. Node unloads an addon when the last environment
 // that loaded it (a worker) ends, while the process-wide thread pool's idle threads still run this
@@ -31,17 +65,7 @@ static void PinModule() {
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   PinModule();
   exports.Set("setErrorClass", Napi::Function::New(env, SetErrorClass, "setErrorClass"));
-  RegisterBackend(env, exports);
-  RegisterSegment(env, exports);
-  RegisterBandwidth(env, exports);
-  RegisterGear(env, exports);
-  RegisterOptim(env, exports);
-  RegisterPolicyLoss(env, exports);
-  RegisterTokenStats(env, exports);
-  RegisterDivergence(env, exports);
-#ifdef GEAR_RL_CUDA
-  RegisterCuda(env, exports);  // last: replaces backend() with the device's
-#endif
+  RegisterAll(env, exports);
   return exports;
 }
 

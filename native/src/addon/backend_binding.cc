@@ -52,5 +52,6 @@ void RegisterBackend(Napi::Env env, Napi::Object exports) {
   exports.Set("setNumThreads", Napi::Function::New(env, SetNumThreads, "setNumThreads"));
   exports.Set("setIsa", Napi::Function::New(env, SetIsa, "setIsa"));
 }
+GEAR_BINDING(RegisterBackend);
 
 }  // namespace gear::addon

@@ -23,5 +23,6 @@ static Napi::Value MemoryBandwidth(const Napi::CallbackInfo& info) {
 void RegisterBandwidth(Napi::Env env, Napi::Object exports) {
   exports.Set("memoryBandwidth", Napi::Function::New(env, MemoryBandwidth, "memoryBandwidth"));
 }
+GEAR_BINDING(RegisterBandwidth);
 
 }  // namespace gear::addon

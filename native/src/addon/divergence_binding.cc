@@ -61,7 +61,9 @@ static Napi::Value Divergence(const Napi::CallbackInfo& info) {
     o.student_logprob = field(4);
     o.teacher_logprob = field(5);
   }
-  return Run(env, async, {sp.Get("data"), tp.Get("data"), p.Get("targets"), p.Get("abort")},
+  return Run(env, async,
+             {sp.Get("data"), tp.Get("data"), p.Get("targets"), out.Get(kKeys[0]), out.Get(kKeys[1]),
+              out.Get(kKeys[2]), out.Get(kKeys[3]), out.Get(kKeys[4]), out.Get(kKeys[5]), p.Get("abort")},
              [=](const ExecContext& ctx) {
                return divergence(a.s, a.t, a.kind, a.beta, a.temperature, a.kl_cap, tg.data, o, ctx);
              },
@@ -86,7 +88,7 @@ static Napi::Value DivergenceBackward(const Napi::CallbackInfo& info) {
   float* po = a.s.rows * a.s.vocab > 0 ? out.Data() : nullptr;
   return Run(env, async,
              {sp.Get("data"), tp.Get("data"), p.Get("grad"), stats.Get("value"), stats.Get("studentLogsumexp"),
-              stats.Get("teacherLogsumexp"), p.Get("abort")},
+              stats.Get("teacherLogsumexp"), p.Get("out"), p.Get("abort")},
              [=](const ExecContext& ctx) {
                return divergence_backward(a.s, a.t, a.kind, a.beta, a.temperature, a.kl_cap, grad, value, slse, tlse,
                                           po, ctx);
@@ -100,5 +102,6 @@ void RegisterDivergence(Napi::Env env, Napi::Object exports) {
   exports.Set("divergence", Napi::Function::New(env, Divergence, "divergence"));
   exports.Set("divergenceBackward", Napi::Function::New(env, DivergenceBackward, "divergenceBackward"));
 }
+GEAR_BINDING(RegisterDivergence);
 
 }  // namespace gear::addon

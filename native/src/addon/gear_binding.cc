@@ -138,5 +138,6 @@ static Napi::Value GearScan(const Napi::CallbackInfo& info) {
 void RegisterGear(Napi::Env env, Napi::Object exports) {
   exports.Set("gearScan", Napi::Function::New(env, GearScan, "gearScan"));
 }
+GEAR_BINDING(RegisterGear);
 
 }  // namespace gear::addon

@@ -1,16 +1,30 @@
-// One Register function per binding file (one file per op family, named like the op). addon.cc calls
-// each at load; add a line here and in addon.cc when adding an op family.
+// Self-registering bindings: each binding file (one per op family, named like the op) ends with
+//   GEAR_BINDING(RegisterFoo);
+// at namespace scope, which adds RegisterFoo to a process-wide list while the module's static objects
+// are constructed; the module's Init (addon.cc) then runs every entry. Nothing else names the binding,
+// so every build must link the binding objects themselves (they all do: no static library in between,
+// where a linker would drop an object nothing refers to).
 #pragma once
 #include <napi.h>
 
 namespace gear::addon {
-void RegisterBackend(Napi::Env env, Napi::Object exports);   // backend_binding.cc
-void RegisterSegment(Napi::Env env, Napi::Object exports);   // segment_binding.cc
-void RegisterBandwidth(Napi::Env env, Napi::Object exports);  // bandwidth_binding.cc
-void RegisterGear(Napi::Env env, Napi::Object exports);       // gear_binding.cc
-void RegisterOptim(Napi::Env env, Napi::Object exports);       // optim_binding.cc
-void RegisterPolicyLoss(Napi::Env env, Napi::Object exports);  // policy_loss_binding.cc
-void RegisterTokenStats(Napi::Env env, Napi::Object exports);  // token_stats_binding.cc
-void RegisterDivergence(Napi::Env env, Napi::Object exports);  // divergence_binding.cc
-void RegisterCuda(Napi::Env env, Napi::Object exports);        // cuda/cuda_binding.cc (CUDA module only)
+
+using RegisterFn = void (*)(Napi::Env env, Napi::Object exports);
+
+// Bindings run in ascending `order`, then by name (the order of static construction across files is
+// unspecified). kBindingLast: after every other binding (the CUDA module's, which replaces backend()).
+inline constexpr int kBindingDefault = 0;
+inline constexpr int kBindingLast = 1;
+
+struct BindingRegistrar {
+  BindingRegistrar(const char* name, RegisterFn fn, int order = kBindingDefault);
+};
+
+// Calls every registered binding in order (addon.cc, at module initialisation).
+void RegisterAll(Napi::Env env, Napi::Object exports);
+
 }  // namespace gear::addon
+
+#define GEAR_BINDING_ORDERED(fn, order) \
+  [[maybe_unused]] static const ::gear::addon::BindingRegistrar gear_binding_##fn(#fn, fn, order)
+#define GEAR_BINDING(fn) GEAR_BINDING_ORDERED(fn, ::gear::addon::kBindingDefault)

@@ -203,5 +203,6 @@ void RegisterOptim(Napi::Env env, Napi::Object exports) {
   exports.Set("gradNorm", Napi::Function::New(env, GradNorm, "gradNorm"));
   exports.Set("clipGradNorm", Napi::Function::New(env, ClipGradNorm, "clipGradNorm"));
 }
+GEAR_BINDING(RegisterOptim);
 
 }  // namespace gear::addon

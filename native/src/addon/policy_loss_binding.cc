@@ -46,7 +46,8 @@ static Napi::Value PolicyLossPpo(const Napi::CallbackInfo& info) {
   float* g = out.Data();
   auto stats = std::make_shared<PpoStats>();
   return Run(env, async,
-             {p.Get("logprob"), p.Get("oldLogprob"), p.Get("advantages"), p.Get("offsets"), p.Get("mask"), p.Get("abort")},
+             {p.Get("logprob"), p.Get("oldLogprob"), p.Get("advantages"), p.Get("offsets"), p.Get("mask"), p.Get("out"),
+              p.Get("abort")},
              [=](const ExecContext& ctx) {
                return policy_loss_ppo(lp.data, old.data, adv.data, mask.data, n, off.data, rows, k, g, stats.get(), ctx,
                                       reused);
@@ -69,5 +70,6 @@ static Napi::Value PolicyLossPpo(const Napi::CallbackInfo& info) {
 void RegisterPolicyLoss(Napi::Env env, Napi::Object exports) {
   exports.Set("policyLossPpo", Napi::Function::New(env, PolicyLossPpo, "policyLossPpo"));
 }
+GEAR_BINDING(RegisterPolicyLoss);
 
 }  // namespace gear::addon

@@ -31,7 +31,7 @@ static Napi::Value SegmentReduce(const Napi::CallbackInfo& info) {
   Napi::Object result = Napi::Object::New(env);
   result.Set("rowValues", out);
   double* o = out.Data();
-  return Run(env, async, {values, p.Get("offsets"), p.Get("mask"), p.Get("abort")},
+  return Run(env, async, {values, p.Get("offsets"), p.Get("mask"), p.Get("out"), p.Get("abort")},
              [=](const ExecContext& ctx) {
                return segment_reduce(v32.data, v64.data, n, off.data, rows, mask.data, op, o, ctx);  // off: a copy
              },
@@ -56,7 +56,7 @@ static Napi::Value SegmentBroadcast(const Napi::CallbackInfo& info) {
   Napi::Object result = Napi::Object::New(env);
   result.Set("tokenValues", out);
   float* o = out.Data();
-  return Run(env, async, {p.Get("rowValues"), p.Get("offsets"), p.Get("mask"), p.Get("abort")},
+  return Run(env, async, {p.Get("rowValues"), p.Get("offsets"), p.Get("mask"), p.Get("out"), p.Get("abort")},
              [=](const ExecContext& ctx) {
                return segment_broadcast(vals.data, off.data, rows, n, mask.data, o, ctx, reused);
              },
@@ -67,5 +67,6 @@ void RegisterSegment(Napi::Env env, Napi::Object exports) {
   exports.Set("segmentReduce", Napi::Function::New(env, SegmentReduce, "segmentReduce"));
   exports.Set("segmentBroadcast", Napi::Function::New(env, SegmentBroadcast, "segmentBroadcast"));
 }
+GEAR_BINDING(RegisterSegment);
 
 }  // namespace gear::addon

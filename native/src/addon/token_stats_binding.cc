@@ -32,7 +32,9 @@ static Napi::Value TokenStats(const Napi::CallbackInfo& info) {
   float* plp = olp.Data();
   float* pent = oent.Data();
   float* plse = olse.Data();
-  return Run(env, async, {lp.Get("data"), p.Get("targets"), p.Get("abort")},
+  return Run(env, async,
+             {lp.Get("data"), p.Get("targets"), out.Get("logprob"), out.Get("entropy"), out.Get("logsumexp"),
+              p.Get("abort")},
              [=](const ExecContext& ctx) { return token_stats(l, tg.data, temperature, plp, pent, plse, ctx); },
              result, abort);
 }
@@ -67,7 +69,7 @@ static Napi::Value TokenStatsBackward(const Napi::CallbackInfo& info) {
   float* po = total > 0 ? out.Data() : nullptr;
   return Run(env, async,
              {lp.Get("data"), p.Get("targets"), grad.Get("logprob"), grad.Get("entropy"), stats.Get("logsumexp"),
-              stats.Get("entropy"), p.Get("abort")},
+              stats.Get("entropy"), p.Get("out"), p.Get("abort")},
              [=](const ExecContext& ctx) {
                return token_stats_backward(l, tg.data, gl, ge, temperature, slse, sent, po, ctx);
              },
@@ -156,5 +158,6 @@ void RegisterTokenStats(Napi::Env env, Napi::Object exports) {
   exports.Set("tokenStatsPartial", Napi::Function::New(env, TokenStatsPartial, "tokenStatsPartial"));
   exports.Set("mergeTokenStats", Napi::Function::New(env, MergeTokenStats, "mergeTokenStats"));
 }
+GEAR_BINDING(RegisterTokenStats);
 
 }  // namespace gear::addon

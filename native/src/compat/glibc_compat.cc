@@ -2,7 +2,7 @@
 // glibc >= 2.28 (x86-64) / 2.17 (aarch64), with libstdc++ and libgcc linked in statically.
 //
 // The Linux link (native/linux-ldflags.mjs, used by binding.gyp, CMakeLists.txt and scripts/build-with.mjs)
-// passes `-Wl,--wrap=<name>` for each name in native/sources.json "linuxWrap": every reference to <name>
+// passes `-Wl,--wrap=<name>` for each name in native/sources.mjs `linuxWrap`: every reference to <name>
 // (the library's own and those inside the static libstdc++.a / libgcc_eh.a) goes to __wrap_<name> below.
 //  * glibc on x86-64 / aarch64: __wrap_<name> tail-calls the architecture's base symbol version
 //    (GLIBC_2.2.5 / GLIBC_2.17). That is the same function under its old name: exp/log/pow/exp2/log2@2.29

@@ -6,17 +6,9 @@
 namespace gear {
 
 const Backend& cpu_backend() {
-  static const Backend kCpu{
-      "cpu",
-      cpu::token_stats,
-      cpu::token_stats_backward,
-      cpu::token_stats_partial,
-      cpu::merge_token_stats,
-      cpu::divergence,
-      cpu::divergence_backward,
-      cpu::segment_reduce,
-      cpu::segment_broadcast,
-  };
+#define GEAR_CPU_ENTRY(op) cpu::op,
+  static const Backend kCpu{"cpu", GEAR_BACKEND_OPS(GEAR_CPU_ENTRY)};
+#undef GEAR_CPU_ENTRY
   return kCpu;
 }
 

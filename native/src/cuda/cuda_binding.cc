@@ -47,5 +47,6 @@ void RegisterCuda(Napi::Env env, Napi::Object exports) {
   exports.Set("cudaDevices", Napi::Function::New(env, CudaDevices, "cudaDevices"));
   exports.Set("backend", Napi::Function::New(env, CudaBackend, "backend"));  // replaces the CPU one
 }
+GEAR_BINDING_ORDERED(RegisterCuda, kBindingLast);  // after the CPU module's backend(), which it replaces
 
 }  // namespace gear::addon
