@@ -1,13 +1,19 @@
 /**
  * The one path from a TypeScript wrapper to an async native call: buffer claims (`ERR_BUSY`) and
- * abort support.
+ * abort support. Async work reads and writes the caller's arrays in place after the call returns; the
+ * addon marks their ArrayBuffers untransferable before the work starts (native/src/core/ownership.h,
+ * docs/ownership.md), so a later transfer copies them instead of freeing memory under the work.
  *
  * @internal
  * @module
  */
 import { GearError } from './errors.js';
 
-/** Options shared by the async forms. */
+/**
+ * Options shared by the async forms.
+ *
+ * @category Backend
+ */
 export interface AsyncOptions {
   /** Aborting rejects the Promise with `ERR_ABORTED`. */
   signal?: AbortSignal;
@@ -45,7 +51,8 @@ export function claimBuffers(
   }
   if (!isAsync) return () => {};
   // Async work reads and writes these buffers in place after this call returns: a resizable
-  // ArrayBuffer could shrink under it. (A growable SharedArrayBuffer only grows, which is safe.)
+  // ArrayBuffer could shrink under it. (A growable SharedArrayBuffer only grows, which is safe.) The
+  // addon refuses them too; refusing here names the argument.
   for (const [what, x] of [...reads, ...writes]) {
     if (x && (x.buffer as ArrayBuffer & { resizable?: boolean }).resizable === true && !(x.buffer instanceof SharedArrayBuffer)) {
       throw new GearError('ERR_DTYPE', `${what}: expected a fixed-length ArrayBuffer for an async call (the work reads it in place), got a resizable one`);
@@ -86,7 +93,8 @@ export function callSync<R>(use: BufferUse, call: () => R): R {
 /**
  * The async path of every native op: the same `ERR_BUSY` rule, then the buffers stay claimed until the
  * call settles (a buffer in use rejects with `ERR_BUSY`); `signal` aborts (`ERR_ABORTED`, at once when
- * it has already fired), the native side polls the flag `call` receives.
+ * it has already fired), the native side polls the flag `call` receives. The native call marks every
+ * ArrayBuffer it reads or writes untransferable (permanently: later transfers copy it).
  * @internal
  */
 export function callAsync<R>(use: BufferUse, signal: AbortSignal | undefined,

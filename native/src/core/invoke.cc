@@ -6,6 +6,7 @@
 
 #include "args.h"
 #include "gear/thread_pool.h"
+#include "ownership.h"
 
 namespace gear::addon {
 
@@ -89,6 +90,7 @@ Napi::Value Run(Napi::Env env, bool async, const std::vector<Napi::Value>& keep,
     if (finish) finish(result);
     return result;
   }
+  HoldForAsync(env, keep);  // throws (nothing queued) when a buffer cannot be held
   auto* job = new Job(env, keep, std::move(work), result, abort, std::move(finish));
   Napi::Promise p = job->Promise();
   job->Queue();

@@ -25,6 +25,11 @@ struct EnvJobs {
   std::condition_variable idle;
   int64_t running = 0;
   std::atomic<int32_t> cancel{0};
+  // The runtime functions the ownership rule calls (ownership.h), looked up when the module loads in
+  // this environment and used only on its JS thread; null where the runtime lacks them.
+  bool ownership_ready = false;
+  napi_ref mark_untransferable = nullptr;
+  napi_ref resizable_getter = nullptr;
 };
 
 // The jobs record of `env` (created with the environment's instance data, torn down by its cleanup hook).
@@ -36,8 +41,12 @@ using Finish = std::function<void(Napi::Object result)>;
 
 // Runs `work` on the addon thread pool, synchronously (returns `result`) or, when `async` is true, on a
 // libuv worker thread (returns a Promise resolved with `result` or rejected with the kernel's error).
-// `result` is built before the work starts (the output arrays the kernel fills); `keep` holds the input
-// objects alive for the life of the job. `abort` is the call's abort flag (or null).
+// `result` is built before the work starts (the output arrays the kernel fills); `keep` holds the caller's
+// objects alive for the life of the job and must name every array of the caller's that the work reads
+// or writes in place (inputs, `out` arrays, the abort flag): for an async call their ArrayBuffers are
+// marked untransferable before the work is queued (HoldForAsync, ownership.h). Arrays the binding
+// allocated for the result need no mark (the caller sees them only once the promise settles).
+// `abort` is the call's abort flag (or null).
 Napi::Value Run(Napi::Env env, bool async, const std::vector<Napi::Value>& keep,
                 std::function<Status(const ExecContext&)> work, Napi::Object result,
                 const std::atomic<int32_t>* abort, Finish finish = nullptr);
