@@ -40,6 +40,12 @@ function logits(seed: number) {
 }
 const targets = () => Int32Array.from({ length: ROWS }, (_, r) => (r * 97) % VOCAB);
 const f32s = (n: number, fill = 7) => new Float32Array(n).fill(fill);
+/** Top-8 lists of ROWS * 64 tokens (distinct ids, probabilities summing to 0.8) for the sparse divergence. */
+const topk = (seed: number) => ({
+  ids: Int32Array.from({ length: ROWS * 64 * 8 }, (_, i) => (i % 8) * 11 + ((Math.floor(i / 8) + seed) % 7)),
+  logprobs: new Float32Array(ROWS * 64 * 8).fill(Math.log(0.1)), k: 8,
+});
+const one = () => ({ ids: Int32Array.from({ length: 8 }, (_, j) => j), logprobs: new Float32Array(8).fill(-3), k: 8 });
 const packed = () => {
   const per = 1024;
   const offsets = Int32Array.from({ length: ROWS + 1 }, (_, r) => r * per);
@@ -102,6 +108,22 @@ const CASES: Record<string, () => Case> = {
       start: (signal) => rl.divergenceBackwardAsync(s, te, g, { out, signal }),
       writes: [out], reads: [s.data, te.data, g],
       again: () => rl.divergenceBackwardAsync(logits(10), logits(11), g, { out }),
+    };
+  },
+  sparseDivergenceAsync: () => {
+    const st = topk(30), te = topk(31);
+    return {
+      start: (signal) => rl.sparseDivergenceAsync(st, te, { kind: 'jsd', signal }),
+      writes: [], reads: [st.ids, st.logprobs, te.ids, te.logprobs],
+      readerOf: (buf) => rl.sparseDivergenceAsync({ ids: new Int32Array(buf, 0, 8), logprobs: new Float32Array(8).fill(-3), k: 8 }, one()),
+    };
+  },
+  sparseDivergenceBackwardAsync: () => {
+    const st = topk(32), te = topk(33), g = f32s(ROWS * 64, 1);
+    return {
+      start: (signal) => rl.sparseDivergenceBackwardAsync(st, te, g, { signal }),
+      writes: [], reads: [st.ids, st.logprobs, te.ids, te.logprobs, g],
+      readerOf: (buf) => rl.sparseDivergenceBackwardAsync(one(), one(), new Float32Array(buf, 0, 1)),
     };
   },
   segmentReduceAsync: () => {

@@ -170,6 +170,47 @@ export interface DivergenceBackwardResult {
   gradStudent: Float32Array;
 }
 
+// ---- sparse (top-k) divergence ----
+
+/** One side's top-k lists: `ids` and `logprobs` of `n * k` (padding: id -1, log-prob -Infinity). */
+export interface NativeSparseTopk {
+  ids: Int32Array;
+  logprobs: Float32Array;
+  k: number;
+}
+/** 0 tail bucket, 1 renormalised over the shared ids. */
+export type SparseSupportCode = 0 | 1;
+interface SparseDivergenceCommonParams extends AsyncControl {
+  student: NativeSparseTopk;
+  teacher: NativeSparseTopk;
+  n: number;
+  kind: DivergenceKindCode;
+  beta: number;
+  support: SparseSupportCode;
+  tailClamp: number;
+  /** 0: unknown. */
+  vocab: number;
+  klCap: number;
+}
+export type SparseDivergenceParams = SparseDivergenceCommonParams;
+export interface SparseDivergenceResult {
+  value: Float32Array;
+  studentTail: Float32Array;
+  teacherTail: Float32Array;
+  studentSharedMass: Float32Array;
+  teacherSharedMass: Float32Array;
+  shared: Int32Array;
+  entropyLower: Float32Array;
+  entropyUpper: Float32Array;
+}
+export interface SparseDivergenceBackwardParams extends SparseDivergenceCommonParams {
+  grad: Float32Array;
+}
+export interface SparseDivergenceBackwardResult {
+  /** dLoss/d(student top-k log-probs), `n * student.k`. */
+  gradStudent: Float32Array;
+}
+
 // ---- packed rows ----
 
 /** 0 sum, 1 mean, 2 max, 3 min, 4 count. */
@@ -388,6 +429,8 @@ export interface NativeAddon {
   mergeTokenStats: AsyncOp<MergeTokenStatsParams, MergeTokenStatsResult>;
   divergence: AsyncOp<DivergenceParams, DivergenceResult>;
   divergenceBackward: AsyncOp<DivergenceBackwardParams, DivergenceBackwardResult>;
+  sparseDivergence: AsyncOp<SparseDivergenceParams, SparseDivergenceResult>;
+  sparseDivergenceBackward: AsyncOp<SparseDivergenceBackwardParams, SparseDivergenceBackwardResult>;
   segmentReduce: AsyncOp<SegmentReduceParams, SegmentReduceResult>;
   segmentBroadcast: AsyncOp<SegmentBroadcastParams, SegmentBroadcastResult>;
   policyLossPpo: AsyncOp<PolicyLossPpoParams, PolicyLossPpoResult>;

@@ -1,0 +1,657 @@
+// Sparse (top-k) divergences: argument checks, row-parallel scheduling (each row by exactly one task, its
+// arithmetic in a fixed order: bit-identical for every thread count) and the per-row math in float64.
+// Per row the cost is the two lists' checks and exps (sparse_divergence_probs.inc: a branch-free
+// polynomial the compiler vectorises, also built for AVX2 in sparse_divergence_avx2.cc with the same
+// results), an id matching through a small per-task hash table (O(k), no branch that depends on which
+// ids are shared), and a few logs through an inline polynomial (a libm call per log would cost more than
+// the rest of the row). Rows that fail a check are re-examined by the exact, slower path, which names
+// the first bad entry.
+#include "gear/sparse_divergence.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gear/dispatch.h"
+#include "gear/isa_target.h"
+#include "gear/thread_pool.h"
+#include "../core/checks.h"
+#include "sparse_divergence_kernels.h"
+
+namespace gear {
+namespace {
+
+constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+// Beyond this many id comparisons per row, ids are matched through a sorted copy instead.
+constexpr int64_t kQuadraticLimit = 4096;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+using namespace sparse_kern;
+
+// The baseline build of the per-entry pass (side_probs, exp_list, exp_poly).
+#include "sparse_divergence_probs.inc"
+
+// The per-entry pass for the active ISA (the same results on every ISA).
+SideProbsFn pick_side_probs() {
+#if GEAR_X86
+  const Isa isa = active_isa();
+  if (isa == Isa::Avx2 || isa == Isa::Avx512) return side_probs_avx2;
+#endif
+  return side_probs;
+}
+
+struct Cell {
+  int64_t i;  // index in the student's list
+  double a;   // student log-prob
+  double c;   // teacher log-prob
+  double p;   // exp(a)
+  double q;   // exp(c)
+};
+
+// Open-addressing table of the fast matching path: 2^kHashBits slots of (student index + 1) | (teacher
+// index + 1) << 8, keyed by id (lists of up to kHashMaxK entries per side).
+constexpr int kHashBits = 12;
+constexpr uint32_t kHashMask = (1u << kHashBits) - 1;
+constexpr int64_t kHashMaxK = 255;
+
+inline uint32_t hash_slot(int32_t id) { return (static_cast<uint32_t>(id) * 2654435761u) >> (32 - kHashBits); }
+
+struct Scratch {
+  std::vector<std::pair<int32_t, int64_t>> sorted;  // (id, index) of one side, for long lists
+  std::vector<Cell> cells;                          // the shared cells, [0, ncell)
+  int64_t ncell = 0;
+  std::vector<double> ps, pt;                       // each side's probabilities (one exp per entry)
+  double mass_s = 0.0, mass_t = 0.0;                // each side's listed mass
+  std::vector<uint16_t> tab;                        // hash table, all zero between rows
+  std::vector<uint32_t> sslot, tslot;               // each entry's slot (kHashMask + 1: padding)
+  std::vector<int32_t> sx, tx;                      // each side's ids shifted by one, sx[0] = tx[0] = -2
+  SideProbsFn probs = pick_side_probs();
+  void size_for(int64_t ks, int64_t kt) {
+    cells.resize(static_cast<size_t>(std::max(ks, kt) + 1));  // prepare_fast writes one past the shared cells
+    ps.resize(static_cast<size_t>(ks));
+    pt.resize(static_cast<size_t>(kt));
+    if (ks <= kHashMaxK && kt <= kHashMaxK) {
+      tab.assign(kHashMask + 2, 0);
+      sslot.resize(static_cast<size_t>(ks));
+      tslot.resize(static_cast<size_t>(kt));
+      sx.resize(static_cast<size_t>(ks + 1));
+      tx.resize(static_cast<size_t>(kt + 1));
+    }
+  }
+};
+
+void atomic_min64(std::atomic<int64_t>& a, int64_t v) {
+  int64_t cur = a.load(std::memory_order_relaxed);
+  while (v < cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+
+// log sum exp of x[0..m) (-Infinity when empty or all -Infinity).
+template <typename F>
+double log_sum(int64_t m, F x) {
+  double mx = -kInf;
+  for (int64_t j = 0; j < m; ++j) mx = std::max(mx, x(j));
+  if (mx == -kInf) return -kInf;
+  double s = 0.0;
+  for (int64_t j = 0; j < m; ++j) s += std::exp(x(j) - mx);
+  return mx + std::log(s);
+}
+
+// e^x for a double x (x is clamped at 708): exp_list's polynomial; libm below -708, where e^x is subnormal
+// (still > 0: a conditional mass that is positive there makes a support mismatch).
+inline double exp_d(double x) {
+  if (!(x > -708.0)) return x == -kInf ? 0.0 : std::exp(x);
+  const double xc = x < 708.0 ? x : 708.0;
+  constexpr double kShift = 6755399441055744.0;
+  const double t = xc * 1.4426950408889634 + kShift;
+  const double n = t - kShift;
+  const double r = (xc - n * 0.6931471803691238) - n * 1.9082149292705877e-10;
+  const double p = exp_poly(r);
+  uint64_t tb;
+  std::memcpy(&tb, &t, sizeof tb);
+  const uint64_t sb = (tb + 1023u) << 52;
+  double scale;
+  std::memcpy(&scale, &sb, sizeof scale);
+  return p * scale;
+}
+
+// log x for a finite x > 0 (the same on every target, unlike libm's, and inline: a per-row libm call
+// costs more than a row's matching). x = 2^e m with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s) with
+// s = (m - 1) / (m + 1), |s| <= 0.1716: the odd series to s^15 (truncation below 2e-14 absolute).
+inline double log_pos(double x) {
+  int64_t bias = 0;
+  if (x < 2.2250738585072014e-308) {  // subnormal: scale into the normal range
+    x *= 18014398509481984.0;         // 2^54
+    bias = -54;
+  }
+  uint64_t b;
+  std::memcpy(&b, &x, sizeof b);
+  // Subtracting the bits of sqrt(1/2) puts m in [sqrt(1/2), sqrt(2)) with the exponent read off the top.
+  const uint64_t off = b - 0x3fe6a09e667f3bcdULL;
+  const int64_t k = static_cast<int64_t>(off) >> 52;  // arithmetic shift (g++, clang, MSVC)
+  const uint64_t mb = b - (static_cast<uint64_t>(k) << 52);
+  const int64_t e = k + bias;
+  double m;
+  std::memcpy(&m, &mb, sizeof m);
+  const double f = m - 1.0;
+  const double sv = f / (2.0 + f);
+  const double z = sv * sv;
+  double q = 2.0 / 15.0;
+  q = q * z + 2.0 / 13.0;
+  q = q * z + 2.0 / 11.0;
+  q = q * z + 2.0 / 9.0;
+  q = q * z + 2.0 / 7.0;
+  q = q * z + 2.0 / 5.0;
+  q = q * z + 2.0 / 3.0;
+  const double lm = 2.0 * sv + sv * (z * q);
+  const double ed = static_cast<double>(e);
+  return ed * 0.6931471803691238 + (lm + ed * 1.9082149292705877e-10);
+}
+
+// side_probs, then the duplicate check: the exact path (diagnostics, and lists too long for the hash table).
+int check_side(const int32_t* ids, const float* lp, int64_t k, int64_t vocab, Scratch& sc, double* prob, double* mass,
+               int64_t* where) {
+  int64_t valid = 0;
+  const int code = side_probs(ids, lp, k, vocab, prob, mass, &valid, where);
+  if (code != kOk) return code;
+  const int32_t kk = static_cast<int32_t>(k);
+  if (k * k <= kQuadraticLimit) {
+    // Every pair at once, fixed trip counts (vectorised): each id matches itself, the padding entries each
+    // other; any other match is a duplicate, then located by the slow loop.
+    int64_t hits = 0;
+    for (int32_t i = 0; i < kk; ++i) {
+      const int32_t id = ids[i];
+      int32_t c = 0;
+      for (int32_t j = 0; j < kk; ++j) c += ids[j] == id;
+      hits += c;
+    }
+    const int64_t pads = k - valid;
+    if (hits != valid + pads * pads) {
+      for (int64_t i = 1; i < k; ++i)
+        for (int64_t j = 0; j < i; ++j)
+          if (ids[i] >= 0 && ids[j] == ids[i]) {
+            *where = i;
+            return kDuplicate;
+          }
+    }
+  } else if (valid > 1) {
+    sc.sorted.clear();
+    for (int64_t i = 0; i < k; ++i)
+      if (ids[i] >= 0) sc.sorted.emplace_back(ids[i], i);
+    std::sort(sc.sorted.begin(), sc.sorted.end());
+    for (size_t j = 1; j < sc.sorted.size(); ++j)
+      if (sc.sorted[j].first == sc.sorted[j - 1].first) {
+        *where = std::max(sc.sorted[j].second, sc.sorted[j - 1].second);
+        return kDuplicate;
+      }
+  }
+  *where = -1;
+  return kOk;
+}
+
+Status bad_status(const SparseTopk& st, const char* side, int64_t row, int code, int64_t idx, int64_t vocab) {
+  const std::string at = std::string(side) + "[row " + std::to_string(row) + (idx >= 0 ? ", entry " + std::to_string(idx) : "") + "]";
+  const int64_t o = row * st.k + (idx >= 0 ? idx : 0);
+  switch (code) {
+    case kNonFinite:
+      return error(Code::NonFinite, at + ".logprob: expected a finite log-prob or -Infinity, got " + number_text(st.logprobs[o]));
+    case kIdRange:
+      return error(Code::TargetRange, at + ".id: expected -1 (padding) or an id in [0, " +
+                                          (vocab > 0 ? std::to_string(vocab) : std::string("2^31")) + "), got " +
+                                          std::to_string(st.ids[o]));
+    case kPadding:
+      return error(Code::Option, at + ".logprob: expected -Infinity for a padding entry (id -1), got " +
+                                     number_text(st.logprobs[o]));
+    case kDuplicate:
+      return error(Code::Option, at + ".id: expected ids listed once per row, got " + std::to_string(st.ids[o]) + " again");
+    default:
+      return error(Code::Option, at + ": expected log-probs whose probabilities sum to at most 1 (tolerance 0.01), got a sum of " +
+                                     number_text(std::exp(log_sum(st.k, [&](int64_t j) {
+                                       return static_cast<double>(st.logprobs[row * st.k + j]);
+                                     }))));
+  }
+}
+
+// Finds, for each listed student id, the teacher entry with the same id: the shared cells, in student order.
+void match(const int32_t* sid, const float* slp, int64_t ks, const int32_t* tid, const float* tlp, int64_t kt,
+           Scratch& sc) {
+  const double* ps = sc.ps.data();
+  const double* pt = sc.pt.data();
+  Cell* cells = sc.cells.data();
+  int64_t n = 0;
+  if (ks * kt <= kQuadraticLimit) {
+    const int32_t kt32 = static_cast<int32_t>(kt);
+    for (int64_t i = 0; i < ks; ++i) {
+      const int32_t id = sid[i];
+      if (id < 0) continue;
+      // ids are unique (checked): at most one match, so the sum is its index + 1 (a vectorised reduction)
+      int32_t h = 0;
+      for (int32_t jj = 0; jj < kt32; ++jj) h += tid[jj] == id ? jj + 1 : 0;
+      if (h > 0) cells[n++] = {i, slp[i], tlp[h - 1], ps[i], pt[h - 1]};
+    }
+    sc.ncell = n;
+    return;
+  }
+  sc.sorted.clear();
+  for (int64_t j = 0; j < kt; ++j)
+    if (tid[j] >= 0) sc.sorted.emplace_back(tid[j], j);
+  std::sort(sc.sorted.begin(), sc.sorted.end());
+  for (int64_t i = 0; i < ks; ++i) {
+    const int32_t id = sid[i];
+    if (id < 0) continue;
+    auto it = std::lower_bound(sc.sorted.begin(), sc.sorted.end(), std::make_pair(id, int64_t{0}));
+    if (it != sc.sorted.end() && it->first == id)
+      cells[n++] = {i, slp[i], tlp[it->second], ps[i], pt[it->second]};
+  }
+  sc.ncell = n;
+}
+
+// The fast path of one row (both lists of at most kHashMaxK entries): the checks of side_probs, then
+// the ids of both sides through the hash table (a duplicate is found where it is inserted), then the
+// shared cells in student order. Returns false for a row that fails any check (the same rows as
+// check_side + match, which then name the error); the table is left all zero either way.
+bool prepare_fast(const int32_t* sid, const float* slp, int64_t ks, const int32_t* tid, const float* tlp, int64_t kt,
+                  int64_t vocab, Scratch& sc) {
+  int64_t where, vs, vt;
+  if (sc.probs(sid, slp, ks, vocab, sc.ps.data(), &sc.mass_s, &vs, &where) != kOk) return false;
+  if (sc.probs(tid, tlp, kt, vocab, sc.pt.data(), &sc.mass_t, &vt, &where) != kOk) return false;
+  uint16_t* tab = sc.tab.data();
+  uint32_t* ss = sc.sslot.data();
+  uint32_t* ts = sc.tslot.data();
+  constexpr uint32_t kPad = kHashMask + 1;  // a slot that stays 0
+  // The ids by table index (index + 1, 0 -> -2: no id): a slot v holds id iff sx[v & 0xff] or tx[v >> 8] is id.
+  int32_t* sx = sc.sx.data();
+  int32_t* tx = sc.tx.data();
+  sx[0] = tx[0] = -2;
+  std::memcpy(sx + 1, sid, static_cast<size_t>(ks) * sizeof(int32_t));
+  std::memcpy(tx + 1, tid, static_cast<size_t>(kt) * sizeof(int32_t));
+  auto other = [&](uint32_t v, int32_t id) { return (v != 0) & (sx[v & 0xffu] != id) & (tx[v >> 8] != id); };
+  bool ok = true;
+  int64_t ni = 0, nj = 0;  // entries whose slot is set
+  for (; ni < ks; ++ni) {
+    const int32_t id = sid[ni];
+    if (id < 0) {
+      ss[ni] = kPad;
+      continue;
+    }
+    uint32_t h = hash_slot(id);
+    while (tab[h] != 0) {  // rare: a collision, or the id again
+      if (sid[(tab[h] & 0xffu) - 1] == id) ok = false;
+      h = (h + 1) & kHashMask;
+    }
+    if (!ok) break;
+    tab[h] = static_cast<uint16_t>(ni + 1);
+    ss[ni] = h;
+  }
+  int64_t n = 0;
+  Cell* cells = sc.cells.data();
+  const double* ps = sc.ps.data();
+  const double* pt = sc.pt.data();
+  if (ok) {
+    for (; nj < kt; ++nj) {
+      const int32_t id = tid[nj];
+      if (id < 0) {
+        ts[nj] = kPad;
+        continue;
+      }
+      uint32_t h = hash_slot(id);
+      uint32_t v = tab[h];
+      // Common case, without a data-dependent branch: the slot is empty or holds id (shared or not).
+      if (other(v, id)) {
+        do {
+          h = (h + 1) & kHashMask;
+          v = tab[h];
+        } while (other(v, id));
+      }
+      if (v >> 8) {  // the teacher lists id twice
+        ok = false;
+        break;
+      }
+      tab[h] = static_cast<uint16_t>(v | static_cast<uint32_t>((nj + 1) << 8));
+      ts[nj] = h;
+      // The shared cells in teacher order, branch-free: every entry written at index n (<= kt), the shared
+      // ones kept.
+      const uint32_t si = v & 0xffu;
+      const int64_t i = si ? static_cast<int64_t>(si) - 1 : 0;
+      cells[n] = {i, slp[i], tlp[nj], ps[i], pt[nj]};
+      n += si != 0;
+    }
+  }
+  sc.ncell = ok ? n : 0;
+  for (int64_t i = 0; i < ni; ++i) tab[ss[i]] = 0;
+  for (int64_t j = 0; j < nj; ++j) tab[ts[j]] = 0;
+  return ok;
+}
+
+// One category's term of the divergence, from the student's and the teacher's log-masses x and y and
+// their masses p = e^x and q = e^y.
+double term(DivKind k, double beta, double x, double p, double y, double q) {
+  if (k == DivKind::ReverseKl) std::swap(x, y), std::swap(p, q), k = DivKind::ForwardKl;  // KL(p||q): roles swapped
+  if (k == DivKind::ForwardKl) {  // q (log q - log p)
+    if (q == 0.0) return 0.0;
+    if (x == -kInf) return kInf;
+    return q * (y - x);
+  }
+  const double m = (1.0 - beta) * p + beta * q;
+  if (m == 0.0) return 0.0;
+  const double lm = log_pos(m);
+  return (p > 0.0 ? (1.0 - beta) * p * (x - lm) : 0.0) + (q > 0.0 ? beta * q * (y - lm) : 0.0);
+}
+
+// d term / d x (the student's log-mass as a free coordinate), with p = e^x, q = e^y.
+double dterm(DivKind k, double beta, double x, double p, double y, double q) {
+  if (k == DivKind::ReverseKl) return p > 0.0 ? p * (x - y + 1.0) : 0.0;
+  if (k == DivKind::ForwardKl) return -q;
+  const double m = (1.0 - beta) * p + beta * q;
+  return p > 0.0 ? (1.0 - beta) * p * (x - log_pos(m)) : 0.0;
+}
+
+struct RowState {
+  double value = 0.0;
+  double ls = -kInf, lt = -kInf;    // log sum over C of p_s, p_t (unclamped; Bucket: only when tiny)
+  double ms = 0.0, mt = 0.0;        // sum over C of p_s, p_t (e^ls, e^lt)
+  double lbs = 0.0, lbt = 0.0;      // bucket log-masses (Bucket support)
+  double bs = 1.0, bt = 1.0;        // bucket masses
+  bool bucket_live = false;         // the bucket's mass moves with the student's log-probs
+  bool empty = false;               // Renormalize with no common conditional: value 0, gradient 0
+};
+
+// Per call: the bucket's mass at the clamp, -expm1(-clamp), and a band around e^-clamp outside which the
+// comparison log m < -clamp needs no log.
+struct Clamp {
+  double clamp, cb, lo, hi;
+  explicit Clamp(double c) : clamp(c), cb(-std::expm1(-c)), lo(std::exp(-c) * (1.0 - 1e-9)), hi(std::exp(-c) * (1.0 + 1e-9)) {}
+  bool below(double m) const { return m < lo || (m <= hi && log_pos(m) < -clamp); }  // log m < -clamp, for m > 0
+};
+
+// The bucket's mass -expm1(min(l, -clamp)) for l = log m: 1 - m below the clamp (exact to rounding: the
+// masses are sums of probabilities), cb = -expm1(-clamp) at it.
+inline double bucket_mass(double l, double m, const Clamp& cl) {
+  if (l == -kInf) return 1.0;
+  return l < -cl.clamp ? 1.0 - m : cl.cb;
+}
+
+// log sum over the cells of e^x from the cached masses (*mass: that sum); when they underflow, the shifted sum.
+template <typename X, typename P>
+double cells_log_mass(const Cell* cells, int64_t n, X x, P p, double* mass) {
+  double s = 0.0;
+  for (int64_t j = 0; j < n; ++j) s += p(cells[j]);
+  if (s > 1e-250) {
+    *mass = s;
+    return log_pos(s);
+  }
+  const double l = log_sum(n, [&](int64_t j) { return x(cells[j]); });
+  *mass = std::exp(l);
+  return l;
+}
+
+RowState row_value(const Cell* cells, int64_t n, DivKind k, const SparseDivergenceOptions& opt, const Clamp& cl) {
+  RowState r;
+  double v = 0.0;
+  if (opt.support == SparseSupport::Bucket) {
+    // One pass for the common case: both masses and the shared terms (the per-kind branch is loop-invariant).
+    double ms = 0.0, mt = 0.0;
+    for (int64_t j = 0; j < n; ++j) {
+      const Cell& c = cells[j];
+      ms += c.p;
+      mt += c.q;
+      v += term(k, opt.beta, c.a, c.p, c.c, c.q);
+    }
+    // The bucket masses from the shared masses; log ms (ls) only where the comparison with the clamp
+    // needs it or the masses underflow (then from the log-probs). ls / lt are not set otherwise.
+    if (ms > 1e-250) {
+      r.ms = ms;
+      r.bucket_live = cl.below(ms);
+      r.bs = r.bucket_live ? 1.0 - ms : cl.cb;
+    } else {
+      r.ls = cells_log_mass(cells, n, [](const Cell& c) { return c.a; }, [](const Cell& c) { return c.p; }, &r.ms);
+      r.bucket_live = r.ls > -kInf && r.ls < -opt.tail_clamp;
+      r.bs = bucket_mass(r.ls, r.ms, cl);
+    }
+    if (mt > 1e-250) {
+      r.mt = mt;
+      r.bt = cl.below(mt) ? 1.0 - mt : cl.cb;
+    } else {
+      r.lt = cells_log_mass(cells, n, [](const Cell& c) { return c.c; }, [](const Cell& c) { return c.q; }, &r.mt);
+      r.bt = bucket_mass(r.lt, r.mt, cl);
+    }
+    r.lbs = r.bs > 0.0 ? log_pos(r.bs) : -kInf;
+    r.lbt = r.bt > 0.0 ? log_pos(r.bt) : -kInf;
+    v += term(k, opt.beta, r.lbs, r.bs, r.lbt, r.bt);
+    r.value = v < 0.0 ? 0.0 : v;  // rounding can leave a KL of identical distributions a hair below 0
+    return r;
+  }
+  r.ls = cells_log_mass(cells, n, [](const Cell& c) { return c.a; }, [](const Cell& c) { return c.p; }, &r.ms);
+  r.lt = cells_log_mass(cells, n, [](const Cell& c) { return c.c; }, [](const Cell& c) { return c.q; }, &r.mt);
+  if (r.ls == -kInf || r.lt == -kInf) {
+    r.empty = true;
+  } else {
+    for (int64_t j = 0; j < n; ++j) {
+      const double x = cells[j].a - r.ls, y = cells[j].c - r.lt;
+      v += term(k, opt.beta, x, exp_d(x), y, exp_d(y));
+    }
+  }
+  // Rounding can leave a KL of identical distributions a hair below 0.
+  r.value = v < 0.0 ? 0.0 : v;
+  return r;
+}
+
+int64_t rows_per_task(int64_t ks, int64_t kt) { return std::max<int64_t>(16, 32768 / (ks + kt + 1)); }
+
+Status check_common(const SparseTopk& s, const SparseTopk& t, int64_t n, const SparseDivergenceOptions& opt) {
+  if (n < 0) return error(Code::Shape, "n: expected a token count >= 0, got " + std::to_string(n));
+  if (s.k < 1 || t.k < 1)
+    return error(Code::Shape, "k: expected at least 1 entry per token on each side, got " + std::to_string(s.k) + " and " +
+                                  std::to_string(t.k));
+  if (n > 0 && (s.k > std::numeric_limits<int64_t>::max() / n || t.k > std::numeric_limits<int64_t>::max() / n))
+    return error(Code::Shape, "n * k: expected a size that fits 64 bits");
+  if (n > 0 && (!s.ids || !s.logprobs || !t.ids || !t.logprobs))
+    return error(Code::Shape, "ids / logprobs: expected arrays of n * k, got none");
+  if (static_cast<int>(opt.kind) < 0 || static_cast<int>(opt.kind) > 2)
+    return error(Code::Option, "kind: expected 0, 1 or 2, got " + std::to_string(static_cast<int>(opt.kind)));
+  if (!(opt.beta >= 0.0 && opt.beta <= 1.0)) return error(Code::Option, "beta: expected a number in [0, 1], got " + number_text(opt.beta));
+  if (opt.support != SparseSupport::Bucket && opt.support != SparseSupport::Renormalize)
+    return error(Code::Option, "support: expected 0 or 1");
+  if (!(opt.tail_clamp >= 0.0 && opt.tail_clamp < 1.0))
+    return error(Code::Option, "tailClamp: expected a number in [0, 1), got " + number_text(opt.tail_clamp));
+  if (opt.vocab < 0 || opt.vocab > (int64_t{1} << 31))
+    return error(Code::Option, "vocab: expected 0 (unknown) or a size in [1, 2^31], got " + std::to_string(opt.vocab));
+  if (!(opt.kl_cap > 0.0)) return error(Code::Option, "klCap: expected a number > 0, got " + number_text(opt.kl_cap));
+  return Status::ok();
+}
+
+// Checks both sides of a row and matches their ids; returns a row error code (2 * code + side) or 0.
+int prepare_row(const SparseTopk& s, const SparseTopk& t, int64_t r, int64_t vocab, Scratch& sc, int64_t* where) {
+  const int32_t* sid = s.ids + r * s.k;
+  const float* slp = s.logprobs + r * s.k;
+  const int32_t* tid = t.ids + r * t.k;
+  const float* tlp = t.logprobs + r * t.k;
+  sc.ps.resize(static_cast<size_t>(s.k));
+  sc.pt.resize(static_cast<size_t>(t.k));
+  sc.cells.resize(static_cast<size_t>(std::max(s.k, t.k) + 1));
+  int code = check_side(sid, slp, s.k, vocab, sc, sc.ps.data(), &sc.mass_s, where);
+  if (code != kOk) return 2 * code;
+  code = check_side(tid, tlp, t.k, vocab, sc, sc.pt.data(), &sc.mass_t, where);
+  if (code != kOk) return 2 * code + 1;
+  match(sid, slp, s.k, tid, tlp, t.k, sc);
+  return 0;
+}
+
+// One row's checks, probabilities and shared cells; false for a row that fails a check.
+inline bool prepare(const SparseTopk& s, const SparseTopk& t, int64_t r, int64_t vocab, Scratch& sc) {
+  if (!sc.tab.empty())
+    return prepare_fast(s.ids + r * s.k, s.logprobs + r * s.k, s.k, t.ids + r * t.k, t.logprobs + r * t.k, t.k, vocab, sc);
+  int64_t where;
+  return prepare_row(s, t, r, vocab, sc, &where) == 0;
+}
+
+Status row_status(const SparseTopk& s, const SparseTopk& t, int64_t r, int64_t vocab) {
+  Scratch sc;
+  int64_t where = -1;
+  const int code = prepare_row(s, t, r, vocab, sc, &where);
+  return (code & 1) ? bad_status(t, "teacher", r, code >> 1, where, vocab)
+                    : bad_status(s, "student", r, code >> 1, where, vocab);
+}
+
+}  // namespace
+
+Status sparse_divergence(const SparseTopk& s, const SparseTopk& t, int64_t n, const SparseDivergenceOptions& opt,
+                         const SparseDivergenceOut& out, const ExecContext& ctx) {
+  auto fail = [&](Status e) {
+    const int64_t rows = n > 0 ? n : 0;
+    for (float* p : {out.value, out.student_tail, out.teacher_tail, out.student_shared_mass, out.teacher_shared_mass,
+                     out.entropy_lower, out.entropy_upper})
+      fill_nan(p, rows);
+    if (out.shared)
+      for (int64_t i = 0; i < rows; ++i) out.shared[i] = -1;
+    return e;
+  };
+  Status st = check_common(s, t, n, opt);
+  if (!st.is_ok()) return fail(st);
+  const DivKind k = effective_kind(opt.kind, opt.beta);
+  const Clamp cl(opt.tail_clamp);
+  std::atomic<int64_t> bad{kNone};
+  const bool done = parallel_blocks(ctx, n, rows_per_task(s.k, t.k), [&](int64_t b, int64_t e, int) {
+    Scratch sc;
+    sc.size_for(s.k, t.k);
+    // log(V - listed) of the entropy's upper bound, for each count of listed ids
+    std::vector<double> log_rest;
+    if (opt.vocab > 0 && out.entropy_upper)
+      for (int64_t j = 0; j <= s.k; ++j)
+        log_rest.push_back(std::log(static_cast<double>(std::max<int64_t>(opt.vocab - j, 1))));
+    for (int64_t r = b; r < e; ++r) {
+      if (!prepare(s, t, r, opt.vocab, sc)) {
+        atomic_min64(bad, r);
+        return;
+      }
+      const RowState rs = row_value(sc.cells.data(), sc.ncell, k, opt, cl);
+      if (out.value) out.value[r] = static_cast<float>(rs.value < opt.kl_cap ? rs.value : opt.kl_cap);
+      if (out.student_shared_mass) out.student_shared_mass[r] = static_cast<float>(rs.ms);
+      if (out.teacher_shared_mass) out.teacher_shared_mass[r] = static_cast<float>(rs.mt);
+      if (out.shared) out.shared[r] = static_cast<int32_t>(sc.ncell);
+      const float* slp = s.logprobs + r * s.k;
+      const double tau = std::max(0.0, 1.0 - sc.mass_s);
+      if (out.student_tail) out.student_tail[r] = static_cast<float>(tau);
+      if (out.teacher_tail) out.teacher_tail[r] = static_cast<float>(std::max(0.0, 1.0 - sc.mass_t));
+      if (out.entropy_lower || out.entropy_upper) {
+        // Entropy bounds (docs: sparseDivergence). The listed entries contribute exactly H_k; the tail's
+        // mass tau lies on the unlisted ids, each at most m (the smallest listed probability > 0), at most
+        // V - k of them. Lowest entropy: as concentrated as allowed, floor(tau / m) ids at m and the rest r
+        // on one more (this vector majorises every feasible one, and entropy is Schur-concave). Highest:
+        // spread evenly over the V - k ids.
+        // log m is the listed log-prob of m's entry (m = e^a to rounding): no log per row but two.
+        const int32_t* sid = s.ids + r * s.k;
+        const double* ps = sc.ps.data();
+        double hk = 0.0, mn = kInf, lmn = 0.0;
+        int64_t listed = 0;
+        for (int64_t j = 0; j < s.k; ++j) {
+          if (sid[j] < 0) continue;
+          ++listed;
+          const double a = slp[j], p = ps[j];
+          if (p > 0.0) {
+            hk -= p * a;
+            if (p < mn) mn = p, lmn = a;
+          }
+        }
+        double lo = hk, hi = hk;
+        if (tau > 0.0) {
+          if (mn < kInf) {
+            const double ratio = tau / mn;  // floor without libm: a truncation below 2^52, already whole above
+            const double cnt = ratio < 4503599627370496.0 ? static_cast<double>(static_cast<int64_t>(ratio)) : ratio;
+            const double rem = std::max(0.0, tau - cnt * mn);
+            lo += cnt * (-mn * lmn) + (rem > 0.0 ? -rem * log_pos(rem) : 0.0);
+          }
+          hi = opt.vocab > 0 ? hk + tau * ((log_rest.empty() ? 0.0 : log_rest[static_cast<size_t>(listed)]) - log_pos(tau)) : kInf;
+        }
+        if (out.entropy_lower) out.entropy_lower[r] = static_cast<float>(lo);
+        if (out.entropy_upper) out.entropy_upper[r] = static_cast<float>(hi);
+      }
+    }
+  });
+  if (bad.load() != kNone) return fail(row_status(s, t, bad.load(), opt.vocab));
+  if (!done) return fail(error(Code::Aborted, "sparseDivergence: aborted by the AbortSignal"));
+  return Status::ok();
+}
+
+Status sparse_divergence_backward(const SparseTopk& s, const SparseTopk& t, int64_t n,
+                                  const SparseDivergenceOptions& opt, const float* grad, float* out,
+                                  const ExecContext& ctx) {
+  Status st = check_common(s, t, n, opt);
+  if (!st.is_ok()) return st;
+  const int64_t total = n * s.k;
+  auto fail = [&](Status e) {
+    fill_nan(out, total);
+    return e;
+  };
+  if (n > 0 && (grad == nullptr || out == nullptr)) return fail(error(Code::Shape, "grad / out: expected arrays, got none"));
+  if (!(st = check_finite(grad, n, "grad")).is_ok()) return fail(st);
+  const DivKind k = effective_kind(opt.kind, opt.beta);
+  const double beta = opt.beta;
+  const Clamp cl(opt.tail_clamp);
+  std::atomic<int64_t> bad{kNone}, infinite{kNone};
+  const bool done = parallel_blocks(ctx, n, rows_per_task(s.k, t.k), [&](int64_t b, int64_t e, int) {
+    Scratch sc;
+    sc.size_for(s.k, t.k);
+    for (int64_t r = b; r < e; ++r) {
+      if (!prepare(s, t, r, opt.vocab, sc)) {
+        atomic_min64(bad, r);
+        return;
+      }
+      float* o = out + r * s.k;
+      for (int64_t i = 0; i < s.k; ++i) o[i] = 0.0f;
+      Cell* cells = sc.cells.data();
+      const int64_t nc = sc.ncell;
+      const RowState rs = row_value(cells, nc, k, opt, cl);
+      if (rs.value == kInf && opt.kl_cap == kInf) {
+        atomic_min64(infinite, r);
+        return;
+      }
+      if (rs.value >= opt.kl_cap || rs.empty || grad[r] == 0.0f) continue;
+      const double g = grad[r];
+      if (opt.support == SparseSupport::Bucket) {
+        // d/dl_i = dterm(l_i) + dterm(bucket) * d log b_s / d l_i, with d log b_s / d l_i = -p_i / b_s.
+        double hb = 0.0;  // dterm(bucket) / b_s
+        if (rs.bucket_live) {
+          const double bs = rs.bs, bt = rs.bt;
+          if (k == DivKind::ReverseKl) hb = rs.lbs - rs.lbt + 1.0;
+          else if (k == DivKind::ForwardKl) hb = -bt / bs;
+          else hb = (1.0 - beta) * (rs.lbs - log_pos((1.0 - beta) * bs + beta * bt));
+        }
+        for (int64_t j = 0; j < nc; ++j) {
+          const Cell& c = cells[j];
+          o[c.i] = static_cast<float>(g * (dterm(k, beta, c.a, c.p, c.c, c.q) - c.p * hb));
+        }
+      } else {
+        // Renormalised: d/dl_i = dterm_i - p^_i * sum_j dterm_j.
+        double sum = 0.0;
+        for (int64_t j = 0; j < nc; ++j) {  // the cells become the conditional distributions
+          Cell& c = cells[j];
+          c.a -= rs.ls;
+          c.c -= rs.lt;
+          c.p = exp_d(c.a);
+          c.q = exp_d(c.c);
+          sum += dterm(k, beta, c.a, c.p, c.c, c.q);
+        }
+        for (int64_t j = 0; j < nc; ++j) {
+          const Cell& c = cells[j];
+          o[c.i] = static_cast<float>(g * (dterm(k, beta, c.a, c.p, c.c, c.q) - c.p * sum));
+        }
+      }
+    }
+  });
+  const int64_t br = bad.load(), ir = infinite.load();
+  if (br != kNone && br <= ir) return fail(row_status(s, t, br, opt.vocab));
+  if (ir != kNone)
+    return fail(error(Code::NonFinite, "sparseDivergence[row " + std::to_string(ir) +
+                                           "]: expected a finite divergence (its gradient is undefined at +Infinity; "
+                                           "use a finite klCap), got Infinity"));
+  if (!done) return fail(error(Code::Aborted, "sparseDivergenceBackward: aborted by the AbortSignal"));
+  return Status::ok();
+}
+
+}  // namespace gear
