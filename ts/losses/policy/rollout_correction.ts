@@ -12,44 +12,114 @@ import { type FloatArray, finite, floats, rowsOf } from '../inputs.js';
  * Rollout/train mismatch correction (verl's rollout correction): importance weights
  * `π_old / π_rollout` per token (`level: 'token'`) or per row (`'sequence'`, the product over the row's
  * valid tokens), computed from a ±20-clamped log ratio and applied (detached) to each token's loss.
+ *
+ * In verl's terms (`compute_rollout_correction_weights`): `level` is `rollout_is`; `mode: 'truncate'` with
+ * `threshold: u` is `rollout_is_threshold = u` (TIS); `mode: 'mask'` with `lower: l, threshold: u` is
+ * `rollout_is_threshold = "l_u"` (IcePop / masked IS); `batchNormalize` is `rollout_is_batch_normalize`.
+ *
+ * @category Losses
  */
 export interface RolloutCorrection {
   /** Log-probs under the rollout (inference) policy, per token. */
   rolloutLogprob: FloatArray;
-  /** `'token'` (default) or `'sequence'`. */
+  /**
+   * `'token'` (default) or `'sequence'`.
+   *
+   * @defaultValue `'token'`
+   */
   level?: 'token' | 'sequence';
-  /** Upper threshold (default 2.0). */
+  /**
+   * Upper threshold, > 0 (default 2.0).
+   *
+   * @defaultValue `2`
+   */
   threshold?: number;
   /**
    * `'truncate'` (default; TIS: `min(w, threshold)`) or `'mask'` (masked IS / IcePop: weights outside
    * `[lower, threshold]` become 0).
+   *
+   * @defaultValue `'truncate'`
    */
   mode?: 'truncate' | 'mask';
-  /** Lower bound for `mode: 'mask'` (default 0). */
+  /** Lower bound, in `(0, threshold]`: required with `mode: 'mask'`, refused with `'truncate'`. */
   lower?: number;
-  /** Normalise the applied weights to mean 1 over valid tokens (token level) or rows (sequence level). */
+  /**
+   * Divide the applied weights by their mean (over valid tokens at token level; over the rows with a
+   * valid token, each row's mean weight, at sequence level), unless that mean is <= 1e-8.
+   *
+   * @defaultValue `false`
+   */
   batchNormalize?: boolean;
 }
 
-/** Result of {@link rolloutCorrectionWeights}. */
+/**
+ * Result of {@link rolloutCorrectionWeights}.
+ *
+ * @category Losses
+ */
 export interface RolloutCorrectionResult {
-  /** Applied (detached) per-token weights, 0 on masked tokens. */
+  /** Applied (detached) per-token weights, 0 on masked tokens; normalised when `batchNormalize` is set. */
   weights: Float64Array;
-  /** `rollout_is_mean`, `rollout_is_min`, `rollout_is_max` (applied weights over valid tokens) and
-   * `rollout_is_masked_fraction` (share of valid tokens whose weight was truncated or masked). */
+  /**
+   * verl's metrics (`compute_is_metrics`), of the weights before normalisation. With `m(x) = Σ_valid x /
+   * (count + 1e-8)` (verl's `masked_mean`), `w` the applied and `r` the raw (pre-truncation) weights,
+   * `lo = lower` (mask mode) or `1 / threshold` (truncate mode):
+   * - `rollout_is_mean` = m(w); `rollout_is_std` = √max(0, m(w²) − m(w)²) (0 with a single valid token);
+   *   `rollout_is_eff_sample_size` = 1 / m((w / (m(w) + 1e-8))²) (`Infinity` when every weight is 0,
+   *   where verl's division raises).
+   * - token level: `rollout_is_max` / `rollout_is_min` over the valid tokens' `w`;
+   *   `rollout_is_ratio_fraction_high` = m(r > threshold), `rollout_is_ratio_fraction_low` = m(r < lo).
+   * - sequence level, over every row (a row without a valid token has log-ratio sum 0):
+   *   `rollout_is_max` = exp(min(max_i S_i, 20)), `rollout_is_min` = exp(min_i S_i) with `S_i` the row's
+   *   unclamped log-ratio sum; `rollout_is_ratio_fraction_high` / `_low` = share of rows with
+   *   `S_i > ln threshold` / `S_i < ln lo`.
+   * - per row, `q_i` = the row's m(w) (0 for a row without a valid token), over every row:
+   *   `rollout_is_seq_mean`, `rollout_is_seq_std` (unbiased; 0 for one row), `rollout_is_seq_max`,
+   *   `rollout_is_seq_min`, `rollout_is_seq_max_deviation` = max |q_i − 1|; and with the rows' m(r):
+   *   `rollout_is_seq_fraction_high` (> threshold), `rollout_is_seq_fraction_low` (< lo).
+   * - mask mode: `rollout_is_oob_ratio` = m(r < lower or r > threshold).
+   * - `batchNormalize`: `rollout_is_batch_norm_factor` (the divisor, or 1 when the mean was <= 1e-8).
+   */
   metrics: Record<string, number>;
+  /**
+   * verl's off-policy diagnostics (`compute_offpolicy_metrics`) of the rollout/train mismatch, with
+   * `ℓ_old`, `ℓ_roll`, the log ratio `δ = ℓ_old − ℓ_roll`, `m(x)` as above and per row `a_i`, `b_i` the
+   * rows' m(ℓ_old), m(ℓ_roll) (0 for a row without a valid token), averaged over every row:
+   * `training_ppl` = mean exp(−a_i), `training_log_ppl` = mean(−a_i), `rollout_ppl`, `rollout_log_ppl`
+   * likewise with `b_i`; `kl` = m(ℓ_roll − ℓ_old); `k3_kl` = m(e^δ − δ − 1) (unclamped: `Infinity` for a
+   * huge ratio); with `d_i = b_i − a_i`: `log_ppl_diff` = mean d_i, `log_ppl_abs_diff` = mean |d_i|,
+   * `log_ppl_diff_max`, `log_ppl_diff_min`, `ppl_ratio` = mean exp(d_i); `chi2_token` =
+   * m(exp(2·clamp(δ, ±20))) − 1 and `chi2_seq` = mean exp(2·clamp(S_i, ±20)) − 1 with `S_i` the row's
+   * log-ratio sum.
+   */
+  offPolicy: Record<string, number>;
 }
 
 /**
- * Rollout-correction importance weights (verl `compute_rollout_correction_weights`): the log ratio
- * `ℓ_old − ℓ_rollout`, per token or summed per row, clamped to ±20, exponentiated, then truncated at
- * `threshold` (TIS) or zeroed outside `[lower, threshold]` (masked IS); optionally normalised to mean 1.
+ * Rollout-correction importance weights (verl `compute_rollout_correction_weights`, checked against its
+ * own outputs): the log ratio `ℓ_old − ℓ_rollout`, per token or summed over each row's valid tokens,
+ * clamped to ±20, exponentiated, then truncated at `threshold` (TIS) or zeroed outside
+ * `[lower, threshold]` (masked IS); optionally normalised to mean 1. Every element is computed in
+ * float64. A batch without a valid token is refused (`ERR_SHAPE`), as verl refuses it.
  *
  * @param oldLogprob the training policy's log-probs (ℓ_old)
  * @param offsets packed rows
  * @param mask optional 0/1 mask
  * @param rc rollout log-probs and the correction's options
  * @returns the weights and their metrics
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // truncated importance sampling between the trainer's old log-probs and the inference engine's
+ * const oldLogprob = Float32Array.of(-1, -0.5, -2, -0.1);
+ * const rolloutLogprob = Float32Array.of(-1.9, -0.5, -2.1, -0.1);
+ * const { weights, metrics } = rl.rolloutCorrectionWeights(oldLogprob, Int32Array.of(0, 2, 4), undefined, {
+ *   rolloutLogprob, level: 'token', mode: 'truncate', threshold: 2,
+ * });
+ * console.log(weights, metrics.rollout_is_mean); // weights[0] = min(exp(0.9), 2) = 2
+ * ```
+ * @category Losses
  */
 export function rolloutCorrectionWeights(
   oldLogprob: FloatArray, offsets: Int32Array, mask: Uint8Array | undefined, rc: RolloutCorrection,
@@ -61,57 +131,159 @@ export function rolloutCorrectionWeights(
   const rows = rowsOf(offsets, n);
   const mk = v.optMask(mask, 'mask', n);
   const roll = floats(rc.rolloutLogprob, 'rolloutCorrection.rolloutLogprob', n);
+  finite(old, 'oldLogprob', mk);
   finite(roll, 'rolloutCorrection.rolloutLogprob', mk);
   const level = v.enumOpt(rc.level, 'rolloutCorrection.level', ['token', 'sequence'] as const, 'token');
   const mode = v.enumOpt(rc.mode, 'rolloutCorrection.mode', ['truncate', 'mask'] as const, 'truncate');
   const upper = v.numOpt(rc.threshold, 'rolloutCorrection.threshold', 2.0, { min: 0, minOpen: true });
-  const lower = v.numOpt(rc.lower, 'rolloutCorrection.lower', 0, { min: 0, max: upper });
-  const w = new Float64Array(n);
-  const raw = new Float64Array(n);
-  for (let i = 0; i < rows; i++) {
-    let s = 0;
-    if (level === 'sequence') {
-      for (let t = offsets[i]!; t < offsets[i + 1]!; t++) if (mk === undefined || mk[t]) s += old[t]! - roll[t]!;
-    }
-    const rowW = Math.exp(Math.min(Math.max(s, -20), 20));
-    for (let t = offsets[i]!; t < offsets[i + 1]!; t++) {
-      if (mk !== undefined && mk[t] === 0) continue;
-      raw[t] = level === 'sequence' ? rowW : Math.exp(Math.min(Math.max(old[t]! - roll[t]!, -20), 20));
-    }
-  }
-  let changed = 0, cnt = 0, s = 0, mn = Infinity, mx = -Infinity;
-  for (let t = 0; t < n; t++) {
-    if (mk !== undefined && mk[t] === 0) continue;
-    const r = raw[t]!;
-    const x = mode === 'truncate' ? Math.min(r, upper) : r >= lower && r <= upper ? r : 0;
-    w[t] = x;
-    if (x !== r) changed++;
-    cnt++; s += x;
-    mn = Math.min(mn, x); mx = Math.max(mx, x);
-  }
-  if (rc.batchNormalize === true && cnt > 0) {
-    let mean: number;
-    if (level === 'token') mean = s / (cnt + 1e-8);
-    else {
-      let rs = 0, rn = 0;
-      for (let i = 0; i < rows; i++) {
-        let c = 0, ws = 0;
-        for (let t = offsets[i]!; t < offsets[i + 1]!; t++) if (mk === undefined || mk[t]) { c++; ws += w[t]!; }
-        if (c > 0) { rs += ws / (c + 1e-8); rn++; }
-      }
-      mean = rs / Math.max(rn, 1e-8);
-    }
-    if (mean > 1e-8) for (let t = 0; t < n; t++) w[t] = w[t]! / mean;
-  } else if (rc.batchNormalize !== undefined && typeof rc.batchNormalize !== 'boolean') {
+  if (rc.batchNormalize !== undefined && typeof rc.batchNormalize !== 'boolean') {
     fail('ERR_OPTION', 'rolloutCorrection.batchNormalize', 'a boolean', rc.batchNormalize);
   }
+  let lower: number;
+  if (mode === 'mask') {
+    if (rc.lower === undefined) fail('ERR_OPTION', 'rolloutCorrection.lower', `a number in (0, ${upper}] with mode 'mask'`, rc.lower);
+    lower = v.numOpt(rc.lower, 'rolloutCorrection.lower', 0, { min: 0, minOpen: true, max: upper });
+  } else {
+    if (rc.lower !== undefined) fail('ERR_OPTION', 'rolloutCorrection.lower', "no lower bound with mode 'truncate' (use mode 'mask')", rc.lower);
+    lower = 1 / upper; // only the metrics' "low" fractions use it, as verl's
+  }
+  const valid = (t: number) => mk === undefined || mk[t] !== 0;
+
+  // Raw weights r (0 on masked tokens), each row's unclamped log-ratio sum, the valid-token counts.
+  const raw = new Float64Array(n);
+  const rowSum = new Float64Array(rows);
+  const rowCount = new Float64Array(rows);
+  let count = 0;
+  for (let i = 0; i < rows; i++) {
+    let s = 0, c = 0;
+    for (let t = offsets[i]!; t < offsets[i + 1]!; t++) if (valid(t)) { s += old[t]! - roll[t]!; c++; }
+    rowSum[i] = s;
+    rowCount[i] = c;
+    count += c;
+    const rowW = Math.exp(clamp20(s));
+    for (let t = offsets[i]!; t < offsets[i + 1]!; t++) {
+      if (valid(t)) raw[t] = level === 'sequence' ? rowW : Math.exp(clamp20(old[t]! - roll[t]!));
+    }
+  }
+  if (count === 0) fail('ERR_SHAPE', 'mask', 'at least one valid token for the rollout correction', 'none');
+  const w = new Float64Array(n);
+  for (let t = 0; t < n; t++) {
+    const r = raw[t]!;
+    w[t] = mode === 'truncate' ? Math.min(r, upper) : r >= lower && r <= upper ? r : 0;
+  }
+
+  const den = count + 1e-8;
+  const mean = (f: (t: number) => number) => {
+    let s = 0;
+    for (let t = 0; t < n; t++) if (valid(t)) s += f(t);
+    return s / den;
+  };
+  const metrics: Record<string, number> = {};
+  const wMean = mean((t) => w[t]!);
+  metrics.rollout_is_mean = wMean;
+  if (level === 'token') {
+    metrics.rollout_is_ratio_fraction_high = mean((t) => (raw[t]! > upper ? 1 : 0));
+    metrics.rollout_is_ratio_fraction_low = mean((t) => (raw[t]! < lower ? 1 : 0));
+    let mx = -Infinity, mn = Infinity;
+    for (let t = 0; t < n; t++) if (valid(t)) { mx = Math.max(mx, w[t]!); mn = Math.min(mn, w[t]!); }
+    metrics.rollout_is_max = mx;
+    metrics.rollout_is_min = mn;
+  } else {
+    let mx = -Infinity, mn = Infinity, hi = 0, lo = 0;
+    const lnUpper = Math.log(upper), lnLower = Math.log(lower);
+    for (let i = 0; i < rows; i++) {
+      const s = rowSum[i]!;
+      mx = Math.max(mx, s); mn = Math.min(mn, s);
+      if (s > lnUpper) hi++;
+      if (s < lnLower) lo++;
+    }
+    metrics.rollout_is_max = Math.exp(Math.min(mx, SAFETY_BOUND));
+    metrics.rollout_is_min = Math.exp(mn);
+    metrics.rollout_is_ratio_fraction_high = hi / rows;
+    metrics.rollout_is_ratio_fraction_low = lo / rows;
+  }
+  // The applied weights are already within [0, threshold]: verl's clamp before std / ESS changes nothing.
+  metrics.rollout_is_std = count > 1 ? Math.sqrt(Math.max(0, mean((t) => w[t]! * w[t]!) - wMean * wMean)) : 0;
+  const essDen = wMean + 1e-8;
+  metrics.rollout_is_eff_sample_size = 1 / mean((t) => (w[t]! / essDen) ** 2);
+
+  // Per-row means q_i (0 for a row without a valid token) of the applied and the raw weights.
+  const q = new Float64Array(rows), qRaw = new Float64Array(rows);
+  for (let i = 0; i < rows; i++) {
+    let sw = 0, sr = 0;
+    for (let t = offsets[i]!; t < offsets[i + 1]!; t++) if (valid(t)) { sw += w[t]!; sr += raw[t]!; }
+    q[i] = sw / (rowCount[i]! + 1e-8);
+    qRaw[i] = sr / (rowCount[i]! + 1e-8);
+  }
+  let qs = 0, qmx = -Infinity, qmn = Infinity, dev = 0, qhi = 0, qlo = 0;
+  for (let i = 0; i < rows; i++) {
+    qs += q[i]!;
+    qmx = Math.max(qmx, q[i]!); qmn = Math.min(qmn, q[i]!);
+    dev = Math.max(dev, Math.abs(q[i]! - 1));
+    if (qRaw[i]! > upper) qhi++;
+    if (qRaw[i]! < lower) qlo++;
+  }
+  const qMean = qs / rows;
+  let qv = 0;
+  for (let i = 0; i < rows; i++) qv += (q[i]! - qMean) ** 2;
+  metrics.rollout_is_seq_mean = qMean;
+  metrics.rollout_is_seq_std = rows > 1 ? Math.sqrt(qv / (rows - 1)) : 0;
+  metrics.rollout_is_seq_max = qmx;
+  metrics.rollout_is_seq_min = qmn;
+  metrics.rollout_is_seq_max_deviation = dev;
+  metrics.rollout_is_seq_fraction_high = qhi / rows;
+  metrics.rollout_is_seq_fraction_low = qlo / rows;
+  if (mode === 'mask') metrics.rollout_is_oob_ratio = mean((t) => (raw[t]! < lower || raw[t]! > upper ? 1 : 0));
+
+  if (rc.batchNormalize === true) {
+    let norm: number;
+    if (level === 'token') norm = wMean;
+    else {
+      let rs = 0, rn = 0;
+      for (let i = 0; i < rows; i++) if (rowCount[i]! > 0) { rs += q[i]!; rn++; }
+      norm = rs / Math.max(rn, 1e-8);
+    }
+    if (norm > 1e-8) {
+      for (let t = 0; t < n; t++) w[t] = w[t]! / norm;
+      metrics.rollout_is_batch_norm_factor = norm;
+    } else {
+      metrics.rollout_is_batch_norm_factor = 1;
+    }
+  }
+  return { weights: w, metrics, offPolicy: offPolicyMetrics(old, roll, offsets, rows, valid, rowSum, rowCount, mean) };
+}
+
+/** verl's `compute_offpolicy_metrics` (see {@link RolloutCorrectionResult.offPolicy}). */
+function offPolicyMetrics(
+  old: FloatArray, roll: FloatArray, offsets: Int32Array, rows: number, valid: (t: number) => boolean,
+  rowSum: Float64Array, rowCount: Float64Array, mean: (f: (t: number) => number) => number,
+): Record<string, number> {
+  let tp = 0, tl = 0, rp = 0, rlp = 0, dSum = 0, dAbs = 0, dMax = -Infinity, dMin = Infinity, ratio = 0, chiSeq = 0;
+  for (let i = 0; i < rows; i++) {
+    let so = 0, sr = 0;
+    for (let t = offsets[i]!; t < offsets[i + 1]!; t++) if (valid(t)) { so += old[t]!; sr += roll[t]!; }
+    const a = so / (rowCount[i]! + 1e-8), b = sr / (rowCount[i]! + 1e-8), d = b - a;
+    tp += Math.exp(-a); tl += -a; rp += Math.exp(-b); rlp += -b;
+    dSum += d; dAbs += Math.abs(d); dMax = Math.max(dMax, d); dMin = Math.min(dMin, d); ratio += Math.exp(d);
+    chiSeq += Math.exp(2 * clamp20(rowSum[i]!));
+  }
   return {
-    weights: w,
-    metrics: {
-      rollout_is_mean: cnt > 0 ? s / (cnt + 1e-8) : 0,
-      rollout_is_min: cnt > 0 ? mn : 0,
-      rollout_is_max: cnt > 0 ? mx : 0,
-      rollout_is_masked_fraction: cnt > 0 ? changed / cnt : 0,
-    },
+    training_ppl: tp / rows,
+    training_log_ppl: tl / rows,
+    kl: mean((t) => roll[t]! - old[t]!),
+    k3_kl: mean((t) => { const x = old[t]! - roll[t]!; return Math.exp(x) - x - 1; }),
+    rollout_ppl: rp / rows,
+    rollout_log_ppl: rlp / rows,
+    log_ppl_diff: dSum / rows,
+    log_ppl_abs_diff: dAbs / rows,
+    log_ppl_diff_max: dMax,
+    log_ppl_diff_min: dMin,
+    ppl_ratio: ratio / rows,
+    chi2_token: mean((t) => Math.exp(clamp20(old[t]! - roll[t]!)) ** 2) - 1,
+    chi2_seq: chiSeq / rows - 1,
   };
 }
+
+/** verl's SAFETY_BOUND: log ratios are clamped to ±20 before exponentiating. */
+const SAFETY_BOUND = 20;
+const clamp20 = (x: number) => Math.min(Math.max(x, -SAFETY_BOUND), SAFETY_BOUND);
