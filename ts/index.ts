@@ -30,6 +30,12 @@ export { divergence, divergenceAsync, divergenceBackward, divergenceBackwardAsyn
 export type {
   Divergence, DivergenceKind, DivergenceOptions, DivergenceBackwardOptions, DivergenceCommonOptions,
 } from './ops/divergence.js';
+export {
+  sparseDivergence, sparseDivergenceAsync, sparseDivergenceBackward, sparseDivergenceBackwardAsync, sampledTokenKl,
+} from './ops/sparse_divergence.js';
+export type {
+  SparseSupport, SparseDivergenceOptions, SparseDivergence, SampledTokenKlArgs, SampledTokenKl,
+} from './ops/sparse_divergence.js';
 
 // Benchmark utilities (bandwidth)
 export { memoryBandwidth } from './ops/bandwidth.js';
@@ -105,13 +111,15 @@ export {
   saveBatch, loadBatch, toSavedBatch, fromSavedBatch, renderReport, writeReport,
   SAVED_BATCH_FORMAT, SAVED_BATCH_VERSION, REPORT_SCALES,
 } from './gear/visualize.js';
-export type { SavedBatch, GearBatchRecord, ReportOptions, ReportMetric, JsonNumber } from './gear/visualize.js';
+export type { SavedBatch, GearBatchRecord, ReportOptions, ReportMetric, ReportOrder, JsonNumber } from './gear/visualize.js';
 export {
   teacherInput, teacherMessages, formatReference, gatherRows, DEFAULT_TEACHER_TEMPLATE,
 } from './gear/teacher.js';
 export type { ChatMessage, TeacherReference, TeacherInputArgs, TeacherInput, LogitsRows } from './gear/teacher.js';
 export { gearFromLogits } from './gear/from_logits.js';
 export type { GearFromLogitsInput, GearFromLogitsResult } from './gear/from_logits.js';
+export { gearFromSparse } from './gear/from_sparse.js';
+export type { GearFromSparseInput, GearFromSparseResult } from './gear/from_sparse.js';
 export { distillLoss } from './gear/distill.js';
 export type { DistillArgs, DistillResult } from './gear/distill.js';
 
@@ -121,3 +129,10 @@ export * from './optim/index.js';
 // Rollout batches (ts/rollout)
 export { buildRolloutBatch, rowLengths, lastTokenValues } from './rollout/batch.js';
 export type { RolloutBatch, RolloutBatchInput, TrajectoryInput, StepInput, GroupInput } from './rollout/batch.js';
+
+// Inference-server responses -> packed rollouts (ts/server)
+export * from './server/index.js';
+
+// Tensor adapters: onnxruntime / tfjs tensors as logits views (ts/adapters)
+export { logitsFromOrt, logitsFromTfjs } from './adapters/index.js';
+export type { OrtTensorLike, TfjsTensorLike, TensorLogitsOptions, TensorRowRange } from './adapters/index.js';

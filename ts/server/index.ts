@@ -1,0 +1,19 @@
+/**
+ * Inference-server responses (OpenAI-compatible, vLLM, SGLang, llama.cpp) into the packed rollout
+ * layout with per-token log-probs and sparse top-k.
+ *
+ * @module
+ */
+export type { SparseTopK, ServerSequence, TokenMap, TokenKeys, ParseOptions } from './common.js';
+export { byteLevelKey } from './common.js';
+export { parseOpenAIChat, parseOpenAICompletion } from './openai.js';
+export { parseVllm, parseVllmOutputs, parseVllmPromptLogprobs } from './vllm.js';
+export type { VllmPromptOptions } from './vllm.js';
+export { parseSglang, parseSglangInputLogprobs } from './sglang.js';
+export type { SglangInputOptions } from './sglang.js';
+export { parseLlamaCpp } from './llamacpp.js';
+export type { LlamaCppOptions } from './llamacpp.js';
+export { packServerRollouts } from './pack.js';
+export type {
+  PackServerRolloutsInput, ServerRolloutBatch, ServerTrajectory, ServerTurn, ServerAssistantTurn, ServerContextTurn,
+} from './pack.js';
