@@ -1,6 +1,8 @@
-// `gear-rl visualize` run from dist/ on bad input: every failure is one line on stderr with an exit
-// status, never a stack trace; file paths are strings, never file descriptors; the page embedded in the
-// compiled library is the one in ts/gear/report/ and renders the same from dist/ as from the sources.
+// The `gear-rl` command line run from dist/: every failure is one line on stderr with its documented
+// exit status (1 input, 2 usage), the stack only with --debug; help, --help, help <command> and
+// --version; option names in messages are the command line's own; file paths are strings, never file
+// descriptors; the page embedded in the compiled library is the one in ts/gear/report/ and renders the
+// same from dist/ as from the sources.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -63,16 +65,26 @@ beforeAll(() => {
 });
 
 describe('gear-rl visualize: one-line errors with an exit status', () => {
-  it('an output path that is a directory or in a missing folder', () => {
+  it('an output path that is a folder, or under a file, is an input error (1); a missing folder is created', () => {
     const input = batchFile('ok.json', rl.toSavedBatch(record()));
     const dir = join(out, 'a-dir');
     mkdirSync(dir, { recursive: true });
     const r = cli(['visualize', input, '-o', dir]);
     expectOneLineError(r, 1, 'ERR_OPTION');
-    expect(r.stderr).toContain('report file');
+    expect(r.stderr).toContain('--out');
     expect(statSync(dir).isDirectory()).toBe(true);
-    // a newline in the path (echoed by the fs message) still gives one line
-    expectOneLineError(cli(['visualize', input, '-o', join(out, 'missing\nfolder', 'r.html')]), 1, 'ERR_OPTION');
+    // a folder that cannot be created (a file is in the way), with a newline in the path (echoed by
+    // the fs message): still one line
+    expectOneLineError(cli(['visualize', input, '-o', join(input, 'sub\nfolder', 'r.html')]), 1, 'ERR_OPTION');
+    // missing folders are created
+    const deep = join(out, 'new', 'deeper', 'r.html');
+    const ok = cli(['visualize', input, '--out', deep]);
+    expect(ok.status, ok.stderr).toBe(0);
+    expect(ok.stdout).toMatch(/^wrote .*: 2 rows, \d+ segments, \d+ peaks\n$/);
+    expect(readFileSync(deep, 'utf8')).toMatch(/^<!DOCTYPE html>/);
+    // a bad input writes nothing, and creates no folder
+    expectOneLineError(cli(['visualize', join(out, 'missing.json'), '-o', join(out, 'never', 'r.html')]), 1, 'ERR_OPTION');
+    expect(existsSync(join(out, 'never'))).toBe(false);
   });
 
   it('an input that is missing, a directory, not JSON, or not a batch', () => {
@@ -103,28 +115,114 @@ describe('gear-rl visualize: one-line errors with an exit status', () => {
     }
   });
 
-  it('bad arguments, and an addon that does not load', () => {
+  it('usage errors exit 2 with one line naming the command-line option (never an API name)', () => {
     const input = batchFile('ok2.json', rl.toSavedBatch(record()));
-    expectOneLineError(cli(['visualize', input, '-o']), 1, 'ERR_OPTION');
-    expectOneLineError(cli(['visualize', input, '-o', join(out, 'y.html'), '--bogus']), 1, 'ERR_OPTION');
-    expectOneLineError(cli(['visualize', input, '-o', join(out, 'y.html'), '--max-rows', '0']), 1, 'ERR_OPTION');
-    expectOneLineError(cli(['visualize', input, '-o', join(out, 'y.html'), '--metric', 'loss']), 1, 'ERR_OPTION');
-    expectOneLineError(cli(['render', input]), 1, 'ERR_OPTION');
-    expectOneLineError(cli(['visualize', input, input, '-o', join(out, 'y.html')]), 1, 'ERR_OPTION');
-    const none = cli([]);
-    expect(none.status).toBe(2);
-    expect(none.stdout).toContain('usage: gear-rl visualize');
+    const y = join(out, 'y.html');
+    const cases: [string[], RegExp][] = [
+      [['visualize', input, '-o'], /-o: expected a value/],
+      [['visualize', input, '-o', y, '--bogus'], /unknown option "--bogus" \(see gear-rl help visualize\)/],
+      [['visualize', input, '-o', y, '--max-rows', '0'], /--max-rows: expected an integer/],
+      [['visualize', input, '-o', y, '--max-rows', '2.5'], /--max-rows: expected an integer/],
+      [['visualize', input, '-o', y, '--max-rows=1e3'], /--max-rows: expected an integer/],
+      [['visualize', input, '-o', y, '--metric', 'loss'], /--metric: expected one of divergence, entropy, weight, got "loss"/],
+      [['visualize', input, '-o', y, '--recompute=yes'], /--recompute: expected no value/],
+      [['visualize', input, '-o', y, '--order', 'random'], /--order: expected one of credit, batch, got "random"/],
+      [['visualize', input], /--out: expected an output file/],
+      [['visualize', '-o', y], /visualize: expected a batch file/],
+      [['visualize', input, input, '-o', y], /visualize: expected one batch file, got 2/],
+      [['render', input], /unknown command "render": expected one of visualize, help/],
+      [['help', 'render'], /help: unknown command "render"/],
+    ];
+    for (const [args, msg] of cases) {
+      const r = cli(args);
+      expectOneLineError(r, 2, 'ERR_OPTION');
+      expect(r.stderr, args.join(' ')).toMatch(msg);
+      expect(r.stderr, args.join(' ')).not.toMatch(/opts\.|maxRows|\bmetric\b(?!:)/);
+    }
+    expect(existsSync(y)).toBe(false);
+    // the same run with --name=value and --name value
+    const a = cli(['visualize', input, '--out=' + join(out, 'eq.html'), '--metric=entropy', '--max-rows=1', '--title=t']);
+    expect(a.status, a.stderr).toBe(0);
+    expect(readFileSync(join(out, 'eq.html'), 'utf8')).toContain('"metric":"entropy"');
+    // --order batch keeps the file's row order; the default puts rows with segments first
+    const rowIds = (f: string) => JSON.parse(readFileSync(f, 'utf8').match(/<script type="application\/json" id="gear-data">(.*?)<\/script>/s)![1]!).rowIds;
+    // row 0 flat, row 1 with one divergence spike
+    const rec: rl.GearBatchRecord = { advantages: [1, 1], offsets: Int32Array.of(0, 6, 12),
+      divergence: Float32Array.of(0.01, 0.02, 0.01, 0.02, 0.01, 0.02, 0.01, 0.02, 6, 0.3, 0.2, 0.01),
+      entropy: Float32Array.of(0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.2, 2.2, 0.1, 0.1, 0.1) };
+    rec.result = rl.gear(rec);
+    const segs = (r: number) => Array.from(rec.result!.segmentId.subarray(rec.offsets[r]!, rec.offsets[r + 1]!)).some((x) => x >= 0);
+    expect([segs(0), segs(1)]).toEqual([false, true]);
+    const input2 = batchFile('ok2b.json', rl.toSavedBatch(rec));
+    expect(cli(['visualize', input2, '-o', join(out, 'batch-order.html'), '--order', 'batch']).status).toBe(0);
+    expect(rowIds(join(out, 'batch-order.html'))).toEqual([0, 1]);
+    expect(cli(['visualize', input2, '-o', join(out, 'credit-order.html')]).status).toBe(0);
+    expect(rowIds(join(out, 'credit-order.html'))).toEqual([1, 0]);
+  });
+
+  it('an addon that does not load is an input error (1); help and --version work without it', () => {
+    const input = batchFile('ok3.json', rl.toSavedBatch(record()));
     const env = { ...cleanEnv(), GEAR_RL_ADDON: join(out, 'no-such-addon.node') };
     expectOneLineError(cli(['visualize', input, '-o', join(out, 'y.html')], env), 1, 'ERR_NATIVE');
     const help = cli(['--help'], env);
     expect(help.status).toBe(0);
-    expect(help.stdout).toContain('usage: gear-rl visualize');
+    expect(help.stdout).toContain('usage: gear-rl <command>');
+    expect(cli(['--version'], env).status).toBe(0);
+  });
+
+  it('--debug adds the stack trace to the one line', () => {
+    const r = cli(['visualize', join(out, 'missing.json'), '-o', join(out, 'x.html'), '--debug']);
+    expect(r.status).toBe(1);
+    const lines = r.stderr.trim().split('\n');
+    expect(lines[0]).toMatch(/^gear-rl: ERR_OPTION: batch file /);
+    expect(lines[1]).toMatch(/^GearError: /);
+    expect(r.stderr).toMatch(/^\s+at /m);
   });
 
   it('a numeric argument is a file name, not a file descriptor', () => {
     const r = cli(['visualize', '0', '-o', join(out, 'z.html')]);
     expectOneLineError(r, 1, 'ERR_OPTION');
     expect(r.stderr).toContain('batch file "0"');
+  });
+});
+
+describe('gear-rl help and --version', () => {
+  it('--version and -v print the package version', () => {
+    const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+    for (const flag of ['--version', '-v']) {
+      const r = cli([flag]);
+      expect(r.status).toBe(0);
+      expect(r.stdout).toBe(`${version}\n`);
+      expect(r.stderr).toBe('');
+    }
+  });
+
+  it('help, --help, -h, help <command> and <command> --help; no command is a usage error', () => {
+    const main = cli(['help']);
+    expect(main.status).toBe(0);
+    expect(main.stdout).toContain('usage: gear-rl <command> [options]');
+    for (const line of ['visualize <batch.json> --out <report.html>', '-v, --version', '--debug', '0   success',
+      '1   the command failed on its input', '2   usage error', '70  unexpected internal error']) expect(main.stdout).toContain(line);
+    expect(cli(['--help']).stdout).toBe(main.stdout);
+    expect(cli(['-h']).stdout).toBe(main.stdout);
+    const vis = cli(['help', 'visualize']);
+    expect(vis.status).toBe(0);
+    expect(vis.stdout).toContain('usage: gear-rl visualize <batch.json> --out <report.html> [options]');
+    for (const opt of ['-o, --out <file>', '--metric <name>', '--title <text>', '--max-rows <n>', '--order <order>', '--recompute']) expect(vis.stdout).toContain(opt);
+    // every option of the command's help is kebab-case
+    for (const m of vis.stdout.matchAll(/--([A-Za-z-]+)/g)) expect(m[1]).toMatch(/^[a-z]+(-[a-z]+)*$/);
+    expect(cli(['visualize', '--help']).stdout).toBe(vis.stdout);
+    expect(cli(['help', 'help']).stdout).toContain('usage: gear-rl help [command]');
+    const none = cli([]);
+    expect(none.status).toBe(2);
+    expect(none.stdout).toBe('');
+    expect(none.stderr).toBe(main.stdout);
+  });
+
+  it('the README documents the same exit statuses', () => {
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('## Command line'));
+    for (const s of ['| 0 |', '| 1 |', '| 2 |', '| 70 |', 'gear-rl help', 'gear-rl --version', '--debug']) expect(section).toContain(s);
   });
 });
 

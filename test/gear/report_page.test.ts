@@ -51,7 +51,8 @@ describe('report page in headless Chromium', () => {
       expect(await page.title()).toBe(HOSTILE);
       expect(await page.locator('img').count()).toBe(0);
       expect(await page.locator('script').count()).toBe(2);
-      expect(await page.locator('#rows .tok').first().textContent()).toBe(`${HOSTILE}0`);
+      for (let t = 0; t < 7; t++) expect(await page.locator(`#rows .tok[data-t="${t}"]`).textContent()).toBe(`${HOSTILE}${t}`);
+      expect(await page.locator('#summary b').first().textContent()).toBe('2');
       expect(await page.locator('.rowhead span:not(.badge)').first().textContent()).toContain(HOSTILE);
       expect(problems).toEqual([]);
       await page.close();

@@ -66,6 +66,40 @@ afterAll(async () => {
 
 const rgb = (c: readonly number[]) => `rgb(${c[0]}, ${c[1]}, ${c[2]})`;
 
+/** Per row, in float64 here: its segment count and the credit GEAR moved, sum |A'_t - A_row| over valid tokens. */
+function rowCredit(b: rl.GearBatchRecord) {
+  const res = b.result!;
+  const A = Array.from(b.advantages as ArrayLike<number>);
+  return A.map((a, r) => {
+    const ids = new Set<number>();
+    let moved = 0, mass = 0;
+    for (let t = b.offsets[r]!; t < b.offsets[r + 1]!; t++) {
+      if (res.segmentId[t]! >= 0) ids.add(res.segmentId[t]!);
+      if (b.mask && b.mask[t] !== 1) continue;
+      moved += Math.abs(res.advantages[t]! - a);
+      mass += Math.abs(a);
+    }
+    return { r, segments: ids.size, moved, mass };
+  });
+}
+
+/** The documented order: rows with segments first, then by credit moved (the most first), then index. */
+function expectedOrder(b: rl.GearBatchRecord): number[] {
+  return rowCredit(b).sort((x, y) => Number(y.segments > 0) - Number(x.segments > 0) || y.moved - x.moved || x.r - y.r).map((x) => x.r);
+}
+
+/** The colour the documented log scale gives `x`: t = log(1 + x/c) / log(1 + max/c), 3-stop palette. */
+function logScaleColour(scale: readonly (readonly number[])[], x: number, c: number, max: number): number[] {
+  const t = Math.log1p(x / c) / Math.log1p(max / c);
+  const [a, b2, u] = t <= 0.5 ? [scale[0]!, scale[1]!, 2 * t] : [scale[1]!, scale[2]!, 2 * (t - 0.5)];
+  return [0, 1, 2].map((i) => Math.round(a[i]! + (b2[i]! - a[i]!) * u));
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((p, q) => p - q);
+  return s.length % 2 ? s[s.length >> 1]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
 describe('visualiser in headless Chromium', () => {
   it('renders segments, anchors, colours, masked tokens and signs with no console errors', async () => {
     const b = demoBatch();
@@ -96,12 +130,30 @@ describe('visualiser in headless Chromium', () => {
       for (let t = 0; t < res.segmentId.length; t++) if (res.segmentId[t] === s) want.push(t);
       expect(inSeg).toEqual(want);
     }
+    // rows: those with segments first, then by credit moved
+    const order = expectedOrder(b);
+    expect(await page.locator('section.row').evaluateAll((els) => els.map((e) => Number((e as HTMLElement).dataset.row)))).toEqual(order);
     const perRow = await page.locator('section.row').evaluateAll((els) => els.map((e) => Number((e as HTMLElement).dataset.segments)));
-    const wantPerRow = [0, 1, 2].map((r) => new Set(Array.from(res.segmentId.subarray(b.offsets[r]!, b.offsets[r + 1]!)).filter((x) => x >= 0)).size);
+    const wantPerRow = order.map((r) => new Set(Array.from(res.segmentId.subarray(b.offsets[r]!, b.offsets[r + 1]!)).filter((x) => x >= 0)).size);
     expect(perRow).toEqual(wantPerRow);
+    const credit = rowCredit(b);
+    expect(await page.locator('.rowhead .moved').allTextContents())
+      .toEqual(order.map((r) => `credit moved ${(credit[r]!.mass > 0 ? 100 * credit[r]!.moved / credit[r]!.mass : 0).toFixed(1)}%`)); // none to move: 0
     // advantage sign
-    expect(await page.locator('section.row').evaluateAll((els) => els.map((e) => e.className))).toEqual(['row pos', 'row neg', 'row zero']);
-    expect(await page.locator('.rowhead .badge').allTextContents()).toEqual(['+1.200', '\u22120.8000', '0']);
+    const sign = (a: number) => (a > 0 ? 'pos' : a < 0 ? 'neg' : 'zero');
+    const A = Array.from(b.advantages as ArrayLike<number>);
+    expect(await page.locator('section.row').evaluateAll((els) => els.map((e) => e.className))).toEqual(order.map((r) => `row ${sign(A[r]!)}`));
+    const badge = ['+1.200', '\u22120.8000', '0'];
+    expect(await page.locator('.rowhead .badge').allTextContents()).toEqual(order.map((r) => badge[r]));
+    // the summary header: rows with segments, segments per row, share of the advantage mass moved
+    const summary = await page.locator('#summary').textContent();
+    const moved = credit.reduce((x, c) => x + c.moved, 0) / credit.reduce((x, c) => x + c.mass, 0);
+    expect(summary).toContain(`3 rows, ${wantPerRow.filter((x) => x > 0).length} with segments`);
+    const perRowText = /(\d+) segments \(([\d.]+) per row\)/.exec(summary!);
+    expect(Number(perRowText?.[1])).toBe(res.diagnostics.segments);
+    expect(Number(perRowText?.[2])).toBeCloseTo(res.diagnostics.segments / 3, 2);
+    expect(summary).toContain(`credit moved: ${(100 * moved).toFixed(1)}% of the advantage mass`);
+    expect(moved).toBeGreaterThan(0);
 
     // colours mapped from values: extremes of each scale on the extreme tokens
     const bg = (t: number) => page.locator(`.tok[data-t="${t}"]`).evaluate((e) => getComputedStyle(e).backgroundColor);
@@ -111,6 +163,31 @@ describe('visualiser in headless Chromium', () => {
     expect(await bg(argmax(b.divergence))).toBe(rgb(rl.REPORT_SCALES.divergence[2]!));
     const zeroD = validIdx.find((t) => b.divergence[t] === 0)!;
     expect(await bg(zeroD)).toBe(rgb(rl.REPORT_SCALES.divergence[0]!));
+    // the log scale in between: the knee is the median nonzero valid D; a token near it is mid-coloured,
+    // where a linear scale over [0, max] would leave it almost white
+    const dValid = validIdx.map((t) => b.divergence[t]!);
+    const knee = median(dValid.filter((x) => x > 0));
+    const dMax = Math.max(...dValid);
+    for (const t of validIdx.filter((t) => b.divergence[t]! > 0 && b.divergence[t]! < dMax)) {
+      const want = logScaleColour(rl.REPORT_SCALES.divergence, b.divergence[t]!, knee, dMax);
+      const got = (await bg(t)).match(/\d+/g)!.map(Number);
+      got.forEach((ch, i) => expect(Math.abs(ch - want[i]!), `token ${t}`).toBeLessThanOrEqual(1));
+    }
+    const nearKnee = validIdx.reduce((a, t) => (Math.abs(b.divergence[t]! - knee) < Math.abs(b.divergence[a]! - knee) ? t : a));
+    const linearT = b.divergence[nearKnee]! / dMax;
+    const logT = Math.log1p(b.divergence[nearKnee]! / knee) / Math.log1p(dMax / knee);
+    expect(linearT).toBeLessThan(0.05);
+    expect(logT).toBeGreaterThan(0.1);
+    // the legend: the ends and the knee, and says which scale it is
+    const labels = await page.locator('#legend-bar text').allTextContents();
+    const near = (label: string, x: number) => Math.abs(parseFloat(label) - x) <= 0.05 * x;
+    expect(labels[0]).toBe('0');
+    expect(labels[labels.length - 1]).toMatch(/ nats$/);
+    expect(near(labels[labels.length - 1]!, dMax), labels.join(' | ')).toBe(true);
+    expect(labels.some((l) => near(l, knee)), labels.join(' | ')).toBe(true);
+    const note = await page.locator('#legend-note').textContent();
+    expect(note).toMatch(/^divergence D: log scale, linear below [\d.]+ \(the median nonzero value\)$/);
+    expect(near(/below ([\d.]+)/.exec(note!)![1]!, knee)).toBe(true);
     // masked tokens: hatched, grey text, never coloured by a value
     const masked = await page.locator('#rows .tok.masked').evaluateAll((els) => els.map((e) => {
       const s = getComputedStyle(e);
@@ -157,14 +234,30 @@ describe('visualiser in headless Chromium', () => {
     const divergence = Float32Array.from({ length: R * L }, () => (rnd() < 0.05 ? 2 + rnd() * 30 : rnd() * 0.2));
     const entropy = Float32Array.from({ length: R * L }, () => rnd() * 2);
     const file = join(out, 'large.html');
-    rl.writeReport(file, { advantages: Array.from({ length: R }, (_, i) => (i % 3) - 1), offsets, divergence, entropy }, { maxRows: 25 });
-    const page = await browser.newPage();
+    const batch: rl.GearBatchRecord = { advantages: Array.from({ length: R }, (_, i) => (i % 3) - 1), offsets, divergence, entropy };
+    batch.result = rl.gear(batch);
+    rl.writeReport(file, batch, { maxRows: 25 });
+    const page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
     const problems: string[] = [];
     page.on('console', (m) => { if (m.type() === 'error') problems.push(m.text()); });
     page.on('pageerror', (e) => problems.push(String(e)));
     await page.goto(pathToFileURL(file).href);
     expect(await page.locator('section.row').count()).toBe(25);
-    expect(await page.locator('.warn').textContent()).toContain('first 25 of 40');
+    expect(await page.locator('.warn').textContent()).toContain('Showing 25 of 40 rows (those with segments first, then by credit moved)');
+    // the 25 rows shown are the first 25 of the documented order, which is not the batch order here
+    const order = expectedOrder(batch);
+    expect(order.slice(0, 25)).not.toEqual(Array.from({ length: 25 }, (_, i) => i));
+    expect(await page.locator('section.row').evaluateAll((els) => els.map((e) => Number((e as HTMLElement).dataset.row)))).toEqual(order.slice(0, 25));
+    // the first screen shows the summary, segments and anchors
+    const inView = async (sel: string) => (await page.locator(sel).evaluateAll((els) =>
+      els.filter((e) => { const r = e.getBoundingClientRect(); return r.bottom > 0 && r.top < innerHeight; }).length));
+    expect(await inView('#summary')).toBe(1);
+    expect(await inView('#rows .seg')).toBeGreaterThan(0);
+    expect(await inView('#rows .tok.anchor')).toBeGreaterThan(0);
+    const shot = join(out, 'large-first-screen.png');
+    await page.screenshot({ path: shot });
+    expect(statSync(shot).size).toBeGreaterThan(10_000);
+    console.log(`[visualize] first-screen screenshot: ${shot}`);
     // divergences above the cap (20 nats) all take the extreme colour
     const capped = await page.locator('.tok').evaluateAll((els) => els
       .filter((e) => Number((e as HTMLElement).dataset.d) >= 20).map((e) => getComputedStyle(e).backgroundColor));
@@ -252,19 +345,19 @@ describe('gear-rl visualize (CLI from dist/)', () => {
     expect(readFileSync(cli, 'utf8').startsWith('#!/usr/bin/env node')).toBe(true);
   });
 
-  it('fails with a GearError code and exit status 1 on bad input; prints usage', () => {
+  it('fails with a GearError code and exit status 1 on bad input, 2 on bad usage; prints usage', () => {
     const bad = join(out, 'bad.json');
     writeFileSync(bad, JSON.stringify({ format: 'gear-rl/batch', version: 1, offsets: [0, 2], advantages: [1], divergence: [0, 'x'], entropy: [0, 0] }));
     const r = spawnSync(process.execPath, [cli, 'visualize', bad, '-o', join(out, 'x.html')], { encoding: 'utf8' });
     expect(r.status).toBe(1);
     expect(r.stderr).toContain('ERR_DTYPE');
     const r2 = spawnSync(process.execPath, [cli, 'visualize', bad], { encoding: 'utf8' });
-    expect(r2.status).toBe(1);
+    expect(r2.status).toBe(2); // a usage error: no --out
     expect(r2.stderr).toContain('ERR_OPTION');
     const r3 = spawnSync(process.execPath, [cli, 'visualize', join(out, 'missing.json'), '-o', join(out, 'y.html')], { encoding: 'utf8' });
     expect(r3.status).toBe(1);
     const help = spawnSync(process.execPath, [cli, '--help'], { encoding: 'utf8' });
     expect(help.status).toBe(0);
-    expect(help.stdout).toContain('usage: gear-rl visualize');
+    expect(help.stdout).toContain('usage: gear-rl <command>');
   });
 });

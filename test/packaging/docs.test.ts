@@ -1,17 +1,151 @@
 // `npm run docs` must build the API reference without a single warning (typedoc.json sets
-// treatWarningsAsErrors): every exported symbol documented, no links to unexported names.
+// treatWarningsAsErrors): every exported symbol documented, no links to unexported names. The built site
+// (typedoc.json's own options, written to a temporary folder instead of docs/api) is then opened in
+// headless Chromium: the sidebar is grouped by the categories of typedoc.json, functions come before
+// interfaces in each category, and a function page shows its example.
 import { spawnSync } from 'node:child_process';
-import { dirname, resolve } from 'node:path';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, extname, join, normalize, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const config = JSON.parse(readFileSync(join(ROOT, 'typedoc.json'), 'utf8')) as { out: string; categoryOrder: string[] };
+/** The categories the sources use, in sidebar order ('*' and the catch-all 'Other' are not categories). */
+const CATEGORIES = config.categoryOrder.filter((c) => c !== '*' && c !== 'Other');
+
+const out = mkdtempSync(join(tmpdir(), 'gear-api-docs-'));
+let log = '';
+let status: number | null = null;
+let browser: Browser;
+let server: Server;
+let base = '';
+
+const TYPES: Record<string, string> = {
+  '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css', '.svg': 'image/svg+xml', '.json': 'application/json',
+};
+
+/** Serves the built site over http (file: pages cannot load typedoc's SVG icon sprite). */
+function serve(dir: string): Promise<string> {
+  server = createServer((req, res) => {
+    // the browser asks for a favicon on its own; the site has none
+    if (req.url === '/favicon.ico') {
+      res.writeHead(204).end();
+      return;
+    }
+    const path = normalize(join(dir, decodeURIComponent(new URL(req.url!, 'http://x').pathname)));
+    const file = path.startsWith(dir + sep) && existsSync(path) && statSync(path).isDirectory() ? join(path, 'index.html') : path;
+    if (!file.startsWith(dir + sep) || !existsSync(file)) {
+      res.writeHead(404).end();
+      return;
+    }
+    res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream' }).end(readFileSync(file));
+  });
+  return new Promise((ok) => server.listen(0, '127.0.0.1', () => ok(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)));
+}
+
+beforeAll(async () => {
+  const r = spawnSync('npx', ['typedoc', '--out', out], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, NO_COLOR: '1' } });
+  log = `${r.stdout}\n${r.stderr}`;
+  status = r.status;
+  base = await serve(out);
+  browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+      '--disable-sync', '--no-first-run'],
+  });
+}, 300_000);
+
+afterAll(async () => {
+  await browser?.close();
+  server?.close();
+  rmSync(out, { recursive: true, force: true });
+});
+
+/** Opens a page of the site and waits for typedoc's fade-in (the body is hidden until app.showPage). */
+async function open(path: string, problems: string[]): Promise<Page> {
+  const page = await browser.newPage();
+  page.on('pageerror', (e) => problems.push(String(e)));
+  page.on('console', (m) => { if (m.type() === 'error') problems.push(`${m.text()} ${m.location().url}`); });
+  page.on('request', (r) => { if (!r.url().startsWith(`${base}/`)) problems.push(`network: ${r.url()}`); });
+  page.on('response', (r) => { if (r.status() >= 400) problems.push(`${r.status()}: ${r.url()}`); });
+  await page.goto(`${base}/${path}`);
+  await page.locator('body').waitFor({ state: 'visible' });
+  return page;
+}
 
 describe('API reference', () => {
-  it('typedoc validates ts/index.ts with no warnings', () => {
-    const r = spawnSync('npx', ['typedoc', '--emit', 'none'], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, NO_COLOR: '1' } });
-    const log = `${r.stdout}\n${r.stderr}`;
+  it('typedoc builds ts/index.ts with no warnings, into docs/api by default', () => {
     expect(log, log).not.toMatch(/\[warning\]|\[error\]/);
-    expect(r.status, log).toBe(0);
-  }, 300_000);
+    expect(status, log).toBe(0);
+    expect(config.out).toBe('docs/api');
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+    expect(pkg.scripts.docs).toBe('typedoc');
+  });
+
+  it('the sidebar lists the categories in order, functions first within each', async () => {
+    const problems: string[] = [];
+    const page = await open('index.html', problems);
+    const nav = page.locator('#tsd-nav-container');
+    // typedoc fills the sidebar from assets/navigation.js after load
+    await nav.locator('details').first().waitFor();
+    const top = await nav.evaluate((el) => [...el.querySelectorAll(':scope > li > details > summary')].map((s) => s.textContent!.trim()));
+    // an export without a @category lands in 'Other' (doc_examples.test.ts names it)
+    expect.soft(top.filter((c) => !CATEGORIES.includes(c)), 'categories outside typedoc.json').toEqual([]);
+    expect(top.filter((c) => CATEGORIES.includes(c))).toEqual(CATEGORIES.filter((c) => top.includes(c)));
+    for (const c of ['Logits kernels', 'Segment ops', 'Rollout', 'Advantages', 'GEAR', 'Losses', 'Optimizers', 'Registry', 'Backend', 'Errors']) {
+      expect(top, c).toContain(c);
+    }
+    for (const name of ['Logits kernels', 'Advantages', 'Optimizers']) {
+      const kinds = await nav.evaluate((el, n) => {
+        const cat = [...el.querySelectorAll(':scope > li > details')].find((d) => d.querySelector('summary')!.textContent!.trim() === n)!;
+        return [...cat.querySelectorAll(':scope > div > ul > li > a')].map((a) => a.getAttribute('href')!.replace(/^\.\//, '').split('/')[0]!);
+      }, name);
+      expect(kinds.length, name).toBeGreaterThan(3);
+      // functions/ pages first, then classes, then interfaces and types
+      const order = ['functions', 'classes', 'variables', 'interfaces', 'types'];
+      const ranks = kinds.map((k) => order.indexOf(k));
+      expect(ranks.every((r) => r >= 0), `${name}: ${kinds.join(', ')}`).toBe(true);
+      expect(ranks, name).toEqual([...ranks].sort((a, b) => a - b));
+      expect(kinds[0], name).toBe('functions');
+    }
+    expect(problems).toEqual([]);
+    await page.close();
+    // the module index groups the same way
+    const index = await open('modules.html', problems);
+    const sections = await index.locator('details.tsd-member-group > summary').evaluateAll((els) => els.map((e) => e.getAttribute('data-key')!.replace(/^section-/, '')));
+    expect(sections).toEqual(top);
+    expect(problems).toEqual([]);
+    await index.close();
+  });
+
+  it('a function page shows its runnable example, documented once per overload set', async () => {
+    const problems: string[] = [];
+    const page = await open('functions/segmentReduce.html', problems);
+    const example = page.locator('.tsd-tag-example pre code');
+    expect(await example.count()).toBe(1);
+    const code = await example.textContent();
+    expect(code).toContain("import * as rl from 'gear-rl'");
+    expect(code).toContain('rl.segmentReduce(');
+    expect(await page.locator('.tsd-breadcrumb, .tsd-page-title').first().isVisible()).toBe(true);
+    await page.close();
+
+    const loss = await open('functions/policyLoss.html', problems);
+    const body = await loss.locator('.col-content').textContent();
+    expect(body!.split('Policy-gradient loss with its gradient').length - 1).toBe(1);
+    expect(await loss.locator('.tsd-tag-example pre code').count()).toBe(1);
+    expect(await loss.locator('.tsd-signature').count()).toBeGreaterThanOrEqual(3);
+    await loss.close();
+
+    // an options interface shows each option's default
+    const args = await open('interfaces/GrpoArgs.html', problems);
+    const epsilon = args.locator('section.tsd-member', { has: args.locator('h3#epsilon') });
+    expect(await epsilon.locator('.tsd-tag-defaultValue').textContent()).toContain('1e-6');
+    expect(problems).toEqual([]);
+    await args.close();
+  });
 });

@@ -12,7 +12,11 @@
 import { GearError, fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
 
-/** A JSON-like anchor state: a string, number, boolean, null, array, typed array or plain object. */
+/**
+ * A JSON-like anchor state: a string, number, boolean, null, array, typed array or plain object.
+ *
+ * @category Advantages
+ */
 export type AnchorState = string | number | boolean | null | readonly AnchorState[] | ArrayLike<number> | { [key: string]: AnchorState };
 
 const MAX_DEPTH = 64;
@@ -72,6 +76,15 @@ function ser(x: unknown, what: string, depth: number, out: string[]): void {
  * @param x the state
  * @param what name used in error messages
  * @returns a Map key
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const a = rl.anchorKey({ room: 'hall', items: [1, 2] });
+ * const b = rl.anchorKey({ items: [1, 2], room: 'hall' });
+ * console.log(JSON.stringify(a) === JSON.stringify(b)); // true: key order does not matter
+ * ```
+ * @category Advantages
  */
 export function anchorKey(x: unknown, what?: string): string | number | { s: string } {
   if (typeof x === 'string') return x;
@@ -88,6 +101,13 @@ export function anchorKey(x: unknown, what?: string): string | number | { s: str
  * @param anchors one state per row
  * @param what name used in error messages
  * @returns the id of each row's state, numbered in order of first appearance
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * console.log(rl.anchorIds(['s0', { x: 1 }, 's0', { x: 1 }, [1, 2]])); // Int32Array [0, 1, 0, 1, 2]
+ * ```
+ * @category Advantages
  */
 export function anchorIds(anchors: ArrayLike<unknown>, what?: string): Int32Array {
   const w = v.nameArg(what, 'anchors');

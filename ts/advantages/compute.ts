@@ -11,7 +11,11 @@ import { validateOptions } from '../registry/schema.js';
 import './builtins.js';
 import { type EstimatorLevel, getAdvantageEstimator } from './registry.js';
 
-/** The packed-row layout that a row-level estimator's output is broadcast over. */
+/**
+ * The packed-row layout that a row-level estimator's output is broadcast over.
+ *
+ * @category Advantages
+ */
 export interface TokenLayout {
   /** Int32Array of length R+1: row r owns tokens `[offsets[r], offsets[r+1])`. */
   offsets: Int32Array;
@@ -19,7 +23,11 @@ export interface TokenLayout {
   mask?: Uint8Array;
 }
 
-/** The one result shape of {@link computeAdvantages}. */
+/**
+ * The one result shape of {@link computeAdvantages}.
+ *
+ * @category Advantages
+ */
 export interface AdvantageResult {
   /** The estimator's canonical name. */
   estimator: string;
@@ -53,6 +61,18 @@ function advantagesOf(out: unknown, what: string): ArrayLike<number> {
  * @returns per-token advantages, per-row ones where they exist, and the estimator's own result
  * @throws GearError `ERR_OPTION` for an unknown name, options outside the schema or a row-level
  *   estimator without `layout`; `ERR_SHAPE` when the output does not fit the layout
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // any estimator by name: a row-level one is broadcast over the packed rows
+ * const layout = { offsets: Int32Array.of(0, 2, 5), mask: Uint8Array.of(1, 1, 1, 0, 1) };
+ * const r = rl.computeAdvantages('grpo', { rewards: [1, 0], groups: [0, 0] }, layout);
+ * console.log(r.level, r.rowAdvantages, r.tokenAdvantages); // 'row'  [0.707..., -0.707...]  per token, 0 on the tool token
+ * console.log(rl.listAdvantageEstimators());
+ * ```
+ * @category Advantages
  */
 export function computeAdvantages(name: string, args: Record<string, unknown> | object, layout?: TokenLayout): AdvantageResult {
   const def = getAdvantageEstimator(name);

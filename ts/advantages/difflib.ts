@@ -75,7 +75,22 @@ function internAll(s: string): Int32Array {
   return n === s.length ? out : out.slice(0, n);
 }
 
-/** A sequence prepared as difflib's `b`: interned codes, `b2j` (CSR, popular chars removed), counts. */
+/**
+ * A sequence prepared as difflib's `b`: interned codes, `b2j` (CSR, popular chars removed), counts.
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // prepare the representative once when it is compared with many strings
+ * const rep = new rl.PreparedText('You are in the kitchen. There is a knife.');
+ * for (const obs of ['You are in the kitchen. There is a fork.', 'You are in the hall.']) {
+ *   console.log(rl.quickRatio(obs, rep), rl.sequenceMatcherRatio(obs, rep));
+ * }
+ * console.log(rep.text);
+ * ```
+ * @category Advantages
+ */
 export class PreparedText {
   /** The original string. */
   readonly text: string;
@@ -315,6 +330,13 @@ function textArg(x: unknown, what: string): string {
  * @param a first string (difflib's `a`)
  * @param b second string (difflib's `b`; the autojunk heuristic looks at this one)
  * @returns the similarity ratio in [0, 1]
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * console.log(rl.sequenceMatcherRatio('abcd', 'bcde')); // 0.75, as Python's SequenceMatcher(None, a, b).ratio()
+ * ```
+ * @category Advantages
  */
 export function sequenceMatcherRatio(a: string, b: string | PreparedText): number {
   const sa = codes(textArg(a, 'a'));
@@ -328,6 +350,13 @@ export function sequenceMatcherRatio(a: string, b: string | PreparedText): numbe
  * @param a first string
  * @param b second string
  * @returns the upper bound
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * console.log(rl.quickRatio('abcd', 'dcba')); // 1: same characters, an upper bound of the ratio
+ * ```
+ * @category Advantages
  */
 export function quickRatio(a: string, b: string | PreparedText): number {
   const sa = codes(textArg(a, 'a'));
@@ -341,6 +370,13 @@ export function quickRatio(a: string, b: string | PreparedText): number {
  * @param a first string
  * @param b second string
  * @returns the upper bound
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * console.log(rl.realQuickRatio('abc', 'abcdefg')); // 0.6 = 2 * 3 / 10
+ * ```
+ * @category Advantages
  */
 export function realQuickRatio(a: string, b: string): number {
   const la = codes(textArg(a, 'a')).length;
@@ -446,6 +482,14 @@ export function ratioAtLeast(a: Int32Array, B: PreparedText, threshold: number, 
  * @param texts the observations, in row order
  * @param threshold in (0, 1)
  * @returns the cluster index of each observation (clusters numbered in creation order)
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const obs = ['hp 10, room 1', 'hp 9, room 1', 'inventory: sword', 'hp 10, room 1'];
+ * console.log(rl.similarityClusters(obs, 0.8)); // Int32Array [0, 0, 1, 0]
+ * ```
+ * @category Advantages
  */
 export function similarityClusters(texts: readonly string[], threshold: number): Int32Array {
   v.list(texts, 'texts', 'an array of strings');

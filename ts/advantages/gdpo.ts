@@ -9,19 +9,35 @@ import { grpo } from './grpo.js';
 import { type GroupId, type SingletonPolicy, SINGLETON, groupIndex, objectArg, rewardsArg } from './groups.js';
 import { lengthsArg, whitenRows } from './masked.js';
 
-/** Arguments of {@link gdpo}. */
+/**
+ * Arguments of {@link gdpo}.
+ *
+ * @category Advantages
+ */
 export interface GdpoArgs {
   /** One array per reward component, each with one value per row. */
   rewards: ArrayLike<number>[];
-  /** Weight per component (default 1 each). */
+  /**
+   * Weight per component (default 1 each).
+   *
+   * @defaultValue 1 for every component
+   */
   weights?: ArrayLike<number>;
   /** Group id per row (numbers or strings). */
   groups: ArrayLike<GroupId>;
   /** Counted tokens per row for the token-level whitening (omitted: every row counts once). */
   lengths?: ArrayLike<number>;
-  /** Added to each component's group std (default 1e-6). */
+  /**
+   * Added to each component's group std (default 1e-6).
+   *
+   * @defaultValue `1e-6`
+   */
   epsilon?: number;
-  /** Singleton-group policy of the per-component GRPO step (default `'raw'`). */
+  /**
+   * Singleton-group policy of the per-component GRPO step (default `'raw'`).
+   *
+   * @defaultValue `'raw'`
+   */
   singleton?: SingletonPolicy;
 }
 
@@ -32,6 +48,19 @@ export interface GdpoArgs {
  *
  * @param a reward components, weights, groups, lengths
  * @returns one advantage per row (Float64Array)
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // two reward components (correctness, format), normalised per group separately, then summed
+ * const adv = rl.gdpo({
+ *   rewards: [[1, 0, 1, 0], [1, 1, 0, 0]],
+ *   weights: [1, 0.5],
+ *   groups: [0, 0, 0, 0],
+ * });
+ * console.log(adv);
+ * ```
+ * @category Advantages
  */
 export function gdpo(a: GdpoArgs): Float64Array {
   const o = objectArg(a, 'gdpo');

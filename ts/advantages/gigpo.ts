@@ -13,10 +13,18 @@ import {
   singletonDenominator,
 } from './groups.js';
 
-/** GiGPO normalisation mode (used at both levels). */
+/**
+ * GiGPO normalisation mode (used at both levels).
+ *
+ * @category Advantages
+ */
 export type GigpoMode = 'mean_norm' | 'mean_std_norm';
 
-/** Arguments of {@link gigpo}. */
+/**
+ * Arguments of {@link gigpo}.
+ *
+ * @category Advantages
+ */
 export interface GigpoArgs {
   /** Per row (one row = one agent step): the return of the row's whole episode. */
   episodeRewards: ArrayLike<number>;
@@ -31,23 +39,46 @@ export interface GigpoArgs {
   groups: ArrayLike<GroupId>;
   /** Anchor state per row: the observation the step acted from (strings, numbers, arrays, plain objects). */
   anchors: ArrayLike<unknown>;
-  /** Discount of the step returns (default 1.0 as verl-agent's config; its scripts use 0.95). */
+  /**
+   * Discount of the step returns (default 1.0 as verl-agent's config; its scripts use 0.95).
+   *
+   * @defaultValue `1`
+   */
   gamma?: number;
-  /** Weight of the step-level advantage (default 1.0). */
+  /**
+   * Weight of the step-level advantage (default 1.0).
+   *
+   * @defaultValue `1`
+   */
   stepWeight?: number;
-  /** `'mean_norm'` (default): subtract the group mean; `'mean_std_norm'`: also divide by std + epsilon. */
+  /**
+   * `'mean_norm'` (default): subtract the group mean; `'mean_std_norm'`: also divide by std + epsilon.
+   *
+   * @defaultValue `'mean_norm'`
+   */
   mode?: GigpoMode;
-  /** Added to the std (default 1e-6). */
+  /**
+   * Added to the std (default 1e-6).
+   *
+   * @defaultValue `1e-6`
+   */
   epsilon?: number;
   /** Default true: every step row counts in its episode group's statistics (GiGPO); false: one value
-   *  per trajectory (its first row). */
+   *  per trajectory (its first row).
+   *
+   * @defaultValue `true`
+   */
   crossStepStats?: boolean;
   /** Group text anchors by similarity instead of equality: `SequenceMatcher.ratio() >= threshold`,
    *  with `0 < threshold < 1`. */
   similarity?: { threshold: number };
 }
 
-/** Result of {@link gigpo}. */
+/**
+ * Result of {@link gigpo}.
+ *
+ * @category Advantages
+ */
 export interface GigpoResult {
   /** Per row: `episode + stepWeight · step`. */
   advantages: Float64Array;
@@ -78,6 +109,14 @@ export interface GigpoResult {
  * @param trajectories trajectory id per row
  * @param gamma discount in [0, 1]
  * @returns the discounted return per row (Float32Array)
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const returns = rl.discountedStepReturns([0, 0, 1, 2], ['a', 'a', 'a', 'b'], 0.5);
+ * console.log(returns); // Float32Array [0.25, 0.5, 1, 2]
+ * ```
+ * @category Advantages
  */
 export function discountedStepReturns(stepRewards: ArrayLike<number>, trajectories: ArrayLike<GroupId>, gamma = 1): Float32Array {
   const r = rewardsArg(stepRewards, 'discountedStepReturns: stepRewards');
@@ -106,6 +145,15 @@ function discount(r: ArrayLike<number>, traj: Int32Array, T: number, gamma: numb
  * @param groups episode group id per row
  * @param similarity optional `{ threshold }` in (0, 1) for text anchors
  * @returns per row the index of the first row of its step group
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const anchors = ['look', 'go north', 'look', 'go north!'];
+ * console.log(rl.stepGroups(anchors, [0, 0, 0, 0]));                       // Int32Array [0, 1, 0, 3]
+ * console.log(rl.stepGroups(anchors, [0, 0, 0, 0], { threshold: 0.9 })); // Int32Array [0, 1, 0, 1]
+ * ```
+ * @category Advantages
  */
 export function stepGroups(anchors: ArrayLike<unknown>, groups: ArrayLike<GroupId>, similarity?: { threshold: number }): Int32Array {
   if (!(Array.isArray(anchors) || v.isTypedArray(anchors))) fail('ERR_DTYPE', 'stepGroups: anchors', 'an array', anchors);
@@ -280,6 +328,22 @@ function sizeHistogram(sizes: Int32Array): { histogram: Record<number, number>; 
  *
  * @param a per-row rewards, ids and anchors, and options
  * @returns advantages, both levels, step groups, step returns and step-group diagnostics
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // one row per agent step: two episodes (trajectories t0, t1) from the same start state (group g)
+ * const r = rl.gigpo({
+ *   episodeRewards: [1, 1, 0, 0],
+ *   stepRewards: [0, 1, 0, 0],
+ *   trajectories: ['t0', 't0', 't1', 't1'],
+ *   groups: ['g', 'g', 'g', 'g'],
+ *   anchors: ['start', 'room A', 'start', 'room B'], // the observation each step acted from
+ *   gamma: 0.95,
+ * });
+ * console.log(r.advantages, r.episode, r.step, r.diagnostics.singletonShare);
+ * ```
+ * @category Advantages
  */
 export function gigpo(a: GigpoArgs): GigpoResult {
   const fn = 'gigpo';

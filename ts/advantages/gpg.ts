@@ -6,13 +6,21 @@
 import { rowArgs } from './row_args.js';
 import { type GroupId, type SingletonPolicy, groupStatsOf } from './groups.js';
 
-/** Arguments of {@link gpg}. */
+/**
+ * Arguments of {@link gpg}.
+ *
+ * @category Advantages
+ */
 export interface GpgArgs {
   /** Outcome reward per row. */
   rewards: ArrayLike<number>;
   /** Group id per row (numbers or strings). */
   groups: ArrayLike<GroupId>;
-  /** A group of one row: `'raw'` (default, verl: mean 0) or `'zero'`. */
+  /**
+   * A group of one row: `'raw'` (default, verl: mean 0) or `'zero'`.
+   *
+   * @defaultValue `'raw'`
+   */
   singleton?: SingletonPolicy;
 }
 
@@ -22,6 +30,14 @@ export interface GpgArgs {
  *
  * @param a rewards, groups, singleton policy
  * @returns one advantage per row (Float64Array)
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const adv = rl.gpg({ rewards: [1, 0, 0, 0], groups: ['a', 'a', 'b', 'b'] });
+ * console.log(adv);
+ * ```
+ * @category Advantages
  */
 export function gpg(a: GpgArgs): Float64Array {
   const { rewards, idx, singleton } = rowArgs(a, 'gpg', []);

@@ -9,7 +9,11 @@
 import { fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
 
-/** A group id as accepted by the estimators: a number or a string. */
+/**
+ * A group id as accepted by the estimators: a number or a string.
+ *
+ * @category Advantages
+ */
 export type GroupId = number | string;
 
 /**
@@ -17,10 +21,16 @@ export type GroupId = number | string;
  * `max(std + epsilon, STD_FLOOR)`: with the default epsilons (1e-6 verl, 1e-4 TRL) it is never reached;
  * with `epsilon: 0` it keeps a group whose rewards differ only by rounding noise (std below 1e-12)
  * from being blown up to advantages of order 1 (or to Infinity for a std that underflowed to 0).
+ *
+ * @category Advantages
  */
 export const STD_FLOOR = 1e-12;
 
-/** Dense group indexing of a batch: `ids[row]` in `0..count-1`, numbered in order of first appearance. */
+/**
+ * Dense group indexing of a batch: `ids[row]` in `0..count-1`, numbered in order of first appearance.
+ *
+ * @category Advantages
+ */
 export interface GroupIndex {
   /** Dense group index per row. */
   ids: Int32Array;
@@ -47,6 +57,14 @@ function isIntIds(g: unknown): g is Int32Array | Uint32Array | Uint16Array | Int
  * @param groups one id per row
  * @param what name used in error messages
  * @param rows expected number of rows (checked when given)
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const { ids, count, sizes, labels } = rl.groupIndex(['q7', 'q3', 'q7', 'q7']);
+ * console.log(ids, count, sizes, labels); // Int32Array [0, 1, 0, 0]  2  Int32Array [3, 1]  ['q7', 'q3']
+ * ```
+ * @category Advantages
  */
 export function groupIndex(groups: ArrayLike<GroupId>, what?: string, rows?: number): GroupIndex {
   return groupIndexOf(groups, v.nameArg(what, 'groups'), rows === undefined ? undefined : v.numOpt(rows, 'rows', 0, { min: 0, int: true }));
@@ -167,7 +185,11 @@ function sortedIntegers(groups: ArrayLike<number>): GroupIndex | null {
   return { ids, count: G, sizes, firstRow, labels };
 }
 
-/** Per-group statistics from {@link groupStats}. */
+/**
+ * Per-group statistics from {@link groupStats}.
+ *
+ * @category Advantages
+ */
 export interface GroupStats {
   /** Group mean (for an exact-tie group: the common value itself, bit for bit). */
   mean: Float64Array;
@@ -192,6 +214,16 @@ export interface GroupStats {
  *   >= 0) weights the mean (used by OPO's length-weighted baseline; the std stays unweighted)
  * @throws GearError `ERR_DTYPE` / `ERR_SHAPE` on arrays of the wrong kind or length, `ERR_OPTION` on a
  *   `count` that is not an integer in [0, rows], `ERR_GROUP` on ids, sizes or first rows that disagree
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const idx = rl.groupIndex([0, 0, 1, 1, 1]);
+ * const { mean, std, count, tie } = rl.groupStats([1, 3, 2, 2, 2], idx);
+ * console.log(mean, std, count, tie); // [2, 2]  [1.414..., 0]  [2, 3]  [0, 1]
+ * ```
+ * @category Advantages
  */
 export function groupStats(
   values: ArrayLike<number>, idx: GroupIndex, opts: { skipNaN?: boolean; weights?: ArrayLike<number> } = {},
@@ -435,6 +467,14 @@ function runStats(values: ArrayLike<number>, idx: GroupIndex): GroupStats {
 /**
  * Two-pass unbiased std of all values (NaN skipped when `skipNaN`), with exact ties giving 0;
  * `mean` likewise. Fewer than two values give std NaN (as torch / TRL `nanstd`).
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * console.log(rl.batchStats([1, 2, NaN, 3], true)); // { mean: 2, std: 1, count: 3 }
+ * ```
+ * @category Advantages
  */
 export function batchStats(values: ArrayLike<number>, skipNaN = false): { mean: number; std: number; count: number } {
   v.numArray(values, 'values');
@@ -500,7 +540,11 @@ export function singletonDenominator(epsilon: number): number {
   return Math.fround(1 + Math.fround(epsilon));
 }
 
-/** Singleton-group policy shared by the estimators: `raw` keeps the score (verl), `zero` gives 0 (TRL). */
+/**
+ * Singleton-group policy shared by the estimators: `raw` keeps the score (verl), `zero` gives 0 (TRL).
+ *
+ * @category Advantages
+ */
 export type SingletonPolicy = 'raw' | 'zero';
 /** @internal */
 export const SINGLETON: readonly SingletonPolicy[] = ['raw', 'zero'];

@@ -12,11 +12,19 @@ import {
   STD_FLOOR, runMoments, runStarts, scaled, singletonDenominator, sortedRunStarts,
 } from './groups.js';
 
-/** How `grpo` scales the centred rewards. */
+/**
+ * How `grpo` scales the centred rewards.
+ *
+ * @category Advantages
+ */
 export type GrpoScale = 'group' | 'batch' | 'none';
 const SCALES: readonly GrpoScale[] = ['group', 'batch', 'none'];
 
-/** Arguments of {@link grpo}. */
+/**
+ * Arguments of {@link grpo}.
+ *
+ * @category Advantages
+ */
 export interface GrpoArgs {
   /** Outcome reward per row (verl: the unmasked row sum of `token_level_rewards`). */
   rewards: ArrayLike<number>;
@@ -24,18 +32,34 @@ export interface GrpoArgs {
   groups: ArrayLike<GroupId>;
   /** `'group'` (default): divide by the group's std + epsilon; `'batch'`: by the std of every reward in
    *  the batch + epsilon (TRL `scale_rewards='batch'`; a one-row batch gives 0 as TRL); `'none'`: no
-   *  division (Dr. GRPO). */
+   *  division (Dr. GRPO).
+   *
+   * @defaultValue `'group'`
+   */
   scale?: GrpoScale;
-  /** Added to the std before dividing (default 1e-6 as verl; TRL uses 1e-4). */
+  /**
+   * Added to the std before dividing (default 1e-6 as verl; TRL uses 1e-4).
+   *
+   * @defaultValue `1e-6`
+   */
   epsilon?: number;
   /** A group of one row: `'raw'` keeps its score as verl (`r / float32(1 + epsilon)` under group
-   *  scaling), `'zero'` gives 0 as TRL. Default `'raw'`. */
+   *  scaling), `'zero'` gives 0 as TRL. Default `'raw'`.
+   *
+   * @defaultValue `'raw'`
+   */
   singleton?: SingletonPolicy;
   /** `'float64'` (default). `'float32'` reproduces verl's vectorised GRPO (`grpo_vectorized`), which
-   *  computes group statistics and advantages in float32 through `group_mean_std`. */
+   *  computes group statistics and advantages in float32 through `group_mean_std`.
+   *
+   * @defaultValue `'float64'`
+   */
   precision?: 'float64' | 'float32';
   /** Variance floor of `group_mean_std` for `precision: 'float32'`: std = sqrt(max(var, floor)). Current
-   *  verl passes 0 (default); legacy verl passed epsilon (1e-6, i.e. a std floor of 1e-3). */
+   *  verl passes 0 (default); legacy verl passed epsilon (1e-6, i.e. a std floor of 1e-3).
+   *
+   * @defaultValue `0`
+   */
   varianceFloor?: number;
 }
 
@@ -45,6 +69,21 @@ export interface GrpoArgs {
  *
  * @param a rewards, groups and options
  * @returns one advantage per row (Float64Array); broadcast to tokens with `segmentBroadcast`
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // two prompts, three sampled responses each
+ * const rewards = [1, 0, 0, 1, 1, 0.5];
+ * const groups = ['p1', 'p1', 'p1', 'p2', 'p2', 'p2'];
+ * // (r - mean) / (std + 1e-6) within each group
+ * console.log(rl.grpo({ rewards, groups }));
+ * // Dr. GRPO: r - mean
+ * console.log(rl.grpo({ rewards, groups, scale: 'none' }));
+ * // TRL's conventions
+ * console.log(rl.grpo({ rewards, groups, epsilon: 1e-4, singleton: 'zero' }));
+ * ```
+ * @category Advantages
  */
 export function grpo(a: GrpoArgs): Float64Array {
   const o = objectArg(a, 'grpo');
@@ -198,6 +237,14 @@ function grpoFloat32(
  * @param groups group id per row (any numbers or strings)
  * @param eps variance floor (verl's argument; default 1e-6)
  * @returns mean, std and count per group, in the groups' order of first appearance, as Float32Array
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const { mean, std, count, labels } = rl.groupMeanStd([1, 0, 3, 5], [7, 7, 9, 9]);
+ * console.log(labels, mean, std, count); // [7, 9]  [0.5, 4]  [0.707..., 1.414...]  [2, 2]
+ * ```
+ * @category Advantages
  */
 export function groupMeanStd(
   scores: ArrayLike<number>, groups: ArrayLike<GroupId>, eps = 1e-6,
@@ -208,20 +255,39 @@ export function groupMeanStd(
   return { ...meanStd32(Float32Array.from(r), idx.ids, idx.count, floor), labels: idx.labels };
 }
 
-/** Arguments of {@link grpoPassK}. */
+/**
+ * Arguments of {@link grpoPassK}.
+ *
+ * @category Advantages
+ */
 export interface GrpoPassKArgs {
   /** Outcome reward per row. */
   rewards: ArrayLike<number>;
   /** Group id per row; every group needs at least two rows. */
   groups: ArrayLike<GroupId>;
-  /** `'group'` (default, verl `norm_adv_by_std_in_grpo: true`) divides by std + epsilon; `'none'` does not. */
+  /**
+   * `'group'` (default, verl `norm_adv_by_std_in_grpo: true`) divides by std + epsilon; `'none'` does not.
+   *
+   * @defaultValue `'group'`
+   */
   scale?: 'group' | 'none';
-  /** Added to the std (default 1e-6). */
+  /**
+   * Added to the std (default 1e-6).
+   *
+   * @defaultValue `1e-6`
+   */
   epsilon?: number;
-  /** Accepted for a uniform signature; pass@k has no singleton groups (they throw `ERR_GROUP`). */
+  /**
+   * Accepted for a uniform signature; pass@k has no singleton groups (they throw `ERR_GROUP`).
+   *
+   * @defaultValue `'raw'`
+   */
   singleton?: SingletonPolicy;
   /** The k of pass@k (an integer >= 1). verl's estimator credits the best row of each group whatever
-   *  k is (k is the group size there), so it is validated but does not change the result. */
+   *  k is (k is the group size there), so it is validated but does not change the result.
+   *
+   * @defaultValue `1`
+   */
   k?: number;
 }
 
@@ -232,6 +298,15 @@ export interface GrpoPassKArgs {
  *
  * @param a rewards, groups and options
  * @returns one advantage per row (Float64Array)
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // only the best row of each group gets r_max - r_second (over std + epsilon)
+ * const adv = rl.grpoPassK({ rewards: [0.2, 0.9, 0.5, 1, 0, 0], groups: [0, 0, 0, 1, 1, 1], k: 3 });
+ * console.log(adv);
+ * ```
+ * @category Advantages
  */
 export function grpoPassK(a: GrpoPassKArgs): Float64Array {
   const { a: o, rewards, idx } = rowArgs(a, 'grpoPassK', ['scale', 'epsilon', 'k']);
@@ -275,6 +350,14 @@ export function grpoPassK(a: GrpoPassKArgs): Float64Array {
  *
  * @param labels one label per row (all numbers, or all strings)
  * @returns one integer index per row
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * console.log(rl.asTorchIndex([3, 3, 8]));         // Int32Array [3, 3, 8]: integers kept
+ * console.log(rl.asTorchIndex(['b', 'a', 'b']));   // Int32Array [1, 0, 1]: ranks of the sorted labels
+ * ```
+ * @category Advantages
  */
 export function asTorchIndex(labels: ArrayLike<GroupId>): Int32Array {
   if (!(Array.isArray(labels) || v.isTypedArray(labels))) fail('ERR_DTYPE', 'asTorchIndex: labels', 'an array', labels);

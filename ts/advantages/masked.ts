@@ -23,6 +23,13 @@ function valuesArg(values: unknown, what: string): ArrayLike<number> {
  * @param values per-element values
  * @param mask optional 0/1 mask of the same length (all ones when omitted)
  * @returns the masked mean
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * console.log(rl.maskedMean([1, 2, 100], Uint8Array.of(1, 1, 0))); // ~1.5 (verl adds 1e-8 to the count)
+ * ```
+ * @category Advantages
  */
 export function maskedMean(values: ArrayLike<number>, mask?: Uint8Array): number {
   const x = valuesArg(values, 'values');
@@ -45,6 +52,14 @@ export function maskedMean(values: ArrayLike<number>, mask?: Uint8Array): number
  * @param offsets packed-row offsets, length R + 1
  * @param mask optional 0/1 mask of length N (all ones when omitted)
  * @returns per-row means (Float64Array, length R)
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const means = rl.maskedRowMean([1, 3, 100, 4], Int32Array.of(0, 3, 4), Uint8Array.of(1, 1, 0, 1));
+ * console.log(means); // Float64Array [~2, ~4]
+ * ```
+ * @category Advantages
  */
 export function maskedRowMean(values: ArrayLike<number>, offsets: Int32Array, mask?: Uint8Array): Float64Array {
   const x = valuesArg(values, 'values');
@@ -72,6 +87,14 @@ export function maskedRowMean(values: ArrayLike<number>, offsets: Int32Array, ma
  * @param values per-element values
  * @param mask optional 0/1 mask (all ones when omitted)
  * @param unbiased Bessel correction (default true)
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * console.log(rl.maskedVar([1, 2, 3, 100], Uint8Array.of(1, 1, 1, 0)));        // ~1 (unbiased)
+ * console.log(rl.maskedVar([1, 2, 3, 100], Uint8Array.of(1, 1, 1, 0), false)); // ~0.667
+ * ```
+ * @category Advantages
  */
 export function maskedVar(values: ArrayLike<number>, mask?: Uint8Array, unbiased = true): number {
   const x = valuesArg(values, 'values');
@@ -89,6 +112,15 @@ export function maskedVar(values: ArrayLike<number>, mask?: Uint8Array, unbiased
  * @param mask optional 0/1 mask (all ones when omitted)
  * @param opts `shiftMean` (default true)
  * @returns whitened values (Float64Array, same length)
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const w = rl.maskedWhiten([1, 2, 3, 4], Uint8Array.of(1, 1, 1, 1));
+ * const kept = rl.maskedWhiten([1, 2, 3, 4], undefined, { shiftMean: false });
+ * console.log(w, kept); // mean 0 and unit variance; the second keeps the mean 2.5
+ * ```
+ * @category Advantages
  */
 export function maskedWhiten(values: ArrayLike<number>, mask?: Uint8Array, opts: { shiftMean?: boolean } = {}): Float64Array {
   const x = valuesArg(values, 'values');

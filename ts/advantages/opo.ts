@@ -8,7 +8,11 @@ import { rowArgs } from './row_args.js';
 import { type GroupId, type SingletonPolicy, groupStatsOf } from './groups.js';
 import { lengthsArg } from './masked.js';
 
-/** Arguments of {@link opo}. */
+/**
+ * Arguments of {@link opo}.
+ *
+ * @category Advantages
+ */
 export interface OpoArgs {
   /** Outcome reward per row. */
   rewards: ArrayLike<number>;
@@ -16,7 +20,11 @@ export interface OpoArgs {
   groups: ArrayLike<GroupId>;
   /** Counted (mask 1) tokens per row, the `|y_i|` of the baseline. */
   lengths: ArrayLike<number>;
-  /** A group of one row: `'raw'` keeps its score (baseline 0, verl, default), `'zero'` gives 0. */
+  /**
+   * A group of one row: `'raw'` keeps its score (baseline 0, verl, default), `'zero'` gives 0.
+   *
+   * @defaultValue `'raw'`
+   */
   singleton?: SingletonPolicy;
 }
 
@@ -27,6 +35,15 @@ export interface OpoArgs {
  *
  * @param a rewards, groups, lengths, singleton policy
  * @returns one advantage per row (Float64Array)
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // length-weighted baseline per group: lengths are the counted tokens of each row
+ * const adv = rl.opo({ rewards: [1, 0, 1], groups: [0, 0, 0], lengths: [10, 30, 20] });
+ * console.log(adv);
+ * ```
+ * @category Advantages
  */
 export function opo(a: OpoArgs): Float64Array {
   const { a: o, rewards, idx, singleton } = rowArgs(a, 'opo', ['lengths']);

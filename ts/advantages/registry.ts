@@ -12,16 +12,24 @@ import { type OptionsSchema, checkSchema } from '../registry/schema.js';
 /**
  * Where an estimator's output lives: `'row'` = one value per row (broadcast to the row's tokens by
  * {@link computeAdvantages}), `'token'` = one value per token.
+ *
+ * @category Registry
  */
 export type EstimatorLevel = 'row' | 'token';
 
 /**
  * What an estimator's `compute` may return: the advantages themselves, or an object with them under
  * `advantages` (plus anything else, e.g. diagnostics, kept as {@link AdvantageResult.details}).
+ *
+ * @category Registry
  */
 export type EstimatorOutput = ArrayLike<number> | { advantages: ArrayLike<number> };
 
-/** An advantage estimator. */
+/**
+ * An advantage estimator.
+ *
+ * @category Registry
+ */
 export interface AdvantageEstimatorDefinition<A = Record<string, unknown>> {
   /** The name, e.g. `'grpo'` (letters, digits, `_`, `-`, `.`). */
   name: string;
@@ -37,9 +45,17 @@ export interface AdvantageEstimatorDefinition<A = Record<string, unknown>> {
   compute: (args: A) => EstimatorOutput;
 }
 
-/** Options of {@link registerAdvantageEstimator}. */
+/**
+ * Options of {@link registerAdvantageEstimator}.
+ *
+ * @category Registry
+ */
 export interface RegisterEstimatorOptions {
-  /** Replace a user-registered entry of the same name instead of throwing (built-ins cannot be replaced). */
+  /**
+   * Replace a user-registered entry of the same name instead of throwing (built-ins cannot be replaced).
+   *
+   * @defaultValue `false`
+   */
   replace?: boolean;
 }
 
@@ -103,6 +119,26 @@ export function registerBuiltinEstimator<A>(def: AdvantageEstimatorDefinition<A>
  * @param def name, level, options schema and `compute`
  * @param opts `replace: true` to overwrite an earlier user registration of the same name
  * @throws GearError `ERR_OPTION` on a malformed definition or a taken name
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // a row-level estimator: reward minus the batch mean, scaled by a checked option
+ * rl.registerAdvantageEstimator<{ rewards: number[]; scale?: number }>({
+ *   name: 'mean-baseline',
+ *   level: 'row',
+ *   description: 'reward minus the batch mean',
+ *   options: { rewards: { type: 'array', required: true }, scale: { type: 'number', min: 0 } },
+ *   compute: ({ rewards, scale = 1 }) => {
+ *     const mean = rewards.reduce((s, r) => s + r, 0) / rewards.length;
+ *     return rewards.map((r) => scale * (r - mean));
+ *   },
+ * });
+ * const r = rl.computeAdvantages('mean-baseline', { rewards: [1, 0, 0.5] }, { offsets: Int32Array.of(0, 1, 2, 3) });
+ * console.log(r.tokenAdvantages); // Float32Array [0.5, -0.5, 0]
+ * rl.unregisterAdvantageEstimator('mean-baseline');
+ * ```
+ * @category Registry
  */
 export function registerAdvantageEstimator<A = Record<string, unknown>>(
   def: AdvantageEstimatorDefinition<A>, opts: RegisterEstimatorOptions = {},
@@ -116,6 +152,15 @@ export function registerAdvantageEstimator<A = Record<string, unknown>>(
  * @param name its name
  * @returns whether an entry was removed
  * @throws GearError `ERR_OPTION` for a built-in estimator
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * rl.registerAdvantageEstimator({ name: 'zeros', level: 'row', compute: (a) => new Float64Array((a.rewards as number[]).length) });
+ * console.log(rl.unregisterAdvantageEstimator('zeros')); // true
+ * console.log(rl.unregisterAdvantageEstimator('zeros')); // false: nothing left to remove
+ * ```
+ * @category Registry
  */
 export function unregisterAdvantageEstimator(name: string): boolean {
   const canonical = names.get(name);
@@ -131,6 +176,14 @@ export function unregisterAdvantageEstimator(name: string): boolean {
  * @param name a name or alias
  * @returns its definition
  * @throws GearError `ERR_OPTION` when nothing is registered under that name
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const def = rl.getAdvantageEstimator('grpo');
+ * console.log(def.name, def.level, def.aliases, Object.keys(def.options ?? {}));
+ * ```
+ * @category Registry
  */
 export function getAdvantageEstimator(name: string): Readonly<AdvantageEstimatorDefinition> {
   const canonical = typeof name === 'string' ? names.get(name) : undefined;
@@ -144,6 +197,13 @@ export function getAdvantageEstimator(name: string): Readonly<AdvantageEstimator
  * The canonical names of the registered estimators, built-ins first, in registration order.
  *
  * @returns the names
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * console.log(rl.listAdvantageEstimators()); // ['grpo', 'grpo_passk', 'rloo', ..., then user-registered ones]
+ * ```
+ * @category Registry
  */
 export function listAdvantageEstimators(): string[] {
   return [...entries.keys()];

@@ -10,7 +10,11 @@ import { rowArgs } from './row_args.js';
 import { type GroupId, type SingletonPolicy, groupStatsOf, objectArg } from './groups.js';
 import { lengthsArg, weightedVar, whitenRows } from './masked.js';
 
-/** Arguments of {@link reinforcePlusPlusBaseline}. */
+/**
+ * Arguments of {@link reinforcePlusPlusBaseline}.
+ *
+ * @category Advantages
+ */
 export interface ReinforcePlusPlusBaselineArgs {
   /** Outcome reward per row. */
   rewards: ArrayLike<number>;
@@ -19,7 +23,11 @@ export interface ReinforcePlusPlusBaselineArgs {
   /** Counted (mask 1) tokens per row. verl whitens over tokens, so a row weighs as many times as it
    *  has counted tokens; omitted, every row counts once. */
   lengths?: ArrayLike<number>;
-  /** A group of one row: `'raw'` keeps its score before whitening (verl, default), `'zero'` uses 0. */
+  /**
+   * A group of one row: `'raw'` keeps its score before whitening (verl, default), `'zero'` uses 0.
+   *
+   * @defaultValue `'raw'`
+   */
   singleton?: SingletonPolicy;
 }
 
@@ -30,6 +38,14 @@ export interface ReinforcePlusPlusBaselineArgs {
  *
  * @param a rewards, groups, lengths, singleton policy
  * @returns one (whitened) advantage per row (Float64Array); broadcast with `segmentBroadcast`
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const adv = rl.reinforcePlusPlusBaseline({ rewards: [1, 0, 0.5, 0], groups: [0, 0, 1, 1], lengths: [3, 5, 2, 4] });
+ * console.log(adv); // group-mean baseline, then whitened over the batch's tokens
+ * ```
+ * @category Advantages
  */
 export function reinforcePlusPlusBaseline(a: ReinforcePlusPlusBaselineArgs): Float64Array {
   const { a: o, rewards, idx, singleton } = rowArgs(a, 'reinforcePlusPlusBaseline', ['lengths']);
@@ -44,23 +60,42 @@ export function reinforcePlusPlusBaseline(a: ReinforcePlusPlusBaselineArgs): Flo
   return whitenRows(centred, lengths);
 }
 
-/** Arguments of {@link reinforcePlusPlus} and {@link tokenReturns}. */
+/**
+ * Arguments of {@link reinforcePlusPlus} and {@link tokenReturns}.
+ *
+ * @category Advantages
+ */
 export interface ReinforcePlusPlusArgs {
   /** Reward per token (packed rows), e.g. the outcome reward on the last token of each response. */
   tokenRewards: Float32Array | Float64Array;
   /** Packed-row offsets, length R + 1. */
   offsets: Int32Array;
-  /** 1 = generated token, 0 = tool output / observation / padding. All ones when omitted. */
+  /**
+   * 1 = generated token, 0 = tool output / observation / padding. All ones when omitted.
+   *
+   * @defaultValue all ones
+   */
   mask?: Uint8Array;
-  /** Discount per token (default 1). */
+  /**
+   * Discount per token (default 1).
+   *
+   * @defaultValue `1`
+   */
   gamma?: number;
   /** Which peer's handling of masked gaps (docs/compat.md): `'verl'` (default, current verl): masked tokens
    *  are skipped and the running return is carried through them. `'verl-legacy'` or `'verl-agent'` (older
-   *  verl, which verl-agent builds on): the running return is reset to 0 at masked tokens. */
+   *  verl, which verl-agent builds on): the running return is reset to 0 at masked tokens.
+   *
+   * @defaultValue `'verl'`
+   */
   compat?: 'verl' | 'verl-legacy' | 'verl-agent';
   /** @deprecated Use `compat`: `'current'` is `compat: 'verl'`, `'legacy'` is `compat: 'verl-legacy'`. */
   semantics?: 'current' | 'legacy';
-  /** Output precision: `'float32'` (default, per-token convention) or `'float64'`. */
+  /**
+   * Output precision: `'float32'` (default, per-token convention) or `'float64'`.
+   *
+   * @defaultValue `'float32'`
+   */
   precision?: 'float32' | 'float64';
 }
 
@@ -111,6 +146,16 @@ function returnsOf(x: ArrayLike<number>, off: Int32Array, R: number, mask: Uint8
  *
  * @param a token rewards, offsets, mask, gamma, compat
  * @returns per-token returns (Float64Array)
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // outcome reward on the last token of each row; the discounted return flows back over the row
+ * const tokenRewards = Float32Array.of(0, 0, 1, 0, 2);
+ * const returns = rl.tokenReturns({ tokenRewards, offsets: Int32Array.of(0, 3, 5), gamma: 0.5 });
+ * console.log(returns); // Float64Array [0.25, 0.5, 1, 1, 2]
+ * ```
+ * @category Advantages
  */
 export function tokenReturns(a: ReinforcePlusPlusArgs): Float64Array {
   const p = tokenArgs(a, 'tokenReturns');
@@ -124,8 +169,21 @@ export function tokenReturns(a: ReinforcePlusPlusArgs): Float64Array {
  *
  * @param a token rewards, offsets, mask, gamma, compat, precision
  * @returns per-token advantages (Float32Array, or Float64Array with `precision: 'float64'`)
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const tokenRewards = Float32Array.of(0, 0, 1, 0, 0, -1);
+ * const offsets = Int32Array.of(0, 3, 6);
+ * const mask = Uint8Array.of(1, 1, 1, 1, 0, 1); // token 4 is a tool token
+ * const adv = rl.reinforcePlusPlus({ tokenRewards, offsets, mask, gamma: 1 }); // Float32Array, whitened
+ * const adv64 = rl.reinforcePlusPlus({ tokenRewards, offsets, mask, precision: 'float64' });
+ * console.log(adv, adv64);
+ * ```
+ * @category Advantages
  */
 export function reinforcePlusPlus(a: ReinforcePlusPlusArgs & { precision: 'float64' }): Float64Array;
+/** With the default `precision: 'float32'`: the advantages as a Float32Array (described with the first signature). */
 export function reinforcePlusPlus(a: ReinforcePlusPlusArgs): Float32Array;
 export function reinforcePlusPlus(a: ReinforcePlusPlusArgs): Float32Array | Float64Array {
   const p = tokenArgs(a, 'reinforcePlusPlus');

@@ -7,17 +7,29 @@ import { fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
 import { objectArg, rewardsArg } from './groups.js';
 
-/** Arguments of {@link remax}. */
+/**
+ * Arguments of {@link remax}.
+ *
+ * @category Advantages
+ */
 export interface RemaxArgs {
   /** Reward per token (packed rows). */
   tokenRewards: Float32Array | Float64Array;
   /** Packed-row offsets, length R + 1. */
   offsets: Int32Array;
-  /** 1 = generated token; all ones when omitted. */
+  /**
+   * 1 = generated token; all ones when omitted.
+   *
+   * @defaultValue all ones
+   */
   mask?: Uint8Array;
   /** Per row: the reward of the greedy (argmax) rollout for the same prompt. */
   baselines: ArrayLike<number>;
-  /** Output precision: `'float32'` (default) or `'float64'`. */
+  /**
+   * Output precision: `'float32'` (default) or `'float64'`.
+   *
+   * @defaultValue `'float32'`
+   */
   precision?: 'float32' | 'float64';
 }
 
@@ -27,8 +39,22 @@ export interface RemaxArgs {
  *
  * @param a token rewards, offsets, mask, greedy baselines
  * @returns per-token advantages (Float32Array, or Float64Array with `precision: 'float64'`)
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // baselines: the reward of a greedy rollout for each row's prompt
+ * const adv = rl.remax({
+ *   tokenRewards: Float32Array.of(0, 1, 0, 0, 0.5),
+ *   offsets: Int32Array.of(0, 2, 5),
+ *   baselines: [0.5, 0.5],
+ * });
+ * console.log(adv); // Float32Array [0.5, 0.5, 0, 0, 0]
+ * ```
+ * @category Advantages
  */
 export function remax(a: RemaxArgs & { precision: 'float64' }): Float64Array;
+/** With the default `precision: 'float32'`: the advantages as a Float32Array (described with the first signature). */
 export function remax(a: RemaxArgs): Float32Array;
 export function remax(a: RemaxArgs): Float32Array | Float64Array {
   const o = objectArg(a, 'remax');

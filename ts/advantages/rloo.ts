@@ -6,14 +6,21 @@
 import { rowArgs } from './row_args.js';
 import { type GroupId, type SingletonPolicy, groupStatsOf } from './groups.js';
 
-/** Arguments of {@link rloo}. */
+/**
+ * Arguments of {@link rloo}.
+ *
+ * @category Advantages
+ */
 export interface RlooArgs {
   /** Outcome reward per row. */
   rewards: ArrayLike<number>;
   /** Group id per row (numbers or strings). */
   groups: ArrayLike<GroupId>;
   /** A group of one row: `'raw'` keeps its score (verl's loop version, default), `'zero'` gives 0
-   *  (verl's vectorised version). */
+   *  (verl's vectorised version).
+   *
+   * @defaultValue `'raw'`
+   */
   singleton?: SingletonPolicy;
 }
 
@@ -23,6 +30,14 @@ export interface RlooArgs {
  *
  * @param a rewards, groups, singleton policy
  * @returns one advantage per row (Float64Array)
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // leave-one-out baseline: r_i - mean of the other rows of its group
+ * console.log(rl.rloo({ rewards: [1, 0, 0, 1], groups: [0, 0, 0, 1] })); // [1, -0.5, -0.5, 1]
+ * ```
+ * @category Advantages
  */
 export function rloo(a: RlooArgs): Float64Array {
   const { rewards, idx, singleton } = rowArgs(a, 'rloo', []);

@@ -9,26 +9,50 @@ import { fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
 import { type GroupId, type GroupIndex, batchStats, groupIndex, groupStatsOf, objectArg, rewardsArg, scaled } from './groups.js';
 
-/** Arguments of {@link trlAdvantages}. */
+/**
+ * Arguments of {@link trlAdvantages}.
+ *
+ * @category Advantages
+ */
 export interface TrlAdvantagesArgs {
   /** One array per reward function, each with one value per row; NaN = the function could not score
    *  that row (TRL's `None`). A row that is NaN for every function is unscorable and gets 0. */
   rewards: ArrayLike<number>[];
-  /** Weight per reward function (default 1 each). */
+  /**
+   * Weight per reward function (default 1 each).
+   *
+   * @defaultValue 1 for every reward function
+   */
   weights?: ArrayLike<number>;
   /** Group id per row. Give either `groups` or `numGenerations` (TRL: consecutive blocks of G rows). */
   groups?: ArrayLike<GroupId>;
   /** TRL's `num_generations`: rows `[kG, (k+1)G)` form group k; the row count must be a multiple. */
   numGenerations?: number;
-  /** `'group'` (default; TRL `True`), `'batch'`, or `'none'` (TRL `False`, Dr. GRPO). */
+  /**
+   * `'group'` (default; TRL `True`), `'batch'`, or `'none'` (TRL `False`, Dr. GRPO).
+   *
+   * @defaultValue `'group'`
+   */
   scaleRewards?: 'group' | 'batch' | 'none';
-  /** `'sum_then_normalize'` (default) or `'normalize_then_sum'` (GDPO-style). */
+  /**
+   * `'sum_then_normalize'` (default) or `'normalize_then_sum'` (GDPO-style).
+   *
+   * @defaultValue `'sum_then_normalize'`
+   */
   aggregation?: 'sum_then_normalize' | 'normalize_then_sum';
-  /** Added to the std before dividing (default 1e-4 as TRL). */
+  /**
+   * Added to the std before dividing (default 1e-4 as TRL).
+   *
+   * @defaultValue `1e-4`
+   */
   epsilon?: number;
 }
 
-/** Result of {@link trlAdvantages}. */
+/**
+ * Result of {@link trlAdvantages}.
+ *
+ * @category Advantages
+ */
 export interface TrlAdvantages {
   /** One advantage per row (NaN results replaced by 0, as TRL's `nan_to_num`). */
   advantages: Float64Array;
@@ -58,6 +82,19 @@ function groupNanStd(x: Float64Array, idx: GroupIndex): Float64Array {
  *
  * @param a reward functions' values, weights, groups, options
  * @returns advantages, the std used per row and the is-std-zero flags
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // TRL GRPOTrainer: two reward functions, groups of num_generations consecutive rows
+ * const { advantages, std, isStdZero } = rl.trlAdvantages({
+ *   rewards: [[1, 0, 1, 1], [0.5, NaN, 0, 0.5]], // NaN: that function could not score the row
+ *   weights: [1, 0.2],
+ *   numGenerations: 2,
+ * });
+ * console.log(advantages, std, isStdZero);
+ * ```
+ * @category Advantages
  */
 export function trlAdvantages(a: TrlAdvantagesArgs): TrlAdvantages {
   const o = objectArg(a, 'trlAdvantages');

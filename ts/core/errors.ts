@@ -4,7 +4,11 @@
  * @module
  */
 
-/** Stable error codes carried by {@link GearError.code}. */
+/**
+ * Stable error codes carried by {@link GearError.code}.
+ *
+ * @category Errors
+ */
 export type GearErrorCode =
   | 'ERR_SHAPE'          // lengths / shapes that do not agree
   | 'ERR_DTYPE'          // wrong typed-array kind or dtype tag
@@ -22,6 +26,19 @@ export type GearErrorCode =
  * The error thrown by gear-rl. `code` is stable and machine-readable; `kind` tells whether the input had
  * the wrong type (`'type'`) or a value out of its allowed range (`'range'`). Messages read
  * "what: expected X, got Y".
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * try {
+ *   rl.segmentReduce(Float32Array.of(1, 2), Int32Array.of(0, 3), 'sum'); // offsets run past the values
+ * } catch (e) {
+ *   if (!(e instanceof rl.GearError)) throw e;
+ *   console.log(e.code, e.kind, e.message); // 'ERR_OFFSETS' 'range' 'offsets[R]: expected the token count 2, got 3'
+ * }
+ * ```
+ * @category Errors
  */
 export class GearError extends Error {
   /** Stable machine-readable code, e.g. `ERR_SHAPE`. */

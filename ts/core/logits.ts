@@ -8,12 +8,18 @@
 import { fail } from './errors.js';
 import * as v from './validate.js';
 
-/** Element type of a logits buffer. */
+/**
+ * Element type of a logits buffer.
+ *
+ * @category Logits kernels
+ */
 export type LogitsDType = 'float32' | 'bfloat16' | 'float16';
 
 /**
  * Row-major `rows x vocab` logits (one row per token position). A `Float32Array` is float32; a
  * `Uint16Array` holds raw bfloat16 or float16 words and needs `dtype`. `rows * vocab` may exceed 2^31.
+ *
+ * @category Logits kernels
  */
 export interface Logits {
   /** The logits, `rows * vocab` elements. */
@@ -22,7 +28,11 @@ export interface Logits {
   rows: number;
   /** Vocabulary size (row length). */
   vocab: number;
-  /** `'float32'` (default for a Float32Array), or `'bfloat16'` / `'float16'` for a Uint16Array. */
+  /**
+   * `'float32'` (default for a Float32Array), or `'bfloat16'` / `'float16'` for a Uint16Array.
+   *
+   * @defaultValue `'float32'` (a Uint16Array needs `'bfloat16'` or `'float16'`)
+   */
   dtype?: LogitsDType;
 }
 

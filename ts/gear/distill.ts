@@ -13,7 +13,11 @@ import type { Divergence } from '../ops/divergence.js';
 import type { Logits } from '../ops/token_stats.js';
 import * as v from '../core/validate.js';
 
-/** Arguments of {@link distillLoss}. */
+/**
+ * Arguments of {@link distillLoss}.
+ *
+ * @category GEAR
+ */
 export interface DistillArgs {
   /** Student logits, one row per response token (the rows that predict them). */
   student: Logits;
@@ -23,15 +27,27 @@ export interface DistillArgs {
   mask?: Uint8Array;
   /** Loss coefficient (`distill_coef`; >= 0). 0 gives loss 0 and a zero gradient. */
   distillCoef: number;
-  /** Sampling temperature both logits are divided by (default 1). */
+  /**
+   * Sampling temperature both logits are divided by (default 1).
+   *
+   * @defaultValue `1`
+   */
   temperature?: number;
-  /** Cap on the divergence in nats (default 20, GEAR's `klCap`); capped rows get no gradient. */
+  /**
+   * Cap on the divergence in nats (default 20, GEAR's `klCap`); capped rows get no gradient.
+   *
+   * @defaultValue `20`
+   */
   klCap?: number;
   /** The forward `divergence(student, teacher, { kind: 'reverse_kl', temperature, klCap })` if already computed. */
   stats?: Divergence;
 }
 
-/** Result of {@link distillLoss}. */
+/**
+ * Result of {@link distillLoss}.
+ *
+ * @category GEAR
+ */
 export interface DistillResult {
   /** `distillCoef * sum_t m_t D_t / sum_t m_t` (0 without valid rows). */
   loss: number;
@@ -52,6 +68,19 @@ export interface DistillResult {
  * @returns the loss, the gradient over the student logits, the per-row divergence and the valid count
  * @throws GearError `ERR_OPTION` on a bad coefficient / option, `ERR_SHAPE` on mismatched shapes, and the
  *   logits errors of `divergence`
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const rows = 5, vocab = 16;
+ * const random = () => Float32Array.from({ length: rows * vocab }, () => 2 * Math.random());
+ * const student = { data: random(), rows, vocab };
+ * const teacher = { data: random(), rows, vocab };
+ * const { loss, grad, divergence, validTokens } = rl.distillLoss({ student, teacher, distillCoef: 0.1, klCap: 20 });
+ * console.log(loss, divergence, validTokens, grad.length); // grad: d loss / d student logits, rows * vocab
+ * ```
+ * @category GEAR
  */
 export function distillLoss(a: DistillArgs): DistillResult {
   if (typeof a !== 'object' || a === null) fail('ERR_OPTION', 'distillLoss(a)', 'an object', a);

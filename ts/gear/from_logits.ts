@@ -15,7 +15,11 @@ import type { DistillResult } from './distill.js';
 import { gearAdvantages, resolveGearOptions } from './gear.js';
 import type { GearOptions, GearResult } from './gear.js';
 
-/** Arguments of {@link gearFromLogits}. */
+/**
+ * Arguments of {@link gearFromLogits}.
+ *
+ * @category GEAR
+ */
 export interface GearFromLogitsInput {
   /** Student logits (the rollout policy), one row per packed token: `rows = offsets[R]`. Masked rows must still hold finite logits. */
   student: Logits;
@@ -29,15 +33,27 @@ export interface GearFromLogitsInput {
   offsets: Int32Array;
   /** Optional 0/1 mask per token. */
   mask?: Uint8Array;
-  /** Rollout sampling temperature (default 1). */
+  /**
+   * Rollout sampling temperature (default 1).
+   *
+   * @defaultValue `1`
+   */
   temperature?: number;
   /** GEAR options (its `klCap` also caps the divergence pass). */
   options?: GearOptions;
-  /** When > 0, also returns the self-distillation term (see `distillLoss`). Default 0. */
+  /**
+   * When > 0, also returns the self-distillation term (see `distillLoss`). Default 0.
+   *
+   * @defaultValue `0`
+   */
   distillCoef?: number;
 }
 
-/** Result of {@link gearFromLogits}: the {@link GearResult} plus the token signals it was computed from. */
+/**
+ * Result of {@link gearFromLogits}: the {@link GearResult} plus the token signals it was computed from.
+ *
+ * @category GEAR
+ */
 export interface GearFromLogitsResult extends GearResult {
   /** The per-token signals fed to `gear`. */
   signals: {
@@ -61,6 +77,22 @@ export interface GearFromLogitsResult extends GearResult {
  *
  * @param a logits, sampled tokens, batch layout, temperature, GEAR options, optional `distillCoef`
  * @returns the GEAR result, the signals, the divergence statistics and the optional distillation term
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // one row of 5 response tokens; teacher logits at the same positions (see teacherInput / gatherRows)
+ * const rows = 5, vocab = 16;
+ * const random = () => Float32Array.from({ length: rows * vocab }, () => 2 * Math.random());
+ * const student = { data: random(), rows, vocab };
+ * const teacher = { data: random(), rows, vocab };
+ * const r = rl.gearFromLogits({
+ *   student, teacher, targets: Int32Array.of(3, 1, 4, 1, 5),
+ *   advantages: [1], offsets: Int32Array.of(0, 5), distillCoef: 0.1,
+ * });
+ * console.log(r.advantages, r.signals.divergence, r.distill?.loss);
+ * ```
+ * @category GEAR
  */
 export function gearFromLogits(a: GearFromLogitsInput): GearFromLogitsResult {
   if (typeof a !== 'object' || a === null) fail('ERR_OPTION', 'gearFromLogits(a)', 'an object', a);

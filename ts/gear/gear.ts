@@ -21,63 +21,165 @@ import { native } from '../core/addon.js';
 import type { GearScanOptions } from '../core/addon_types.js';
 import * as v from '../core/validate.js';
 
-/** How departure points (divergence spikes) are detected. */
+/**
+ * How departure points (divergence spikes) are detected.
+ *
+ * @category GEAR
+ */
 export type GearPeakRule = 'zscore' | 'quantile';
-/** How a segment that starts at a departure point ends. */
+/**
+ * How a segment that starts at a departure point ends.
+ *
+ * @category GEAR
+ */
 export type GearSegmentEnd = 'next_fork' | 'entropy_settles';
-/** How positive and negative trajectory advantages use the weights. */
+/**
+ * How positive and negative trajectory advantages use the weights.
+ *
+ * @category GEAR
+ */
 export type GearSignMode = 'symmetric' | 'negative_only' | 'rlsd';
-/** Whether weights are rescaled to mean 1 over each row's valid tokens. */
+/**
+ * Whether weights are rescaled to mean 1 over each row's valid tokens.
+ *
+ * @category GEAR
+ */
 export type GearNormalize = 'mean_one' | 'none';
-/** Ablations that remove one adaptive component while keeping the same normalisation. */
+/**
+ * Ablations that remove one adaptive component while keeping the same normalisation.
+ *
+ * @category GEAR
+ */
 export type GearAblation = 'none' | 'random_anchors' | 'fixed_length' | 'token_only';
 
 /**
  * Every switch of the GEAR-proposed design (docs/gear.md, "What is ours"), camelCase, with the same
  * defaults ({@link GEAR_DEFAULTS}). Unknown keys are rejected with `ERR_OPTION`.
+ *
+ * @category GEAR
  */
 export interface GearOptions {
-  /** Cap on the divergence in nats, applied in float32 before anything else (default 20; +Infinity divergences become the cap). */
+  /**
+   * Cap on the divergence in nats, applied in float32 before anything else (default 20; +Infinity divergences become the cap).
+   *
+   * @defaultValue `20`
+   */
   klCap?: number;
-  /** `'zscore'` (default): peak if the row z-score of D is >= `peakZ`; `'quantile'`: peak if D >= the batch `peakQuantile` quantile. Both also need D >= `peakMinKl`. */
+  /**
+   * `'zscore'` (default): peak if the row z-score of D is >= `peakZ`; `'quantile'`: peak if D >= the batch `peakQuantile` quantile. Both also need D >= `peakMinKl`.
+   *
+   * @defaultValue `'zscore'`
+   */
   peakRule?: GearPeakRule;
-  /** z-score threshold kappa of the `'zscore'` rule (default 2.0; >= 0). The z-score uses the row's population std + 1e-6. */
+  /**
+   * z-score threshold kappa of the `'zscore'` rule (default 2.0; >= 0). The z-score uses the row's population std + 1e-6.
+   *
+   * @defaultValue `2`
+   */
   peakZ?: number;
-  /** Minimum divergence of a peak in nats (default 0.25; >= 0): rows that never really diverge get no peaks. */
+  /**
+   * Minimum divergence of a peak in nats (default 0.25; >= 0): rows that never really diverge get no peaks.
+   *
+   * @defaultValue `0.25`
+   */
   peakMinKl?: number;
-  /** Batch quantile level of the `'quantile'` rule (default 0.95; in [0, 1]). */
+  /**
+   * Batch quantile level of the `'quantile'` rule (default 0.95; in [0, 1]).
+   *
+   * @defaultValue `0.95`
+   */
   peakQuantile?: number;
-  /** Entropy threshold eta as a batch quantile of the student entropy over valid tokens (default 0.8, "top-20% forking tokens"). */
+  /**
+   * Entropy threshold eta as a batch quantile of the student entropy over valid tokens (default 0.8, "top-20% forking tokens").
+   *
+   * @defaultValue `0.8`
+   */
   entropyQuantile?: number;
-  /** Absolute entropy threshold eta in nats; when set it replaces `entropyQuantile` (>= 0; default unset). */
+  /**
+   * Absolute entropy threshold eta in nats; when set it replaces `entropyQuantile` (>= 0; default unset).
+   *
+   * @defaultValue `undefined` (`entropyQuantile` applies)
+   */
   entropyThreshold?: number;
-  /** `'next_fork'` (default): a segment ends before the first token with entropy >= eta; `'entropy_settles'`: it continues while entropy >= eta_low and ends before the first token below it. Both also end at a new peak, a mask gap, `maxSegmentLength` and the row end. */
+  /**
+   * `'next_fork'` (default): a segment ends before the first token with entropy >= eta; `'entropy_settles'`: it continues while entropy >= eta_low and ends before the first token below it. Both also end at a new peak, a mask gap, `maxSegmentLength` and the row end.
+   *
+   * @defaultValue `'next_fork'`
+   */
   segmentEnd?: GearSegmentEnd;
-  /** eta_low of `'entropy_settles'` as a batch entropy quantile (default 0.5). Extension of section 10.3, where eta_low is fixed at the median. */
+  /**
+   * eta_low of `'entropy_settles'` as a batch entropy quantile (default 0.5). Extension of section 10.3, where eta_low is fixed at the median.
+   *
+   * @defaultValue `0.5`
+   */
   entropyLowQuantile?: number;
-  /** Absolute eta_low in nats; when set it replaces `entropyLowQuantile` (>= 0; default unset). */
+  /**
+   * Absolute eta_low in nats; when set it replaces `entropyLowQuantile` (>= 0; default unset).
+   *
+   * @defaultValue `undefined` (`entropyLowQuantile` applies)
+   */
   entropyLowThreshold?: number;
-  /** Longest segment in tokens, L_max (default 256; integer >= 1). */
+  /**
+   * Longest segment in tokens, L_max (default 256; integer >= 1).
+   *
+   * @defaultValue `256`
+   */
   maxSegmentLength?: number;
-  /** Weight strength: unit weight `1 + alpha * min(D_anchor / D_ref, 1)` (default 1.0; >= 0; 0 gives GRPO). Unused by `'rlsd'`. */
+  /**
+   * Weight strength: unit weight `1 + alpha * min(D_anchor / D_ref, 1)` (default 1.0; >= 0; 0 gives GRPO). Unused by `'rlsd'`.
+   *
+   * @defaultValue `1`
+   */
   alpha?: number;
-  /** Batch quantile of D that sets the scale D_ref = max(quantile, 1e-6) (default 0.95). */
+  /**
+   * Batch quantile of D that sets the scale D_ref = max(quantile, 1e-6) (default 0.95).
+   *
+   * @defaultValue `0.95`
+   */
   dRefQuantile?: number;
-  /** `'symmetric'` (default), `'negative_only'` (weights only where A < 0), `'rlsd'` (`clip(exp(sign(A) * logratio_anchor), 1 - epsW, 1 + epsW)`, needs `logratio`). */
+  /**
+   * `'symmetric'` (default), `'negative_only'` (weights only where A < 0), `'rlsd'` (`clip(exp(sign(A) * logratio_anchor), 1 - epsW, 1 + epsW)`, needs `logratio`).
+   *
+   * @defaultValue `'symmetric'`
+   */
   signMode?: GearSignMode;
-  /** Clip half-width of the `'rlsd'` weights (default 0.2; in [0, 1)). */
+  /**
+   * Clip half-width of the `'rlsd'` weights (default 0.2; in [0, 1)).
+   *
+   * @defaultValue `0.2`
+   */
   epsW?: number;
-  /** `'mean_one'` (default): weights rescaled to mean 1 over each row's valid tokens, so the row's summed advantage equals GRPO's; `'none'`: raw weights. */
+  /**
+   * `'mean_one'` (default): weights rescaled to mean 1 over each row's valid tokens, so the row's summed advantage equals GRPO's; `'none'`: raw weights.
+   *
+   * @defaultValue `'mean_one'`
+   */
   normalize?: GearNormalize;
-  /** `'none'` (default) or an ablation: `'random_anchors'` (the same number of anchors per row as the rule finds, placed uniformly at random over the row's valid tokens, seeded by `seed` and the row index), `'fixed_length'` (the same anchors, segments of `fixedSegmentLength` tokens without the entropy rule), `'token_only'` (no segments: every token weighted by its own divergence). */
+  /**
+   * `'none'` (default) or an ablation: `'random_anchors'` (the same number of anchors per row as the rule finds, placed uniformly at random over the row's valid tokens, seeded by `seed` and the row index), `'fixed_length'` (the same anchors, segments of `fixedSegmentLength` tokens without the entropy rule), `'token_only'` (no segments: every token weighted by its own divergence).
+   *
+   * @defaultValue `'none'`
+   */
   ablation?: GearAblation;
-  /** Seed of the `'random_anchors'` ablation (default 0; integer in [0, 2^32)). */
+  /**
+   * Seed of the `'random_anchors'` ablation (default 0; integer in [0, 2^32)).
+   *
+   * @defaultValue `0`
+   */
   seed?: number;
-  /** Segment length of the `'fixed_length'` ablation (integer >= 1); default 0 = the batch mean segment length the adaptive rule produces (rounded, >= 1). */
+  /**
+   * Segment length of the `'fixed_length'` ablation (integer >= 1); default 0 = the batch mean segment length the adaptive rule produces (rounded, >= 1).
+   *
+   * @defaultValue `0` (the batch mean segment length)
+   */
   fixedSegmentLength?: number;
 }
 
-/** {@link GearOptions} with every default filled in (absolute thresholds may stay `undefined`). */
+/**
+ * {@link GearOptions} with every default filled in (absolute thresholds may stay `undefined`).
+ *
+ * @category GEAR
+ */
 export interface ResolvedGearOptions {
   /** See {@link GearOptions.klCap}. */ klCap: number;
   /** See {@link GearOptions.peakRule}. */ peakRule: GearPeakRule;
@@ -100,7 +202,11 @@ export interface ResolvedGearOptions {
   /** See {@link GearOptions.fixedSegmentLength}. */ fixedSegmentLength: number;
 }
 
-/** The defaults of {@link GearOptions} (the table in docs/gear.md). Absolute thresholds are unset (`undefined`). */
+/**
+ * The defaults of {@link GearOptions} (the table in docs/gear.md). Absolute thresholds are unset (`undefined`).
+ *
+ * @category GEAR
+ */
 export const GEAR_DEFAULTS: Readonly<ResolvedGearOptions> = Object.freeze({
   klCap: 20,
   peakRule: 'zscore',
@@ -123,7 +229,11 @@ export const GEAR_DEFAULTS: Readonly<ResolvedGearOptions> = Object.freeze({
   fixedSegmentLength: 0,
 });
 
-/** The option keys {@link gear} accepts. */
+/**
+ * The option keys {@link gear} accepts.
+ *
+ * @category GEAR
+ */
 export const GEAR_OPTION_KEYS: readonly (keyof GearOptions)[] = Object.freeze(
   Object.keys(GEAR_DEFAULTS) as (keyof GearOptions)[],
 );
@@ -134,6 +244,14 @@ export const GEAR_OPTION_KEYS: readonly (keyof GearOptions)[] = Object.freeze(
  *
  * @param options the user's options (may be undefined)
  * @returns every option with its value
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const o = rl.resolveGearOptions({ alpha: 0.5, segmentEnd: 'entropy_settles' });
+ * console.log(o.alpha, o.klCap, o.maxSegmentLength); // 0.5 20 256: unset options take GEAR_DEFAULTS
+ * ```
+ * @category GEAR
  */
 export function resolveGearOptions(options?: GearOptions): ResolvedGearOptions {
   v.knownKeys(options, 'options', GEAR_OPTION_KEYS);
@@ -165,7 +283,11 @@ export function resolveGearOptions(options?: GearOptions): ResolvedGearOptions {
   };
 }
 
-/** Inputs of {@link gear}: one row per trajectory (or per agent step), packed as in the rest of the library. */
+/**
+ * Inputs of {@link gear}: one row per trajectory (or per agent step), packed as in the rest of the library.
+ *
+ * @category GEAR
+ */
 export interface GearInput {
   /** Per row: the trajectory-level (GRPO) advantage. Length R. */
   advantages: ArrayLike<number>;
@@ -185,7 +307,11 @@ export interface GearInput {
   out?: { advantages?: Float32Array; weights?: Float32Array; segmentId?: Int32Array };
 }
 
-/** Exact batch quantiles (over valid tokens, linear interpolation) reported in the diagnostics. */
+/**
+ * Exact batch quantiles (over valid tokens, linear interpolation) reported in the diagnostics.
+ *
+ * @category GEAR
+ */
 export interface GearQuantiles {
   /** Median. */
   p50: number;
@@ -199,7 +325,11 @@ export interface GearQuantiles {
   max: number;
 }
 
-/** Per-call diagnostics of {@link gear}: what a researcher watches while tuning the thresholds. */
+/**
+ * Per-call diagnostics of {@link gear}: what a researcher watches while tuning the thresholds.
+ *
+ * @category GEAR
+ */
 export interface GearDiagnostics {
   /** Departure points the rule found (in `'random_anchors'`: the random anchors placed; in `'token_only'`: found, but none opens a segment). */
   peaks: number;
@@ -238,7 +368,11 @@ export interface GearDiagnostics {
   entropyQuantiles: GearQuantiles;
 }
 
-/** Result of {@link gear}. */
+/**
+ * Result of {@link gear}.
+ *
+ * @category GEAR
+ */
 export interface GearResult {
   /** Per token: `A_row * weight`, 0 on masked tokens (float32). */
   advantages: Float32Array;
@@ -306,6 +440,21 @@ export function gearParams(o: ResolvedGearOptions): GearScanOptions {
  * @throws GearError `ERR_SHAPE` / `ERR_DTYPE` / `ERR_OFFSETS` on mismatched inputs, `ERR_NON_FINITE` on
  *   NaN divergence, non-finite entropy or advantages, `ERR_TARGET_RANGE` on divergence or entropy below
  *   -1e-6, `ERR_OPTION` on unknown or out-of-range options (or `'rlsd'` without `logratio`).
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // two rows (7 tokens); per token: divergence from the answer-conditioned teacher, and student entropy
+ * const offsets = Int32Array.of(0, 4, 7);
+ * const divergence = Float32Array.of(0.01, 3.5, 0.02, 0.01, 0.2, 0, 4);
+ * const entropy = Float32Array.of(0.3, 2, 0.1, 0.1, 1.5, 0, 0.2);
+ * const advantages = rl.grpo({ rewards: [1, 0], groups: [0, 0] }); // one per row
+ * const r = rl.gearAdvantages({ advantages, offsets, divergence, entropy, options: { alpha: 1, peakMinKl: 0.25 } });
+ * console.log(r.advantages); // per token: the row's advantage times its weight
+ * console.log(r.weights, r.segmentId, r.anchors, r.diagnostics);
+ * ```
+ * @category GEAR
  */
 export function gearAdvantages(a: GearInput): GearResult {
   if (typeof a !== 'object' || a === null) fail('ERR_OPTION', 'gear(a)', 'an object', a);
@@ -359,6 +508,19 @@ export function gearAdvantages(a: GearInput): GearResult {
  *
  * @param a advantages, packed-row layout, per-token signals and options (see {@link GearInput})
  * @returns per-token advantages, weights, segment ids, anchors and diagnostics
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // two rows (7 tokens); per token: divergence from the answer-conditioned teacher, and student entropy
+ * const offsets = Int32Array.of(0, 4, 7);
+ * const divergence = Float32Array.of(0.01, 3.5, 0.02, 0.01, 0.2, 0, 4);
+ * const entropy = Float32Array.of(0.3, 2, 0.1, 0.1, 1.5, 0, 0.2);
+ * const advantages = rl.grpo({ rewards: [1, 0], groups: [0, 0] }); // one per row
+ * const { advantages: perToken, weights } = rl.gear({ advantages, offsets, divergence, entropy });
+ * console.log(perToken, weights);
+ * ```
+ * @category GEAR
  */
 export function gear(a: GearInput): GearResult {
   return gearAdvantages(a);

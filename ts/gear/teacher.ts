@@ -15,11 +15,17 @@ import * as v from '../core/validate.js';
 /**
  * Default reference template of the GEAR-proposed design (docs/gear.md; ours: the paper's
  * teacher prompt is not public). `{ground_truth}` is replaced by the answer.
+ *
+ * @category GEAR
  */
 export const DEFAULT_TEACHER_TEMPLATE =
   '\n\nReference answer: {ground_truth}\nUse it only to check your reasoning; do not mention it.';
 
-/** A chat message (OpenAI / Hugging Face chat-template shape). */
+/**
+ * A chat message (OpenAI / Hugging Face chat-template shape).
+ *
+ * @category GEAR
+ */
 export interface ChatMessage {
   /** `'system'`, `'user'`, `'assistant'`, `'tool'`, ... */
   role: string;
@@ -34,6 +40,14 @@ export interface ChatMessage {
  * @param template text containing `{ground_truth}` (default {@link DEFAULT_TEACHER_TEMPLATE})
  * @returns the text to append to the last user message
  * @throws GearError `ERR_OPTION` when the template lacks `{ground_truth}` or an argument is not a string
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * console.log(rl.formatReference('42'));                          // the default template, filled in
+ * console.log(rl.formatReference('42', '\nThe answer is {ground_truth}.'));
+ * ```
+ * @category GEAR
  */
 export function formatReference(groundTruth: string, template: string = DEFAULT_TEACHER_TEMPLATE): string {
   if (typeof groundTruth !== 'string') fail('ERR_OPTION', 'groundTruth', 'a string', groundTruth);
@@ -53,6 +67,18 @@ export function formatReference(groundTruth: string, template: string = DEFAULT_
  * @param template reference template (default {@link DEFAULT_TEACHER_TEMPLATE})
  * @returns new message objects (the input is not modified)
  * @throws GearError `ERR_OPTION` when there is no user message
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const messages = [
+ *   { role: 'system', content: 'You are a careful solver.' },
+ *   { role: 'user', content: 'What is 6 * 7?' },
+ * ];
+ * const teacher = rl.teacherMessages(messages, '42');
+ * console.log(teacher[1]!.content); // 'What is 6 * 7?' followed by the reference text
+ * ```
+ * @category GEAR
  */
 export function teacherMessages(messages: readonly ChatMessage[], groundTruth: string, template?: string): ChatMessage[] {
   if (!Array.isArray(messages)) fail('ERR_OPTION', 'messages', 'an array of { role, content }', messages);
@@ -69,7 +95,11 @@ export function teacherMessages(messages: readonly ChatMessage[], groundTruth: s
   return out;
 }
 
-/** The reference to insert: token ids, or text with a tokenizer callback. */
+/**
+ * The reference to insert: token ids, or text with a tokenizer callback.
+ *
+ * @category GEAR
+ */
 export type TeacherReference =
   | ArrayLike<number>
   | {
@@ -81,7 +111,11 @@ export type TeacherReference =
       template?: string;
     };
 
-/** Arguments of {@link teacherInput}. */
+/**
+ * Arguments of {@link teacherInput}.
+ *
+ * @category GEAR
+ */
 export interface TeacherInputArgs {
   /**
    * The student's prompt token ids, rendered with the chat template including the assistant prefix — or
@@ -98,7 +132,11 @@ export interface TeacherInputArgs {
   vocab?: number;
 }
 
-/** Result of {@link teacherInput}: both sequences and the logits rows that score each response token. */
+/**
+ * Result of {@link teacherInput}: both sequences and the logits rows that score each response token.
+ *
+ * @category GEAR
+ */
 export interface TeacherInput {
   /** Student sequence: prompt ++ response. */
   studentIds: Int32Array;
@@ -137,6 +175,22 @@ function ids(x: unknown, what: string, vocab: number | undefined): Int32Array {
  * @returns both sequences, the inserted ids and the row mapping
  * @throws GearError `ERR_TARGET_RANGE` on a bad token id, `ERR_SHAPE` on an empty prompt or `insertAt`
  *   out of range, `ERR_OPTION` on a missing `insertAt` or a bad reference / template
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // token ids from your tokenizer; the reference goes at the end of the user message (index 3)
+ * const encode = (text: string) => Array.from(text, (c) => c.charCodeAt(0) % 100);
+ * const t = rl.teacherInput({
+ *   prompt: [1, 10, 11, 12, 2, 3], insertAt: 4,
+ *   response: [20, 21, 22],
+ *   reference: { groundTruth: '42', encode, template: ' answer: {ground_truth}' },
+ * });
+ * console.log(t.studentIds, t.teacherIds);   // prompt ++ response; prompt with the reference ++ response
+ * console.log(t.studentRows, t.teacherRows); // the rows of each forward that predict the response tokens
+ * ```
+ * @category GEAR
  */
 export function teacherInput(a: TeacherInputArgs): TeacherInput {
   if (typeof a !== 'object' || a === null) fail('ERR_OPTION', 'teacherInput(a)', 'an object', a);
@@ -189,7 +243,11 @@ export function teacherInput(a: TeacherInputArgs): TeacherInput {
   };
 }
 
-/** Row-major logits as in the rest of the library (`rows x vocab`; Float32Array, or Uint16Array + dtype). */
+/**
+ * Row-major logits as in the rest of the library (`rows x vocab`; Float32Array, or Uint16Array + dtype).
+ *
+ * @category GEAR
+ */
 export interface LogitsRows {
   /** `rows * vocab` elements. */
   data: Float32Array | Uint16Array;
@@ -209,6 +267,16 @@ export interface LogitsRows {
  * @param logits the full logits
  * @param rows row indices in `[0, logits.rows)`
  * @returns a new logits object with `rows.length` rows, same vocab and dtype
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // full-sequence logits (6 positions, vocab 4); keep the rows that predict the response
+ * const full = { data: Float32Array.from({ length: 6 * 4 }, (_, i) => i), rows: 6, vocab: 4 };
+ * const picked = rl.gatherRows(full, Int32Array.of(3, 4, 5));
+ * console.log(picked.rows, picked.data.slice(0, 4)); // 3  Float32Array [12, 13, 14, 15]
+ * ```
+ * @category GEAR
  */
 export function gatherRows<L extends LogitsRows>(logits: L, rows: ArrayLike<number>): L {
   if (typeof logits !== 'object' || logits === null) fail('ERR_DTYPE', 'logits', 'a Logits object', logits);

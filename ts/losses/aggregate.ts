@@ -11,7 +11,11 @@ import * as v from '../core/validate.js';
 import { SEMANTICS, type Semantics, compatOpt } from './compat.js';
 import { FloatArray, finite, floats, rowsOf, sameType } from './inputs.js';
 
-/** How per-token values are reduced to one scalar. */
+/**
+ * How per-token values are reduced to one scalar.
+ *
+ * @category Losses
+ */
 export type AggMode =
   | 'token-mean'
   | 'token-sum'
@@ -19,42 +23,66 @@ export type AggMode =
   | 'seq-mean-token-mean'
   | 'seq-mean-token-sum-norm';
 
-/** Every {@link AggMode}. */
+/**
+ * Every {@link AggMode}.
+ *
+ * @category Losses
+ */
 export const AGG_MODES: readonly AggMode[] = [
   'token-mean', 'token-sum', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm',
 ];
 
-/** Normalisers and version switches for {@link aggregate}. */
+/**
+ * Normalisers and version switches for {@link aggregate}.
+ *
+ * @category Losses
+ */
 export interface AggregateOptions {
   /**
    * `token-mean` denominator: valid tokens of the whole (global) batch, across micro-batches and
    * data-parallel ranks (verl's `batch_num_tokens`). Default: this call's valid tokens.
+   *
+   * @defaultValue this call's valid tokens
    */
   globalTokens?: number;
   /**
    * `seq-mean-*` denominator: non-empty rows of the whole (global) batch (verl's `global_batch_size`).
    * Default: this call's non-empty rows.
+   *
+   * @defaultValue this call's non-empty rows
    */
   globalRows?: number;
   /**
    * `seq-mean-token-sum-norm` divisor (Dr. GRPO's constant). Default: the longest row's length (verl:
    * the padded length T). Pass a constant when micro-batching.
+   *
+   * @defaultValue the longest row's length
    */
   lossScaleFactor?: number;
-  /** Data-parallel size multiplier, as verl (default 1): each rank's loss is scaled so ranks' mean is right. */
+  /**
+   * Data-parallel size multiplier, as verl (default 1): each rank's loss is scaled so ranks' mean is right.
+   *
+   * @defaultValue `1`
+   */
   dpSize?: number;
   /**
    * `'verl'` (default, current verl), `'verl-legacy'` (`seq-mean-token-sum-norm` not divided by the row
    * count; no `token-sum`) or `'verl-agent'` (token-mean with `+1e-8`, seq modes averaging over all rows,
    * an empty row making `seq-mean-token-mean` NaN, `seq-mean-token-sum-norm` = Σ/T). The peer switch,
    * under its one name across the library (docs/compat.md).
+   *
+   * @defaultValue `'verl'`
    */
   compat?: Semantics;
   /** @deprecated Use `compat` (same values). */
   semantics?: Semantics;
 }
 
-/** Result of {@link aggregate}. */
+/**
+ * Result of {@link aggregate}.
+ *
+ * @category Losses
+ */
 export interface AggregateResult {
   /** The aggregated scalar. */
   value: number;
@@ -170,6 +198,19 @@ export function aggWeights(
  * @param mode the aggregation mode
  * @param opts global normalisers and version switches
  * @returns the value and the gradient d value / d values (same float type as `values`)
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const values = Float32Array.of(1, 2, 3, 4, 5);
+ * const offsets = Int32Array.of(0, 3, 5);
+ * console.log(rl.aggregate(values, offsets, undefined, 'token-mean').value);          // 3
+ * console.log(rl.aggregate(values, offsets, undefined, 'seq-mean-token-mean').value); // ~3.25 = (2 + 4.5) / 2
+ * // micro-batching: divide by the token count of the whole batch
+ * const { value, grad } = rl.aggregate(values, offsets, undefined, 'token-mean', { globalTokens: 20 });
+ * console.log(value, grad); // 0.75, every grad entry 1/20
+ * ```
+ * @category Losses
  */
 export function aggregate(
   values: FloatArray, offsets: Int32Array, mask: Uint8Array | undefined, mode: AggMode,
@@ -204,6 +245,16 @@ export function aggregate(
  * @param mode the aggregation mode
  * @param opts the same normalisers as {@link aggregate}
  * @returns Float64Array of length R
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // rows of 1 and 4 tokens: token-mean weights rows by length, seq-mean-token-mean equally
+ * const offsets = Int32Array.of(0, 1, 5);
+ * console.log(rl.effectiveRowWeights(offsets, undefined, 'token-mean'));          // Float64Array [0.2, 0.8]
+ * console.log(rl.effectiveRowWeights(offsets, undefined, 'seq-mean-token-mean')); // Float64Array [~0.5, ~0.5]
+ * ```
+ * @category Losses
  */
 export function effectiveRowWeights(
   offsets: Int32Array, mask: Uint8Array | undefined, mode: AggMode, opts?: AggregateOptions,

@@ -15,7 +15,11 @@ import * as v from '../core/validate.js';
 import { AGG_MODES, AggMode, AggregateOptions, aggWeights, checkAggOptions } from './aggregate.js';
 import { FloatArray, finite, floats, rowsOf } from './inputs.js';
 
-/** Result of {@link entropyBonus}. */
+/**
+ * Result of {@link entropyBonus}.
+ *
+ * @category Losses
+ */
 export interface EntropyBonusResult {
   /** The bonus's contribution to the loss: `− coef · agg(H)`. */
   value: number;
@@ -33,6 +37,15 @@ export interface EntropyBonusResult {
  * @param mode aggregation mode (default `'token-mean'`)
  * @param opts global normalisers (as {@link AggregateOptions})
  * @returns the value and d value / d entropy
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const entropy = Float32Array.of(1.5, 2, 0.5, 1);
+ * const { value, gradEntropy } = rl.entropyBonus(entropy, Int32Array.of(0, 2, 4), undefined, 0.01, 'token-mean');
+ * console.log(value, gradEntropy); // -0.01 * 1.25, each -0.01 / 4
+ * ```
+ * @category Losses
  */
 export function entropyBonus(entropy: FloatArray, offsets: Int32Array, mask: Uint8Array | undefined, coef: number,
   mode: AggMode = 'token-mean', opts?: AggregateOptions): EntropyBonusResult {
@@ -53,25 +66,53 @@ export function entropyBonus(entropy: FloatArray, offsets: Int32Array, mask: Uin
   return { value: nan ? NaN : -c * s, gradEntropy: g };
 }
 
-/** A self-distillation term added to the loss: `coef · agg(D)` or an explicit d loss / d D per row. */
+/**
+ * A self-distillation term added to the loss: `coef · agg(D)` or an explicit d loss / d D per row.
+ *
+ * @category Losses
+ */
 export interface DistillTerm {
   /** Teacher logits (same shape and dtype as the student's). */
   teacher: Logits;
   /** d loss / d divergence per row; or give `coef` (with the chain's `offsets`) to aggregate. */
   gradValue?: Float32Array;
-  /** Coefficient of the aggregated divergence (used when `gradValue` is absent). */
+  /**
+   * Coefficient of the aggregated divergence (used when `gradValue` is absent).
+   *
+   * @defaultValue `1`
+   */
   coef?: number;
-  /** Aggregation of the divergence (default `'token-mean'`). */
+  /**
+   * Aggregation of the divergence (default `'token-mean'`).
+   *
+   * @defaultValue `'token-mean'`
+   */
   agg?: AggMode;
-  /** Divergence kind (default `'reverse_kl'`). */
+  /**
+   * Divergence kind (default `'reverse_kl'`).
+   *
+   * @defaultValue `'reverse_kl'`
+   */
   kind?: 'reverse_kl' | 'forward_kl' | 'jsd';
-  /** JSD mixture weight (default 0.5). */
+  /**
+   * JSD mixture weight (default 0.5).
+   *
+   * @defaultValue `0.5`
+   */
   beta?: number;
-  /** Cap used in the forward (capped rows get no gradient). */
+  /**
+   * Cap used in the forward (capped rows get no gradient).
+   *
+   * @defaultValue `Infinity` (no cap)
+   */
   klCap?: number;
 }
 
-/** Arguments of {@link lossGradToLogits}. */
+/**
+ * Arguments of {@link lossGradToLogits}.
+ *
+ * @category Losses
+ */
 export interface LossGradToLogitsArgs {
   /** Student logits, one row per token. */
   logits: Logits;
@@ -81,9 +122,17 @@ export interface LossGradToLogitsArgs {
   gradLogprob: FloatArray;
   /** Extra d loss / d entropy per row (e.g. `trlLoss(...).gradEntropy`). */
   gradEntropy?: FloatArray;
-  /** Entropy bonus coefficient: adds `− coef · agg(H)` (needs `offsets`). */
+  /**
+   * Entropy bonus coefficient: adds `− coef · agg(H)` (needs `offsets`).
+   *
+   * @defaultValue `0`
+   */
   entropyCoef?: number;
-  /** Aggregation of the entropy bonus (default `'token-mean'`). */
+  /**
+   * Aggregation of the entropy bonus (default `'token-mean'`).
+   *
+   * @defaultValue `'token-mean'`
+   */
   entropyAgg?: AggMode;
   /** Packed rows (needed by the aggregated entropy / distillation terms). */
   offsets?: Int32Array;
@@ -93,7 +142,11 @@ export interface LossGradToLogitsArgs {
   aggOptions?: AggregateOptions;
   /** Self-distillation term. */
   distill?: DistillTerm;
-  /** Sampling temperature used in the forward (default 1). */
+  /**
+   * Sampling temperature used in the forward (default 1).
+   *
+   * @defaultValue `1`
+   */
   temperature?: number;
   /** The forward's `tokenStats` output (skips recomputing each row's statistics). */
   stats?: TokenStats;
@@ -110,6 +163,23 @@ const to32 = (x: FloatArray) => (v.isTyped(x, Float32Array) ? x : Float32Array.f
  *
  * @param a logits, targets, the upstream gradients and the optional terms
  * @returns Float32Array of rows × vocab
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const rows = 4, vocab = 8;
+ * const logits = { data: Float32Array.from({ length: rows * vocab }, () => Math.random()), rows, vocab };
+ * const targets = Int32Array.of(1, 5, 2, 7);
+ * const offsets = Int32Array.of(0, 2, 4);
+ * const stats = rl.tokenStats(logits, targets);
+ * const pg = rl.policyLoss({
+ *   logprob: stats.logprob, oldLogprob: stats.logprob, advantages: Float32Array.of(1, 1, -1, -1), offsets,
+ * });
+ * // policy gradient plus an entropy bonus, chained to d loss / d logits in one pass
+ * const dlogits = rl.lossGradToLogits({ logits, targets, gradLogprob: pg.grad, entropyCoef: 0.01, offsets, stats });
+ * console.log(dlogits.length); // rows * vocab
+ * ```
+ * @category Losses
  */
 export function lossGradToLogits(a: LossGradToLogitsArgs): Float32Array {
   v.argsObject(a, 'lossGradToLogits');

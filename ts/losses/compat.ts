@@ -13,12 +13,22 @@ import * as v from '../core/validate.js';
  * Which peer to follow: `'verl'` (current verl, the default), `'verl-legacy'` (verl before the
  * aggregation / KL changes), `'verl-agent'` (verl-agent, GiGPO's trainer) or `'trl'` (TRL's
  * `GRPOTrainer`).
+ *
+ * @category Losses
  */
 export type Compat = 'verl' | 'verl-legacy' | 'verl-agent' | 'trl';
-/** Every {@link Compat} value. */
+/**
+ * Every {@link Compat} value.
+ *
+ * @category Losses
+ */
 export const COMPAT_VALUES: readonly Compat[] = ['verl', 'verl-legacy', 'verl-agent', 'trl'];
 
-/** The verl versions: the {@link Compat} values of the aggregation modes and the verl policy losses. */
+/**
+ * The verl versions: the {@link Compat} values of the aggregation modes and the verl policy losses.
+ *
+ * @category Losses
+ */
 export type Semantics = 'verl' | 'verl-legacy' | 'verl-agent';
 /** The accepted {@link Semantics} names. */
 export const SEMANTICS: readonly Semantics[] = ['verl', 'verl-legacy', 'verl-agent'];

@@ -7,7 +7,11 @@
 import { fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
 
-/** A per-token float array: `Float32Array` (usual) or `Float64Array` (exact float64 paths). */
+/**
+ * A per-token float array: `Float32Array` (usual) or `Float64Array` (exact float64 paths).
+ *
+ * @category Losses
+ */
 export type FloatArray = Float32Array | Float64Array;
 
 /** @internal Requires a Float32Array or Float64Array of length `len` (when given). */

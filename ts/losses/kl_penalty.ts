@@ -10,7 +10,11 @@ import { compatOpt } from './compat.js';
 import { AGG_MODES, AggMode, AggregateOptions, aggWeights, checkAggOptions } from './aggregate.js';
 import { FloatArray, finite, floats, rowsOf, sameType } from './inputs.js';
 
-/** Estimator names: ours (k1, abs, k2, k3) and verl's (kl, mse, low_var_kl), each optionally with `+`. */
+/**
+ * Estimator names: ours (k1, abs, k2, k3) and verl's (kl, mse, low_var_kl), each optionally with `+`.
+ *
+ * @category Losses
+ */
 export type KlEstimator =
   | 'k1' | 'abs' | 'k2' | 'k3' | 'kl' | 'mse' | 'low_var_kl'
   | 'k1+' | 'abs+' | 'k2+' | 'k3+' | 'kl+' | 'mse+' | 'low_var_kl+';
@@ -19,6 +23,8 @@ export type KlEstimator =
  * Clamping convention: `'verl'` (current and legacy verl: k3's exponent clamped to ±20 and its value
  * to ±10), `'verl-legacy'` (as `'verl'`, but the `+` types raise as they do there), `'verl-agent'` (value
  * clamped to ±10, exponent unclamped) or `'trl'` (k3 with no clamp at all, TRL's KL).
+ *
+ * @category Losses
  */
 export type KlSemantics = 'verl' | 'verl-legacy' | 'verl-agent' | 'trl';
 const KL_SEMANTICS: readonly KlSemantics[] = ['verl', 'verl-legacy', 'verl-agent', 'trl'];
@@ -27,7 +33,11 @@ const BASE: Record<string, 'k1' | 'abs' | 'k2' | 'k3'> = {
   k1: 'k1', kl: 'k1', abs: 'abs', k2: 'k2', mse: 'k2', k3: 'k3', low_var_kl: 'k3',
 };
 
-/** Arguments of {@link klPenalty}. */
+/**
+ * Arguments of {@link klPenalty}.
+ *
+ * @category Losses
+ */
 export interface KlPenaltyArgs {
   /** Current (or old) policy log-probs ℓ, per token. */
   logprob: FloatArray;
@@ -35,13 +45,21 @@ export interface KlPenaltyArgs {
   refLogprob: FloatArray;
   /** The estimator; a trailing `+` keeps the value and takes k2's gradient (straight-through). */
   estimator: KlEstimator;
-  /** Which peer's clamping convention (default `'verl'`; docs/compat.md). */
+  /**
+   * Which peer's clamping convention (default `'verl'`; docs/compat.md).
+   *
+   * @defaultValue `'verl'`
+   */
   compat?: KlSemantics;
   /** @deprecated Use `compat` (same values). */
   semantics?: KlSemantics;
 }
 
-/** Result of {@link klPenalty}. */
+/**
+ * Result of {@link klPenalty}.
+ *
+ * @category Losses
+ */
 export interface KlPenaltyResult {
   /** Per-token KL estimate (same float type as `logprob`). */
   kl: FloatArray;
@@ -100,6 +118,18 @@ export function klToken(lp: number, ref: number, base: 'k1' | 'abs' | 'k2' | 'k3
  *
  * @param a the log-probs, the estimator and the clamping convention
  * @returns per-token `kl` and `grad`, in the float type of `logprob`
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const { kl, grad } = rl.klPenalty({
+ *   logprob: Float32Array.of(-1, -0.5, -2),
+ *   refLogprob: Float32Array.of(-1.2, -0.5, -1.5),
+ *   estimator: 'low_var_kl', // k3
+ * });
+ * console.log(kl, grad);
+ * ```
+ * @category Losses
  */
 export function klPenalty(a: KlPenaltyArgs): KlPenaltyResult {
   v.argsObject(a, 'klPenalty');
@@ -120,7 +150,11 @@ export function klPenalty(a: KlPenaltyArgs): KlPenaltyResult {
   return { kl, grad };
 }
 
-/** A KL coefficient controller: `value` is β; `update` adapts it after each batch. */
+/**
+ * A KL coefficient controller: `value` is β; `update` adapts it after each batch.
+ *
+ * @category Losses
+ */
 export interface KlController {
   /** The current coefficient β. */
   readonly value: number;
@@ -128,7 +162,19 @@ export interface KlController {
   update(currentKl: number, nSteps: number): void;
 }
 
-/** Fixed coefficient (verl `FixedKLController`): `update` does nothing. */
+/**
+ * Fixed coefficient (verl `FixedKLController`): `update` does nothing.
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const controller = new rl.FixedKlController(0.01);
+ * controller.update(0.5, 64);   // no effect
+ * console.log(controller.value); // 0.01
+ * ```
+ * @category Losses
+ */
 export class FixedKlController implements KlController {
   /** The coefficient β. */
   readonly value: number;
@@ -143,6 +189,16 @@ export class FixedKlController implements KlController {
 /**
  * Adaptive coefficient (verl `AdaptiveKLController`, Ziegler et al.):
  * `β ← β · (1 + clip(kl / target − 1, −0.2, 0.2) · nSteps / horizon)`.
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const controller = new rl.AdaptiveKlController(0.001, 0.1, 10_000);
+ * controller.update(0.3, 256);   // KL above target: beta grows by 0.2 * 256 / 10000
+ * console.log(controller.value, controller.target, controller.horizon);
+ * ```
+ * @category Losses
  */
 export class AdaptiveKlController implements KlController {
   private beta: number;
@@ -172,7 +228,11 @@ export class AdaptiveKlController implements KlController {
   }
 }
 
-/** Arguments of {@link applyKlPenalty}. */
+/**
+ * Arguments of {@link applyKlPenalty}.
+ *
+ * @category Losses
+ */
 export interface ApplyKlPenaltyArgs {
   /** Per-token rewards (verl `token_level_scores`), length N. */
   tokenRewards: FloatArray;
@@ -184,17 +244,29 @@ export interface ApplyKlPenaltyArgs {
   offsets: Int32Array;
   /** Optional 0/1 response mask. */
   mask?: Uint8Array;
-  /** The estimator (verl default `'kl'`). */
+  /**
+   * The estimator (verl default `'kl'`).
+   *
+   * @defaultValue `'kl'`
+   */
   estimator?: KlEstimator;
   /** The coefficient controller; updated in place with this batch's KL (verl does the same). */
   controller: KlController;
-  /** Which peer's clamping convention (default `'verl'`; docs/compat.md). */
+  /**
+   * Which peer's clamping convention (default `'verl'`; docs/compat.md).
+   *
+   * @defaultValue `'verl'`
+   */
   compat?: KlSemantics;
   /** @deprecated Use `compat` (same values). */
   semantics?: KlSemantics;
 }
 
-/** Result of {@link applyKlPenalty}. */
+/**
+ * Result of {@link applyKlPenalty}.
+ *
+ * @category Losses
+ */
 export interface ApplyKlPenaltyResult {
   /** `tokenRewards − β · kl · mask`, float32. */
   rewards: Float32Array;
@@ -212,6 +284,23 @@ export interface ApplyKlPenaltyResult {
  *
  * @param a rewards, log-probs, rows and the controller
  * @returns the penalised rewards, the KL, `currentKl` and the β applied
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // verl's use_kl_in_reward: reward - beta * kl per token, with an adaptive beta
+ * const controller = new rl.AdaptiveKlController(0.05, 0.1, 10_000);
+ * const { rewards, currentKl, beta } = rl.applyKlPenalty({
+ *   tokenRewards: Float32Array.of(0, 0, 1, 0, 1),
+ *   oldLogprob: Float32Array.of(-1, -0.5, -2, -0.3, -1),
+ *   refLogprob: Float32Array.of(-1.2, -0.5, -1.5, -0.3, -0.8),
+ *   offsets: Int32Array.of(0, 3, 5),
+ *   estimator: 'kl',
+ *   controller,
+ * });
+ * console.log(rewards, currentKl, beta, controller.value); // the controller is updated with this batch's KL
+ * ```
+ * @category Losses
  */
 export function applyKlPenalty(a: ApplyKlPenaltyArgs): ApplyKlPenaltyResult {
   v.argsObject(a, 'applyKlPenalty');
@@ -254,7 +343,11 @@ export function applyKlPenalty(a: ApplyKlPenaltyArgs): ApplyKlPenaltyResult {
   return { rewards, kl, currentKl, beta };
 }
 
-/** Arguments of {@link klLoss}. */
+/**
+ * Arguments of {@link klLoss}.
+ *
+ * @category Losses
+ */
 export interface KlLossArgs {
   /** Current policy log-probs ℓ, per token (the gradient's variable). */
   logprob: FloatArray;
@@ -264,21 +357,41 @@ export interface KlLossArgs {
   offsets: Int32Array;
   /** Optional 0/1 loss mask. */
   mask?: Uint8Array;
-  /** Estimator (verl's `kl_loss_type`, default `'low_var_kl'`). */
+  /**
+   * Estimator (verl's `kl_loss_type`, default `'low_var_kl'`).
+   *
+   * @defaultValue `'low_var_kl'`
+   */
   estimator?: KlEstimator;
-  /** Coefficient (verl's `kl_loss_coef`, default 0.001). */
+  /**
+   * Coefficient (verl's `kl_loss_coef`, default 0.001).
+   *
+   * @defaultValue `0.001`
+   */
   coef?: number;
-  /** Aggregation (verl uses the actor's `loss_agg_mode`; default `'token-mean'`). */
+  /**
+   * Aggregation (verl uses the actor's `loss_agg_mode`; default `'token-mean'`).
+   *
+   * @defaultValue `'token-mean'`
+   */
   agg?: AggMode;
   /** Global normalisers / aggregation semantics, as {@link AggregateOptions}. */
   aggOptions?: AggregateOptions;
-  /** Which peer's clamping convention (default `'verl'`; docs/compat.md). */
+  /**
+   * Which peer's clamping convention (default `'verl'`; docs/compat.md).
+   *
+   * @defaultValue `'verl'`
+   */
   compat?: KlSemantics;
   /** @deprecated Use `compat` (same values). */
   semantics?: KlSemantics;
 }
 
-/** Result of {@link klLoss}. */
+/**
+ * Result of {@link klLoss}.
+ *
+ * @category Losses
+ */
 export interface KlLossResult {
   /** `coef · agg(kl)`. */
   value: number;
@@ -295,6 +408,20 @@ export interface KlLossResult {
  *
  * @param a log-probs, rows, estimator, coefficient and aggregation
  * @returns value, gradient and the unweighted KL
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // verl's use_kl_loss: coef * agg(kl) added to the actor loss
+ * const r = rl.klLoss({
+ *   logprob: Float32Array.of(-1, -0.5, -2, -0.3),
+ *   refLogprob: Float32Array.of(-1.2, -0.5, -1.5, -0.3),
+ *   offsets: Int32Array.of(0, 2, 4),
+ *   estimator: 'low_var_kl', coef: 0.001, agg: 'token-mean',
+ * });
+ * console.log(r.value, r.kl, r.grad);
+ * ```
+ * @category Losses
  */
 export function klLoss(a: KlLossArgs): KlLossResult {
   v.argsObject(a, 'klLoss');

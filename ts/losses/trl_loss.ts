@@ -11,11 +11,19 @@ import { fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
 import { FloatArray, finite, floats, rowsOf, sameType } from './inputs.js';
 
-/** TRL's `loss_type`. */
+/**
+ * TRL's `loss_type`.
+ *
+ * @category Losses
+ */
 export type TrlLossType = 'grpo' | 'bnpo' | 'dr_grpo' | 'dapo' | 'cispo' | 'sapo' | 'luspo' | 'vespo';
 const LOSS_TYPES: readonly TrlLossType[] = ['grpo', 'bnpo', 'dr_grpo', 'dapo', 'cispo', 'sapo', 'luspo', 'vespo'];
 
-/** Arguments of {@link trlLoss}. Per-token arrays have length N = `offsets[R]`. */
+/**
+ * Arguments of {@link trlLoss}. Per-token arrays have length N = `offsets[R]`.
+ *
+ * @category Losses
+ */
 export interface TrlLossArgs {
   /** Current policy log-probs ℓ (temperature-scaled, as TRL computes them). */
   logprob: FloatArray;
@@ -23,7 +31,11 @@ export interface TrlLossArgs {
   oldLogprob?: FloatArray;
   /** Reference log-probs (required when `beta != 0`). */
   refLogprob?: FloatArray;
-  /** Sampling (inference) log-probs for the off-policy mask (default: the old log-probs). */
+  /**
+   * Sampling (inference) log-probs for the off-policy mask (default: the old log-probs).
+   *
+   * @defaultValue the old log-probs
+   */
   samplingLogprob?: FloatArray;
   /** Per-token entropies (required for the entropy mask and the entropy bonus; also logged). */
   entropy?: FloatArray;
@@ -33,49 +45,125 @@ export interface TrlLossArgs {
   offsets: Int32Array;
   /** TRL's `completion_mask` (times `tool_mask`), 0/1. */
   mask?: Uint8Array;
-  /** Loss type (default `'dapo'`, TRL's default). */
+  /**
+   * Loss type (default `'dapo'`, TRL's default).
+   *
+   * @defaultValue `'dapo'`
+   */
   lossType?: TrlLossType;
-  /** `'token'` (default) or `'sequence'` (GSPO) importance sampling. */
+  /**
+   * `'token'` (default) or `'sequence'` (GSPO) importance sampling.
+   *
+   * @defaultValue `'token'`
+   */
   importanceSampling?: 'token' | 'sequence';
-  /** ε (default 0.2). */
+  /**
+   * ε (default 0.2).
+   *
+   * @defaultValue `0.2`
+   */
   epsilon?: number;
-  /** ε_high (default ε; for cispo the absolute cap on the ratio, recommended 5.0). */
+  /**
+   * ε_high (default ε; for cispo the absolute cap on the ratio, recommended 5.0).
+   *
+   * @defaultValue `epsilon`
+   */
   epsilonHigh?: number;
   /** Two-sided clipping (INTELLECT-2): the ratio is capped at `delta` (> 1 + ε_high recommended). */
   delta?: number;
-  /** KL coefficient (default 0). */
+  /**
+   * KL coefficient (default 0).
+   *
+   * @defaultValue `0`
+   */
   beta?: number;
-  /** Keep only the top-`q` entropy share of valid tokens (default 1 = off; 0 keeps the max-entropy token). */
+  /**
+   * Keep only the top-`q` entropy share of valid tokens (default 1 = off; 0 keeps the max-entropy token).
+   *
+   * @defaultValue `1`
+   */
   topEntropyQuantile?: number;
   /** Off-policy sequence mask threshold (DeepSeek-V3.2); rows with A < 0 and mean KL above it are dropped. */
   offPolicyMaskThreshold?: number;
-  /** Multiply the KL by the importance ratio (DeepSeek-V3.2's unbiased KL). */
+  /**
+   * Multiply the KL by the importance ratio (DeepSeek-V3.2's unbiased KL).
+   *
+   * @defaultValue `false`
+   */
   useBiasCorrectionKl?: boolean;
-  /** Entropy bonus coefficient (default 0 = off): `loss −= coef · mean entropy`. */
+  /**
+   * Entropy bonus coefficient (default 0 = off): `loss −= coef · mean entropy`.
+   *
+   * @defaultValue `0`
+   */
   entropyCoef?: number;
-  /** SAPO temperature for A > 0 (default 1.0). */
+  /**
+   * SAPO temperature for A > 0 (default 1.0).
+   *
+   * @defaultValue `1`
+   */
   sapoTemperaturePos?: number;
-  /** SAPO temperature for A <= 0 (default 1.05). */
+  /**
+   * SAPO temperature for A <= 0 (default 1.05).
+   *
+   * @defaultValue `1.05`
+   */
   sapoTemperatureNeg?: number;
-  /** VESPO k for A >= 0 (default 2). */
+  /**
+   * VESPO k for A >= 0 (default 2).
+   *
+   * @defaultValue `2`
+   */
   vespoKPos?: number;
-  /** VESPO λ for A >= 0 (default 3). */
+  /**
+   * VESPO λ for A >= 0 (default 3).
+   *
+   * @defaultValue `3`
+   */
   vespoLambdaPos?: number;
-  /** VESPO k for A < 0 (default 3). */
+  /**
+   * VESPO k for A < 0 (default 3).
+   *
+   * @defaultValue `3`
+   */
   vespoKNeg?: number;
-  /** VESPO λ for A < 0 (default 2). */
+  /**
+   * VESPO λ for A < 0 (default 2).
+   *
+   * @defaultValue `2`
+   */
   vespoLambdaNeg?: number;
-  /** dr_grpo's constant (TRL `max_completion_length`; default: the longest row's length). */
+  /**
+   * dr_grpo's constant (TRL `max_completion_length`; default: the longest row's length).
+   *
+   * @defaultValue the longest row's length
+   */
   maxCompletionLength?: number;
-  /** Gradient-accumulation steps dividing grpo/bnpo/dr_grpo/sapo/luspo losses (default 1). */
+  /**
+   * Gradient-accumulation steps dividing grpo/bnpo/dr_grpo/sapo/luspo losses (default 1).
+   *
+   * @defaultValue `1`
+   */
   gradientAccumulationSteps?: number;
-  /** dapo/cispo/vespo: active tokens of the whole generation batch over all processes (default: this call's). */
+  /**
+   * dapo/cispo/vespo: active tokens of the whole generation batch over all processes (default: this call's).
+   *
+   * @defaultValue this call's active tokens
+   */
   numItemsInBatch?: number;
-  /** Number of processes dividing `numItemsInBatch` (default 1). */
+  /**
+   * Number of processes dividing `numItemsInBatch` (default 1).
+   *
+   * @defaultValue `1`
+   */
   numProcesses?: number;
 }
 
-/** Result of {@link trlLoss}. */
+/**
+ * Result of {@link trlLoss}.
+ *
+ * @category Losses
+ */
 export interface TrlLossResult {
   /** The loss TRL back-propagates. */
   loss: number;
@@ -102,7 +190,17 @@ const KEYS = [
 
 const f32 = Math.fround;
 
-/** torch.quantile (linear interpolation) over float32 values, computed as torch does in float32. */
+/**
+ * torch.quantile (linear interpolation) over float32 values, computed as torch does in float32.
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * console.log(rl.quantileLinear([1, 2, 3, 4], 0.5)); // 2.5, as torch.quantile
+ * ```
+ * @category Losses
+ */
 export function quantileLinear(values: ArrayLike<number>, q: number): number {
   v.numArray(values, 'values');
   if (q === undefined) fail('ERR_OPTION', 'q', 'a number in [0, 1]', q);
@@ -484,6 +582,21 @@ function trlMetrics(p: TrlInputs, terms: TrlTerms, phi: Float64Array, seqRatio: 
  *
  * @param a inputs and TRL options
  * @returns loss, gradients and metrics
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // TRL GRPOTrainer layout: one advantage per row, padded rows with a completion mask
+ * const offsets = Int32Array.of(0, 3, 6);
+ * const mask = Uint8Array.of(1, 1, 1, 1, 1, 0);
+ * const logprob = Float32Array.of(-1, -0.4, -2, -0.3, -0.9, 0);
+ * const { loss, grad, metrics } = rl.trlLoss({
+ *   logprob, oldLogprob: logprob, advantages: [0.7, -0.7], offsets, mask,
+ *   lossType: 'dapo', epsilon: 0.2, epsilonHigh: 0.28,
+ * });
+ * console.log(loss, grad, metrics['clip_ratio/region_mean']);
+ * ```
+ * @category Losses
  */
 export function trlLoss(a: TrlLossArgs & { clipLow?: number; clipHigh?: number }): TrlLossResult {
   const p = trlInputs(a);

@@ -10,10 +10,16 @@ import { numOpt } from '../core/validate.js';
 /**
  * A CPU instruction set of the kernels. x86-64 has `'baseline' < 'avx2' < 'avx512'`, aarch64 has
  * `'baseline' < 'neon'`; `'baseline'` is the portable scalar build of the same kernels.
+ *
+ * @category Backend
  */
 export type Isa = 'baseline' | 'avx2' | 'avx512' | 'neon';
 
-/** Description of the loaded native backend. */
+/**
+ * Description of the loaded native backend.
+ *
+ * @category Backend
+ */
 export interface BackendInfo {
   /** `'cpu'` or `'cuda'`. */
   variant: 'cpu' | 'cuda';
@@ -30,7 +36,18 @@ export interface BackendInfo {
   version: string;
 }
 
-/** Reports the native variant, instruction set, thread count and version. */
+/**
+ * Reports the native variant, instruction set, thread count and version.
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const { variant, isa, isas, threads, version } = rl.backend();
+ * console.log(`${variant} ${isa} (of ${isas.join(', ')}), ${threads} threads, v${version}`);
+ * ```
+ * @category Backend
+ */
 export function backend(): BackendInfo {
   const b = native.backend();
   return {
@@ -45,6 +62,17 @@ export function backend(): BackendInfo {
 /**
  * Sets the number of threads of the addon's pool (default: the number of CPUs, or the
  * `GEAR_RL_NUM_THREADS` environment variable). Results are bit-identical for every thread count.
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const before = rl.backend().threads;
+ * rl.setNumThreads(2);
+ * console.log(rl.backend().threads); // 2
+ * rl.setNumThreads(before);
+ * ```
+ * @category Backend
  */
 export function setNumThreads(n: number): void {
   // numOpt treats undefined as "use the default"; here a count is required.
@@ -57,6 +85,17 @@ export function setNumThreads(n: number): void {
  * the CPU supports. Returns the instruction set in effect. An instruction set of another architecture
  * (`'neon'` on x86-64, `'avx2'` on aarch64) throws `ERR_OPTION`. Meant for testing and benchmarking
  * every path; the setting is process-wide (every thread and worker of the process shares it).
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const { isa, isas } = rl.backend();
+ * console.log(rl.setIsa('baseline')); // 'baseline': the portable scalar kernels
+ * rl.setIsa(isa as rl.Isa);           // back to the best one (isas lists what this CPU runs)
+ * console.log(isas);
+ * ```
+ * @category Backend
  */
 export function setIsa(isa: Isa): string {
   return native.setIsa({ isa });

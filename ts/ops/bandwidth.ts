@@ -8,27 +8,53 @@ import { native } from '../core/addon.js';
 import type { BandwidthModeCode } from '../core/addon_types.js';
 import * as v from '../core/validate.js';
 
-/** Access pattern measured by {@link memoryBandwidth}. */
+/**
+ * Access pattern measured by {@link memoryBandwidth}.
+ *
+ * @category Backend
+ */
 export type BandwidthMode = 'read' | 'read2' | 'copy' | 'copyPlain';
 const MODES: readonly BandwidthMode[] = ['read', 'read2', 'copy', 'copyPlain'];
 
-/** Options of {@link memoryBandwidth}. */
+/**
+ * Options of {@link memoryBandwidth}.
+ *
+ * @category Backend
+ */
 export interface MemoryBandwidthOptions {
   /**
    * `'read'`: one sequential read stream per thread; `'read2'`: two interleaved read streams per
    * thread (more cache misses in flight, usually the higher read figure); `'copy'`: copy with
    * non-temporal stores; `'copyPlain'`: copy with regular stores. Default `'read2'`.
+   *
+   * @defaultValue `'read2'`
    */
   mode?: BandwidthMode;
-  /** Buffer size per array in bytes; keep it far above the last-level cache. Default 512 MiB. */
+  /**
+   * Buffer size per array in bytes; keep it far above the last-level cache. Default 512 MiB.
+   *
+   * @defaultValue `536870912` (512 MiB)
+   */
   bytes?: number;
-  /** Threads started for the probe (independent of the addon's pool). Default 2. */
+  /**
+   * Threads started for the probe (independent of the addon's pool). Default 2.
+   *
+   * @defaultValue `2`
+   */
   threads?: number;
-  /** Timed repetitions after one untimed warm-up pass. Default 5. */
+  /**
+   * Timed repetitions after one untimed warm-up pass. Default 5.
+   *
+   * @defaultValue `5`
+   */
   reps?: number;
 }
 
-/** Result of {@link memoryBandwidth}. */
+/**
+ * Result of {@link memoryBandwidth}.
+ *
+ * @category Backend
+ */
 export interface MemoryBandwidthResult {
   /** The access pattern measured. */
   mode: BandwidthMode;
@@ -52,6 +78,15 @@ export interface MemoryBandwidthResult {
  *
  * @param opts access pattern, buffer size, threads, repetitions
  * @returns median and per-repetition GB/s
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // a quick probe; use the defaults (512 MiB buffers, 5 repetitions) for a real figure
+ * const r = rl.memoryBandwidth({ mode: 'read2', bytes: 4 << 20, threads: 1, reps: 2 });
+ * console.log(`${r.gbs.toFixed(1)} GB/s (best ${r.maxGbs.toFixed(1)})`);
+ * ```
+ * @category Backend
  */
 export function memoryBandwidth(opts: MemoryBandwidthOptions = {}): MemoryBandwidthResult {
   v.knownKeys(opts, 'memoryBandwidth options', ['mode', 'bytes', 'threads', 'reps']);

@@ -24,11 +24,19 @@ import { type AsyncOptions, callAsync, callSync } from '../core/invoke.js';
 import type { DTypeCode, DivergenceKindCode, NativeLogits } from '../core/addon_types.js';
 import { type Logits, checkLogits, checkTargets, checkTemperature } from '../core/logits.js';
 
-/** Which divergence {@link divergence} computes. */
+/**
+ * Which divergence {@link divergence} computes.
+ *
+ * @category Logits kernels
+ */
 export type DivergenceKind = 'reverse_kl' | 'forward_kl' | 'jsd';
 const KINDS: readonly DivergenceKind[] = ['reverse_kl', 'forward_kl', 'jsd'];
 
-/** Per-row results of {@link divergence}, Float32Array of length `rows` each. */
+/**
+ * Per-row results of {@link divergence}, Float32Array of length `rows` each.
+ *
+ * @category Logits kernels
+ */
 export interface Divergence {
   /** `KL(p_s || p_t)`, `KL(p_t || p_s)` or `JSD(beta)` (capped at `klCap`). */
   value: Float32Array;
@@ -44,22 +52,44 @@ export interface Divergence {
   teacherLogprob?: Float32Array;
 }
 
-/** Options shared by {@link divergence} and {@link divergenceBackward}. */
+/**
+ * Options shared by {@link divergence} and {@link divergenceBackward}.
+ *
+ * @category Logits kernels
+ */
 export interface DivergenceCommonOptions {
-  /** `'reverse_kl'` (default), `'forward_kl'` or `'jsd'`. */
+  /**
+   * `'reverse_kl'` (default), `'forward_kl'` or `'jsd'`.
+   *
+   * @defaultValue `'reverse_kl'`
+   */
   kind?: DivergenceKind;
   /**
    * JSD mixture weight in [0, 1] (default 0.5), as TRL / OPSD: `M = (1 - beta) p_s + beta p_t`,
    * `JSD = beta KL(p_t || M) + (1 - beta) KL(p_s || M)`; beta = 1 is reverse KL and beta = 0 forward KL.
+   *
+   * @defaultValue `0.5`
    */
   beta?: number;
-  /** Divides both logits first (default 1). */
+  /**
+   * Divides both logits first (default 1).
+   *
+   * @defaultValue `1`
+   */
   temperature?: number;
-  /** Caps the value at this many nats (default `Infinity`); capped rows get a zero gradient. */
+  /**
+   * Caps the value at this many nats (default `Infinity`); capped rows get a zero gradient.
+   *
+   * @defaultValue `Infinity`
+   */
   klCap?: number;
 }
 
-/** Options of {@link divergence}. */
+/**
+ * Options of {@link divergence}.
+ *
+ * @category Logits kernels
+ */
 export interface DivergenceOptions extends DivergenceCommonOptions {
   /** Sampled token ids (Int32Array of `rows`): adds `studentLogprob` / `teacherLogprob`. */
   targets?: Int32Array;
@@ -67,7 +97,11 @@ export interface DivergenceOptions extends DivergenceCommonOptions {
   out?: Partial<Divergence>;
 }
 
-/** Options of {@link divergenceBackward}. */
+/**
+ * Options of {@link divergenceBackward}.
+ *
+ * @category Logits kernels
+ */
 export interface DivergenceBackwardOptions extends DivergenceCommonOptions {
   /**
    * The forward's `value`, `studentLogsumexp` and `teacherLogsumexp` (same options), reused to skip the
@@ -137,13 +171,36 @@ function forwardArgs(student: Logits, teacher: Logits, opts: DivergenceOptions |
  * @param teacher teacher logits, same shape and dtype
  * @param opts `kind`, `beta`, `temperature`, `klCap`, `targets`, `out`
  * @returns the {@link Divergence} arrays
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const student = { data: Float32Array.from({ length: 2 * 4 }, () => Math.random()), rows: 2, vocab: 4 };
+ * const teacher = { data: Float32Array.from({ length: 2 * 4 }, () => Math.random()), rows: 2, vocab: 4 };
+ * const d = rl.divergence(student, teacher, { kind: 'jsd', beta: 0.5, targets: Int32Array.of(0, 2) });
+ * console.log(d.value, d.studentEntropy, d.teacherLogprob);
+ * ```
+ * @category Logits kernels
  */
 export function divergence(student: Logits, teacher: Logits, opts?: DivergenceOptions): Divergence {
   const a = forwardArgs(student, teacher, opts);
   return callSync(a, () => native.divergence({ ...pairParams(a), targets: a.targets, out: a.outs }));
 }
 
-/** Async form of {@link divergence} (abortable; bit-identical to the sync form; `ERR_BUSY` on buffers in use). */
+/**
+ * Async form of {@link divergence} (abortable; bit-identical to the sync form; `ERR_BUSY` on buffers in use).
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const student = { data: Float32Array.from({ length: 2 * 4 }, () => Math.random()), rows: 2, vocab: 4 };
+ * const teacher = { data: Float32Array.from({ length: 2 * 4 }, () => Math.random()), rows: 2, vocab: 4 };
+ * const d = await rl.divergenceAsync(student, teacher, { kind: 'reverse_kl' });
+ * console.log(d.value); // KL(student || teacher) per row
+ * ```
+ * @category Logits kernels
+ */
 export async function divergenceAsync(student: Logits, teacher: Logits, opts?: DivergenceOptions & AsyncOptions): Promise<Divergence> {
   const a = forwardArgs(student, teacher, opts);
   return callAsync(a, opts?.signal, (abort) =>
@@ -193,6 +250,20 @@ function backwardParams(a: ReturnType<typeof backwardArgs>) {
  * @param grad dLoss/dvalue per row, Float32Array of `rows` (finite)
  * @param opts the forward's `kind` / `beta` / `temperature` / `klCap`, optional `stats`, `out`
  * @returns dLoss/dstudent, Float32Array of `rows * vocab`
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const student = { data: Float32Array.from({ length: 2 * 4 }, () => Math.random()), rows: 2, vocab: 4 };
+ * const teacher = { data: Float32Array.from({ length: 2 * 4 }, () => Math.random()), rows: 2, vocab: 4 };
+ * const opts = { kind: 'reverse_kl' as const, klCap: 10 };
+ * const d = rl.divergence(student, teacher, opts);
+ * // L = mean over rows of the divergence
+ * const grad = new Float32Array(2).fill(1 / 2);
+ * const dstudent = rl.divergenceBackward(student, teacher, grad, { ...opts, stats: d });
+ * console.log(dstudent.length); // 8 = rows * vocab
+ * ```
+ * @category Logits kernels
  */
 export function divergenceBackward(student: Logits, teacher: Logits, grad: Float32Array,
   opts?: DivergenceBackwardOptions): Float32Array {
@@ -200,7 +271,20 @@ export function divergenceBackward(student: Logits, teacher: Logits, grad: Float
   return callSync(a, () => native.divergenceBackward(backwardParams(a)).gradStudent);
 }
 
-/** Async form of {@link divergenceBackward}. */
+/**
+ * Async form of {@link divergenceBackward}.
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const student = { data: Float32Array.from({ length: 2 * 4 }, () => Math.random()), rows: 2, vocab: 4 };
+ * const teacher = { data: Float32Array.from({ length: 2 * 4 }, () => Math.random()), rows: 2, vocab: 4 };
+ * const dstudent = await rl.divergenceBackwardAsync(student, teacher, Float32Array.of(1, 1), { kind: 'forward_kl' });
+ * console.log(dstudent);
+ * ```
+ * @category Logits kernels
+ */
 export async function divergenceBackwardAsync(student: Logits, teacher: Logits, grad: Float32Array,
   opts?: DivergenceBackwardOptions & AsyncOptions): Promise<Float32Array> {
   const a = backwardArgs(student, teacher, grad, opts);

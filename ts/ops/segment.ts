@@ -8,7 +8,11 @@ import { native } from '../core/addon.js';
 import type { SegmentOpCode } from '../core/addon_types.js';
 import * as v from '../core/validate.js';
 
-/** Reduction applied by {@link segmentReduce}. */
+/**
+ * Reduction applied by {@link segmentReduce}.
+ *
+ * @category Segment ops
+ */
 export type SegmentOp = 'sum' | 'mean' | 'max' | 'min' | 'count';
 const OPS: readonly SegmentOp[] = ['sum', 'mean', 'max', 'min', 'count'];
 
@@ -37,6 +41,17 @@ function reduceUse(a: ReturnType<typeof reduceArgs>, offsets: Int32Array) {
  * @param op `'sum' | 'mean' | 'max' | 'min' | 'count'`
  * @param mask optional Uint8Array of 0/1, length N
  * @returns Float64Array of length R
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // two packed rows: tokens 0..2 and 3..4; the mask drops token 1
+ * const values = Float32Array.of(1, 100, 3, 4, 6);
+ * const offsets = Int32Array.of(0, 3, 5);
+ * const mask = Uint8Array.of(1, 0, 1, 1, 1);
+ * console.log(rl.segmentReduce(values, offsets, 'mean', mask)); // Float64Array [2, 5]
+ * ```
+ * @category Segment ops
  */
 export function segmentReduce(
   values: Float32Array | Float64Array, offsets: Int32Array, op: SegmentOp, mask?: Uint8Array,
@@ -46,7 +61,19 @@ export function segmentReduce(
     native.segmentReduce({ values: a.values, offsets, mask: a.mask, op: a.opIndex }).rowValues);
 }
 
-/** Async form of {@link segmentReduce}: runs off the main thread; abortable. */
+/**
+ * Async form of {@link segmentReduce}: runs off the main thread; abortable.
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const values = Float64Array.of(1, 2, 3, 4, 5);
+ * const offsets = Int32Array.of(0, 3, 5);
+ * console.log(await rl.segmentReduceAsync(values, offsets, 'max')); // Float64Array [3, 5]
+ * ```
+ * @category Segment ops
+ */
 export async function segmentReduceAsync(
   values: Float32Array | Float64Array, offsets: Int32Array, op: SegmentOp, mask?: Uint8Array,
   opts: AsyncOptions = {},
@@ -57,7 +84,11 @@ export async function segmentReduceAsync(
     (await native.segmentReduce({ values: a.values, offsets, mask: a.mask, op: a.opIndex, async: true, abort })).rowValues);
 }
 
-/** Options of {@link segmentBroadcast}. */
+/**
+ * Options of {@link segmentBroadcast}.
+ *
+ * @category Segment ops
+ */
 export interface BroadcastOptions {
   /**
    * Output to fill instead of allocating (Float32Array of length N): reusing one across calls saves
@@ -67,7 +98,11 @@ export interface BroadcastOptions {
   out?: Float32Array;
 }
 
-/** Options of {@link segmentBroadcastAsync}. */
+/**
+ * Options of {@link segmentBroadcastAsync}.
+ *
+ * @category Segment ops
+ */
 export interface BroadcastAsyncOptions extends AsyncOptions, BroadcastOptions {}
 
 function broadcastArgs(rowValues: unknown, offsets: Int32Array, mask: unknown, out: unknown) {
@@ -99,6 +134,18 @@ function broadcastUse(a: ReturnType<typeof broadcastArgs>, offsets: Int32Array) 
  * @param mask optional Uint8Array of 0/1, length N
  * @param opts `out`: an output array to fill instead of allocating one
  * @returns Float32Array of length N (`opts.out` when given)
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const advantages = [0.5, -1];              // one per row
+ * const offsets = Int32Array.of(0, 3, 5);
+ * const mask = Uint8Array.of(1, 1, 0, 1, 1); // token 2 is a tool token
+ * const out = new Float32Array(5);           // reusable output
+ * rl.segmentBroadcast(advantages, offsets, mask, { out });
+ * console.log(out); // Float32Array [0.5, 0.5, 0, -1, -1]
+ * ```
+ * @category Segment ops
  */
 export function segmentBroadcast(
   rowValues: ArrayLike<number>, offsets: Int32Array, mask?: Uint8Array, opts: BroadcastOptions = {},
@@ -109,7 +156,18 @@ export function segmentBroadcast(
     native.segmentBroadcast({ rowValues: a.vals, offsets, mask: a.mask, out: a.out }).tokenValues);
 }
 
-/** Async form of {@link segmentBroadcast}; `opts.signal` aborts, `opts.out` as in the sync form. */
+/**
+ * Async form of {@link segmentBroadcast}; `opts.signal` aborts, `opts.out` as in the sync form.
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const perToken = await rl.segmentBroadcastAsync([1, 2], Int32Array.of(0, 2, 3));
+ * console.log(perToken); // Float32Array [1, 1, 2]
+ * ```
+ * @category Segment ops
+ */
 export async function segmentBroadcastAsync(
   rowValues: ArrayLike<number>, offsets: Int32Array, mask?: Uint8Array, opts: BroadcastAsyncOptions = {},
 ): Promise<Float32Array> {

@@ -24,7 +24,11 @@ import { type Logits, type LogitsDType, checkLogits, checkTargets, checkTemperat
 
 export type { Logits, LogitsDType } from '../core/logits.js';
 
-/** Per-row statistics returned by {@link tokenStats}, each a Float32Array of length `rows`. */
+/**
+ * Per-row statistics returned by {@link tokenStats}, each a Float32Array of length `rows`.
+ *
+ * @category Logits kernels
+ */
 export interface TokenStats {
   /** `log softmax(z / T)[target]`. */
   logprob: Float32Array;
@@ -34,15 +38,27 @@ export interface TokenStats {
   logsumexp: Float32Array;
 }
 
-/** Options of {@link tokenStats}. */
+/**
+ * Options of {@link tokenStats}.
+ *
+ * @category Logits kernels
+ */
 export interface TokenStatsOptions {
-  /** Divides the logits first (default 1; finite and >= 1e-30). */
+  /**
+   * Divides the logits first (default 1; finite and >= 1e-30).
+   *
+   * @defaultValue `1`
+   */
   temperature?: number;
   /** Output arrays to fill instead of allocating (each a Float32Array of length `rows`). */
   out?: Partial<TokenStats>;
 }
 
-/** Upstream gradients of {@link tokenStatsBackward}: dLoss/dlogprob and dLoss/dentropy per row. */
+/**
+ * Upstream gradients of {@link tokenStatsBackward}: dLoss/dlogprob and dLoss/dentropy per row.
+ *
+ * @category Logits kernels
+ */
 export interface TokenStatsGrad {
   /** dLoss/dlogprob, length `rows` (omitted = 0). */
   logprob?: Float32Array;
@@ -50,9 +66,17 @@ export interface TokenStatsGrad {
   entropy?: Float32Array;
 }
 
-/** Options of {@link tokenStatsBackward}. */
+/**
+ * Options of {@link tokenStatsBackward}.
+ *
+ * @category Logits kernels
+ */
 export interface TokenStatsBackwardOptions {
-  /** The forward's temperature (default 1). */
+  /**
+   * The forward's temperature (default 1).
+   *
+   * @defaultValue `1`
+   */
   temperature?: number;
   /**
    * The forward's statistics: its `logsumexp` (and `entropy` when an entropy gradient is given) are
@@ -64,6 +88,8 @@ export interface TokenStatsBackwardOptions {
   /**
    * Writes the gradient over the (float32) logits themselves, halving peak memory. The logits are gone
    * afterwards; if an error is raised after writing began they are filled with NaN.
+   *
+   * @defaultValue `false`
    */
   inPlace?: boolean;
 }
@@ -73,6 +99,8 @@ export interface TokenStatsBackwardOptions {
  * {@link tokenStatsPartial}; merge all shards with {@link mergeTokenStats}. Sums are relative to the
  * shard's largest raw logit `max`: `sumExp = sum exp((z - max)/T)`,
  * `sumExpX = sum exp((z - max)/T) * (z - max)/T`.
+ *
+ * @category Logits kernels
  */
 export interface PartialStats {
   /** First vocabulary id of the shard. */
@@ -132,6 +160,16 @@ function statsCall(a: ReturnType<typeof statsArgs>): { use: BufferUse; params: O
  * @param opts `temperature` (default 1) and optional `out` arrays
  * @returns `{ logprob, entropy, logsumexp }`, Float32Array of length `rows` each
  * @throws GearError `ERR_SHAPE`, `ERR_DTYPE`, `ERR_TARGET_RANGE`, `ERR_NON_FINITE`, `ERR_OPTION`, `ERR_BUSY`
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const logits = { data: Float32Array.from({ length: 2 * 4 }, () => Math.random()), rows: 2, vocab: 4 };
+ * const targets = Int32Array.of(1, 3);
+ * const { logprob, entropy, logsumexp } = rl.tokenStats(logits, targets, { temperature: 1 });
+ * console.log(logprob, entropy, logsumexp); // Float32Array(2) each
+ * ```
+ * @category Logits kernels
  */
 export function tokenStats(logits: Logits, targets: Int32Array, opts?: TokenStatsOptions): TokenStats {
   const c = statsCall(statsArgs(logits, targets, opts));
@@ -143,6 +181,17 @@ export function tokenStats(logits: Logits, targets: Int32Array, opts?: TokenStat
  * to the sync form. Aborting rejects with `ERR_ABORTED` (supplied `out` arrays are then NaN). While it
  * is pending, its `out` arrays cannot be used by another call and its inputs cannot be written by one
  * (`ERR_BUSY`).
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const logits = { data: Float32Array.from({ length: 2 * 4 }, () => Math.random()), rows: 2, vocab: 4 };
+ * const targets = Int32Array.of(1, 3);
+ * const stats = await rl.tokenStatsAsync(logits, targets, { signal: AbortSignal.timeout(10_000) });
+ * console.log(stats.logprob);
+ * ```
+ * @category Logits kernels
  */
 export async function tokenStatsAsync(
   logits: Logits, targets: Int32Array, opts?: TokenStatsOptions & AsyncOptions,
@@ -209,6 +258,19 @@ function backwardCall(a: ReturnType<typeof backwardArgs>) {
  * @param grad dLoss/dlogprob and/or dLoss/dentropy per row (finite)
  * @param opts `temperature`, the forward's `stats`, `out`, `inPlace`
  * @returns dLoss/dlogits, Float32Array of `rows * vocab` (the logits' own array when `inPlace`)
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const logits = { data: Float32Array.from({ length: 2 * 4 }, () => Math.random()), rows: 2, vocab: 4 };
+ * const targets = Int32Array.of(1, 3);
+ * const stats = rl.tokenStats(logits, targets);
+ * // L = sum(logprob) - 0.01 * sum(entropy)
+ * const grad = { logprob: new Float32Array(2).fill(1), entropy: new Float32Array(2).fill(-0.01) };
+ * const dlogits = rl.tokenStatsBackward(logits, targets, grad, { stats });
+ * console.log(dlogits.length); // 8 = rows * vocab
+ * ```
+ * @category Logits kernels
  */
 export function tokenStatsBackward(logits: Logits, targets: Int32Array | undefined, grad: TokenStatsGrad,
   opts?: TokenStatsBackwardOptions): Float32Array {
@@ -216,7 +278,20 @@ export function tokenStatsBackward(logits: Logits, targets: Int32Array | undefin
   return callSync(c.use, () => native.tokenStatsBackward(c.params).gradLogits);
 }
 
-/** Async form of {@link tokenStatsBackward} (abortable; `ERR_BUSY` rules as {@link tokenStatsAsync}). */
+/**
+ * Async form of {@link tokenStatsBackward} (abortable; `ERR_BUSY` rules as {@link tokenStatsAsync}).
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const logits = { data: Float32Array.from({ length: 2 * 4 }, () => Math.random()), rows: 2, vocab: 4 };
+ * const targets = Int32Array.of(1, 3);
+ * const dlogits = await rl.tokenStatsBackwardAsync(logits, targets, { logprob: Float32Array.of(1, 1) });
+ * console.log(dlogits);
+ * ```
+ * @category Logits kernels
+ */
 export async function tokenStatsBackwardAsync(logits: Logits, targets: Int32Array | undefined, grad: TokenStatsGrad,
   opts?: TokenStatsBackwardOptions & AsyncOptions): Promise<Float32Array> {
   const c = backwardCall(backwardArgs(logits, targets, grad, opts));
@@ -224,11 +299,19 @@ export async function tokenStatsBackwardAsync(logits: Logits, targets: Int32Arra
     (await native.tokenStatsBackward({ ...c.params, async: true, abort })).gradLogits);
 }
 
-/** Options of {@link tokenStatsPartial}. */
+/**
+ * Options of {@link tokenStatsPartial}.
+ *
+ * @category Logits kernels
+ */
 export interface TokenStatsPartialOptions {
   /** Vocabulary id of the shard's first column (integer >= 0). */
   vocabStart: number;
-  /** Temperature (default 1); every shard of a row must use the same. */
+  /**
+   * Temperature (default 1); every shard of a row must use the same.
+   *
+   * @defaultValue `1`
+   */
   temperature?: number;
 }
 
@@ -255,6 +338,20 @@ function partialResult(a: ReturnType<typeof partialArgs>, r: Omit<PartialStats, 
  * Statistics of one vocabulary shard of each row (tensor-parallel vocabulary, or rows too wide for one
  * call). `targets` are ids in the FULL vocabulary; a row's target contributes only to the shard that
  * holds it. Merge every shard with {@link mergeTokenStats}.
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // one row of 6 logits split into two vocabulary shards of 3
+ * const full = Float32Array.of(0.1, 2, -1, 0.5, 3, 0);
+ * const targets = Int32Array.of(4); // an id in the full vocabulary
+ * const a = rl.tokenStatsPartial({ data: full.subarray(0, 3), rows: 1, vocab: 3 }, targets, { vocabStart: 0 });
+ * const b = rl.tokenStatsPartial({ data: full.subarray(3), rows: 1, vocab: 3 }, targets, { vocabStart: 3 });
+ * const merged = rl.mergeTokenStats([a, b]);
+ * console.log(merged.logprob, rl.tokenStats({ data: full, rows: 1, vocab: 6 }, targets).logprob); // equal up to rounding
+ * ```
+ * @category Logits kernels
  */
 export function tokenStatsPartial(shard: Logits, targets: Int32Array, opts: TokenStatsPartialOptions): PartialStats {
   const a = partialArgs(shard, targets, opts);
@@ -262,7 +359,20 @@ export function tokenStatsPartial(shard: Logits, targets: Int32Array, opts: Toke
     native.tokenStatsPartial(partialParams(a))));
 }
 
-/** Async form of {@link tokenStatsPartial}. */
+/**
+ * Async form of {@link tokenStatsPartial}.
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const targets = Int32Array.of(1);
+ * const shard = { data: Float32Array.of(0.1, 2, -1), rows: 1, vocab: 3 };
+ * const part = await rl.tokenStatsPartialAsync(shard, targets, { vocabStart: 0 });
+ * console.log(rl.mergeTokenStats([part]).logprob);
+ * ```
+ * @category Logits kernels
+ */
 export async function tokenStatsPartialAsync(shard: Logits, targets: Int32Array,
   opts: TokenStatsPartialOptions & AsyncOptions): Promise<PartialStats> {
   const a = partialArgs(shard, targets, opts);
@@ -312,13 +422,42 @@ function mergeReads(a: ReturnType<typeof mergeArgs>): [string, ArrayBufferView][
  * into the statistics of the whole rows: exact log-sum-exp rules in float64, equal to {@link tokenStats}
  * on the unsharded logits up to rounding. Each row's target must lie in exactly one shard
  * (`ERR_TARGET_RANGE` otherwise).
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const targets = Int32Array.of(0, 5);
+ * const left = { data: Float32Array.of(1, 2, 3, 4, 5, 6), rows: 2, vocab: 3 };  // ids 0..2
+ * const right = { data: Float32Array.of(0, 0, 1, 1, 2, 2), rows: 2, vocab: 3 }; // ids 3..5
+ * const parts = [
+ *   rl.tokenStatsPartial(right, targets, { vocabStart: 3 }),
+ *   rl.tokenStatsPartial(left, targets, { vocabStart: 0 }),
+ * ];
+ * const { logprob, entropy } = rl.mergeTokenStats(parts); // shards in any order
+ * console.log(logprob, entropy);
+ * ```
+ * @category Logits kernels
  */
 export function mergeTokenStats(parts: PartialStats[]): TokenStats {
   const a = mergeArgs(parts);
   return callSync({ reads: mergeReads(a) }, () => native.mergeTokenStats({ parts: a.sorted, rows: a.rows, temperature: a.temperature }));
 }
 
-/** Async form of {@link mergeTokenStats}. */
+/**
+ * Async form of {@link mergeTokenStats}.
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const targets = Int32Array.of(2);
+ * const part = rl.tokenStatsPartial({ data: Float32Array.of(1, 2, 3), rows: 1, vocab: 3 }, targets, { vocabStart: 0 });
+ * const stats = await rl.mergeTokenStatsAsync([part]);
+ * console.log(stats.logsumexp);
+ * ```
+ * @category Logits kernels
+ */
 export async function mergeTokenStatsAsync(parts: PartialStats[], opts?: AsyncOptions): Promise<TokenStats> {
   const a = mergeArgs(parts);
   return callAsync({ reads: mergeReads(a) }, opts?.signal, (abort) =>

@@ -10,19 +10,47 @@ import { Optimizer } from './optimizer.js';
 import { asStateError, boolOpt, checkLr, nonNeg, requireFields, stateBuffers, stateHeader } from './state.js';
 import type { AdamState } from './state.js';
 
-/** Options of {@link AdamW} and {@link Adam} (defaults are PyTorch's). */
+/**
+ * Options of {@link AdamW} and {@link Adam} (defaults are PyTorch's).
+ *
+ * @category Optimizers
+ */
 export interface AdamOptions {
-  /** Learning rate, >= 0 (default 1e-3). */
+  /**
+   * Learning rate, >= 0 (default 1e-3).
+   *
+   * @defaultValue `1e-3`
+   */
   lr?: number;
-  /** Moment decay rates, each in [0, 1) (default `[0.9, 0.999]`). */
+  /**
+   * Moment decay rates, each in [0, 1) (default `[0.9, 0.999]`).
+   *
+   * @defaultValue `[0.9, 0.999]`
+   */
   betas?: [number, number];
-  /** Added to the denominator, >= 0 (default 1e-8). */
+  /**
+   * Added to the denominator, >= 0 (default 1e-8).
+   *
+   * @defaultValue `1e-8`
+   */
   eps?: number;
-  /** Weight decay, >= 0: decoupled for AdamW (default 0.01), L2 added to the gradient for Adam (default 0). */
+  /**
+   * Weight decay, >= 0: decoupled for AdamW (default 0.01), L2 added to the gradient for Adam (default 0).
+   *
+   * @defaultValue `0.01` (AdamW; Adam: `0`)
+   */
   weightDecay?: number;
-  /** Use the AMSGrad maximum of the second moment (default false). */
+  /**
+   * Use the AMSGrad maximum of the second moment (default false).
+   *
+   * @defaultValue `false`
+   */
   amsgrad?: boolean;
-  /** Maximise the objective instead (gradients negated; default false). */
+  /**
+   * Maximise the objective instead (gradients negated; default false).
+   *
+   * @defaultValue `false`
+   */
   maximize?: boolean;
 }
 
@@ -160,10 +188,23 @@ function hyperFromState(s: Record<string, unknown>): AdamOptions {
  *
  * @example
  * ```ts
- * const opt = new AdamW(params, { lr: 1e-6 });
- * clipGradNorm(grads, 1.0);
- * opt.step(grads);
+ * import * as rl from 'gear-rl';
+ * import { deserialize, serialize } from 'node:v8';
+ *
+ * const params = [new Float32Array(8).fill(0.5), Float32Array.of(1, -1)];
+ * const grads = [new Float32Array(8).fill(0.1), Float32Array.of(3, 4)];
+ * const opt = new rl.AdamW(params, { lr: 1e-3, weightDecay: 0.01 });
+ * rl.clipGradNorm(grads, 1.0);
+ * opt.step(grads); // params updated in place
+ *
+ * // checkpoint (the state holds typed arrays: v8.serialize keeps them) and resume
+ * const checkpoint = serialize({ params, optimizer: opt.state() });
+ * const saved = deserialize(checkpoint) as { params: Float32Array[]; optimizer: rl.AdamState };
+ * const resumed = rl.AdamW.fromState(saved.params, saved.optimizer);
+ * console.log(resumed.stepCount); // 1
  * ```
+ *
+ * @category Optimizers
  */
 export class AdamW extends AdamBase {
   /**
@@ -192,6 +233,18 @@ export class AdamW extends AdamBase {
 /**
  * Adam with L2 weight decay added to the gradient, `torch.optim.Adam` semantics.
  * Defaults: lr 1e-3, betas [0.9, 0.999], eps 1e-8, weightDecay 0.
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const params = [Float32Array.of(1, 2, 3)];
+ * const opt = new rl.Adam(params, { lr: 0.01, betas: [0.9, 0.99], amsgrad: true });
+ * opt.step([Float32Array.of(0.5, -0.5, 0)]);
+ * const copy = rl.Adam.fromState(params.map((p) => p.slice()), opt.state()); // a separate replica
+ * console.log(params[0], copy.stepCount);
+ * ```
+ * @category Optimizers
  */
 export class Adam extends AdamBase {
   /**

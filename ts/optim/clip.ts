@@ -9,18 +9,28 @@ import * as v from '../core/validate.js';
 import { checkDisjoint } from './state.js';
 import { fail } from '../core/errors.js';
 
-/** Options of {@link clipGradNorm}. */
+/**
+ * Options of {@link clipGradNorm}.
+ *
+ * @category Optimizers
+ */
 export interface ClipGradNormOptions {
   /**
    * Default `true`: a non-finite total norm throws `ERR_NON_FINITE` and leaves every gradient untouched
    * (the caller skips the step, as verl does). `false` gives PyTorch's behaviour: the gradients are
    * scaled anyway (an infinite norm zeroes the finite entries, a NaN norm makes everything NaN) and the
    * norm is returned.
+   *
+   * @defaultValue `true`
    */
   errorIfNonfinite?: boolean;
 }
 
-/** Options of {@link clipGradNormAsync}. */
+/**
+ * Options of {@link clipGradNormAsync}.
+ *
+ * @category Optimizers
+ */
 export interface ClipGradNormAsyncOptions extends ClipGradNormOptions {
   /** Aborting before the job starts rejects with `ERR_ABORTED` and leaves the gradients untouched. */
   signal?: AbortSignal;
@@ -56,6 +66,20 @@ function use(a: ReturnType<typeof args>) {
  * @param maxNorm the largest total norm allowed, >= 0 (`Infinity` only measures)
  * @param opts `errorIfNonfinite` (default true; see {@link ClipGradNormOptions})
  * @returns the total norm before clipping (float64)
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const grads = [Float32Array.of(3, 0), Float32Array.of(4)];
+ * const norm = rl.clipGradNorm(grads, 1.0);
+ * console.log(norm, grads); // 5, gradients scaled by about 1/5 in place
+ * try {
+ *   rl.clipGradNorm([Float32Array.of(NaN)], 1.0);
+ * } catch (e) {
+ *   if (e instanceof rl.GearError && e.code === 'ERR_NON_FINITE') console.log('skip this step');
+ * }
+ * ```
+ * @category Optimizers
  */
 export function clipGradNorm(grads: Float32Array[], maxNorm: number, opts?: ClipGradNormOptions): number {
   const a = args(grads, maxNorm, opts);
@@ -69,6 +93,15 @@ export function clipGradNorm(grads: Float32Array[], maxNorm: number, opts?: Clip
  * @param maxNorm the largest total norm allowed, >= 0
  * @param opts `errorIfNonfinite`, `signal`
  * @returns the total norm before clipping
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const grads = [new Float32Array(1 << 16).fill(0.01)];
+ * const norm = await rl.clipGradNormAsync(grads, 1.0, { signal: AbortSignal.timeout(10_000) });
+ * console.log(norm); // about 2.56: the norm before clipping
+ * ```
+ * @category Optimizers
  */
 export async function clipGradNormAsync(
   grads: Float32Array[], maxNorm: number, opts: ClipGradNormAsyncOptions = {},
@@ -84,6 +117,13 @@ export async function clipGradNormAsync(
  *
  * @param grads gradient tensors
  * @returns sqrt of the sum of squares of every element
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * console.log(rl.gradNorm([Float32Array.of(3), Float32Array.of(4)])); // 5 (the gradients are not changed)
+ * ```
+ * @category Optimizers
  */
 export function gradNorm(grads: Float32Array[]): number {
   const list = v.list(grads, 'grads', 'an array of Float32Array');

@@ -10,7 +10,11 @@ import { type BufferUse, callAsync, callSync } from '../core/invoke.js';
 import { checkGrads, checkLr, checkParams } from './state.js';
 import type { OptimizerState } from './state.js';
 
-/** Options of {@link Optimizer.stepAsync}. */
+/**
+ * Options of {@link Optimizer.stepAsync}.
+ *
+ * @category Optimizers
+ */
 export interface StepAsyncOptions {
   /**
    * Aborting before the step has started rejects with `ERR_ABORTED` and changes nothing. A step that
@@ -27,6 +31,22 @@ export interface StepAsyncOptions {
  * Non-finite values are not filtered: a NaN or infinite gradient propagates into the parameters and
  * state exactly as in PyTorch. Use {@link clipGradNorm} first (it throws `ERR_NON_FINITE` and leaves the
  * gradients untouched on a non-finite norm) and skip the step when it throws, as verl does.
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // every optimizer (AdamW, Adam, SGD) is an Optimizer: step, stepAsync, state
+ * const params = [new Float32Array(1024).fill(1)];
+ * const grads = [new Float32Array(1024).fill(0.01)];
+ * const opt: rl.Optimizer = new rl.AdamW(params, { lr: 1e-3 });
+ * opt.step(grads);                                                  // on the calling thread
+ * await opt.stepAsync(grads, { signal: AbortSignal.timeout(10_000) }); // off the main thread
+ * console.log(opt.stepCount, opt.lr, opt.state().kind);             // 2 0.001 'adamw'
+ * const sgd: rl.Optimizer = new rl.SGD([new Float32Array(4)], { lr: 0.1 });
+ * console.log(sgd.state().kind);                                    // 'sgd'
+ * ```
+ * @category Optimizers
  */
 export abstract class Optimizer {
   /** The parameters, in the order gradients must be given (the list is copied; the tensors are not). */
@@ -130,7 +150,19 @@ export abstract class Optimizer {
   }
 }
 
-/** Sets every gradient to zero (a convenience for accumulation loops). */
+/**
+ * Sets every gradient to zero (a convenience for accumulation loops).
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const grads = [Float32Array.of(0.5, -1), Float32Array.of(2)];
+ * rl.zeroGrad(grads); // before accumulating the next batch's gradients
+ * console.log(grads); // [Float32Array [0, 0], Float32Array [0]]
+ * ```
+ * @category Optimizers
+ */
 export function zeroGrad(grads: Float32Array[]): void {
   if (!Array.isArray(grads)) fail('ERR_DTYPE', 'grads', 'an array of Float32Array', grads);
   grads.forEach((g, i) => f32(g, `grads[${i}]`));

@@ -7,28 +7,56 @@
 import { GearError, fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
 
-/** A schedule: the learning rate to use for optimizer step number `step` (0-based). */
+/**
+ * A schedule: the learning rate to use for optimizer step number `step` (0-based).
+ *
+ * @category Optimizers
+ */
 export type Schedule = (step: number) => number;
 
-/** Options shared by the schedules. */
+/**
+ * Options shared by the schedules.
+ *
+ * @category Optimizers
+ */
 export interface ScheduleOptions {
   /** The learning rate after warmup (the optimizer's base lr), finite, >= 0. */
   peak: number;
-  /** Steps of linear warmup from 0 (`lr = peak * step / warmupSteps`), integer >= 0 (default 0). */
+  /**
+   * Steps of linear warmup from 0 (`lr = peak * step / warmupSteps`), integer >= 0 (default 0).
+   *
+   * @defaultValue `0`
+   */
   warmupSteps?: number;
 }
 
-/** Options of {@link cosineSchedule} and {@link linearSchedule}. */
+/**
+ * Options of {@link cosineSchedule} and {@link linearSchedule}.
+ *
+ * @category Optimizers
+ */
 export interface DecayScheduleOptions extends ScheduleOptions {
   /** Steps of the whole run, warmup included; integer > warmupSteps. */
   totalSteps: number;
-  /** The lowest learning rate, in [0, peak] (default 0). */
+  /**
+   * The lowest learning rate, in [0, peak] (default 0).
+   *
+   * @defaultValue `0`
+   */
   floor?: number;
 }
 
-/** Options of {@link cosineSchedule}. */
+/**
+ * Options of {@link cosineSchedule}.
+ *
+ * @category Optimizers
+ */
 export interface CosineScheduleOptions extends DecayScheduleOptions {
-  /** Cosine waves over the decay (default 0.5: one half-wave from peak down to floor). */
+  /**
+   * Cosine waves over the decay (default 0.5: one half-wave from peak down to floor).
+   *
+   * @defaultValue `0.5`
+   */
   numCycles?: number;
 }
 
@@ -65,6 +93,14 @@ function warmupRatio(step: number, warmup: number): number {
  *
  * @param opts `peak`, `warmupSteps`
  * @returns the schedule
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const lr = rl.constantSchedule({ peak: 1e-5, warmupSteps: 4 });
+ * console.log([0, 2, 4, 100].map(lr)); // [0, 5e-6, 1e-5, 1e-5]
+ * ```
+ * @category Optimizers
  */
 export function constantSchedule(opts: ScheduleOptions): Schedule {
   const { peak, warmup } = base(opts, ['peak', 'warmupSteps']);
@@ -80,6 +116,14 @@ export function constantSchedule(opts: ScheduleOptions): Schedule {
  *
  * @param opts `peak`, `warmupSteps` (required, >= 1)
  * @returns the schedule
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const lr = rl.linearWarmupSchedule({ peak: 1e-5, warmupSteps: 10 });
+ * console.log(lr(5), lr(50)); // 5e-6 1e-5
+ * ```
+ * @category Optimizers
  */
 export function linearWarmupSchedule(opts: Required<ScheduleOptions>): Schedule {
   if (typeof opts === 'object' && opts !== null && (opts.warmupSteps === undefined || opts.warmupSteps < 1)) {
@@ -97,6 +141,14 @@ export function linearWarmupSchedule(opts: Required<ScheduleOptions>): Schedule 
  *
  * @param opts `peak`, `warmupSteps`, `totalSteps`, `floor`, `numCycles`
  * @returns the schedule
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const lr = rl.cosineSchedule({ peak: 1e-5, warmupSteps: 10, totalSteps: 110, floor: 1e-6 });
+ * console.log(lr(10), lr(60), lr(110)); // 1e-5, 5.5e-6 (half way), 1e-6
+ * ```
+ * @category Optimizers
  */
 export function cosineSchedule(opts: CosineScheduleOptions): Schedule {
   const { peak, warmup, total, minRatio } = decay(opts, ['peak', 'warmupSteps', 'totalSteps', 'floor', 'numCycles']);
@@ -120,6 +172,14 @@ export function cosineSchedule(opts: CosineScheduleOptions): Schedule {
  *
  * @param opts `peak`, `warmupSteps`, `totalSteps`, `floor`
  * @returns the schedule
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const lr = rl.linearSchedule({ peak: 1e-5, warmupSteps: 0, totalSteps: 100 });
+ * console.log(lr(0), lr(50), lr(100)); // 1e-5 5e-6 0
+ * ```
+ * @category Optimizers
  */
 export function linearSchedule(opts: DecayScheduleOptions): Schedule {
   const { peak, warmup, total, minRatio } = decay(opts, ['peak', 'warmupSteps', 'totalSteps', 'floor']);
@@ -130,7 +190,11 @@ export function linearSchedule(opts: DecayScheduleOptions): Schedule {
   };
 }
 
-/** Checkpoint of an {@link LRScheduler}. */
+/**
+ * Checkpoint of an {@link LRScheduler}.
+ *
+ * @category Optimizers
+ */
 export interface LRSchedulerState {
   /** Scheduler steps taken (the lr in effect is `schedule(step)`). */
   step: number;
@@ -143,10 +207,25 @@ export interface LRSchedulerState {
  *
  * @example
  * ```ts
- * const opt = new AdamW(params, { lr: 1e-6 });
- * const sched = new LRScheduler(opt, cosineSchedule({ peak: 1e-6, warmupSteps: 10, totalSteps: 1000 }));
- * for (...) { opt.step(grads); sched.step(); }
+ * import * as rl from 'gear-rl';
+ *
+ * const params = [new Float32Array(4)];
+ * const grads = [Float32Array.of(0.1, -0.2, 0.3, 0)];
+ * const opt = new rl.AdamW(params, { lr: 1e-6 });
+ * const sched = new rl.LRScheduler(opt, rl.cosineSchedule({ peak: 1e-6, warmupSteps: 10, totalSteps: 1000 }));
+ * for (let i = 0; i < 3; i++) {
+ *   opt.step(grads);
+ *   sched.step();
+ * }
+ * console.log(opt.lr, sched.lastLr); // 3e-7: step 3 of the 10-step warmup
+ *
+ * const saved = sched.state();                 // { step: 3 }
+ * const restored = new rl.LRScheduler(opt, rl.cosineSchedule({ peak: 1e-6, warmupSteps: 10, totalSteps: 1000 }));
+ * restored.loadState(saved);
+ * console.log(restored.stepCount); // 3
  * ```
+ *
+ * @category Optimizers
  */
 export class LRScheduler {
   readonly #target: { lr: number };

@@ -11,19 +11,43 @@ import { Optimizer } from './optimizer.js';
 import { asStateError, boolOpt, checkLr, nonNeg, requireFields, stateBuffers, stateHeader } from './state.js';
 import type { SGDState } from './state.js';
 
-/** Options of {@link SGD} (defaults are PyTorch's; as there, `lr` is required). */
+/**
+ * Options of {@link SGD} (defaults are PyTorch's; as there, `lr` is required).
+ *
+ * @category Optimizers
+ */
 export interface SGDOptions {
   /** Learning rate, >= 0 (required). */
   lr: number;
-  /** Momentum factor, >= 0 (default 0: plain SGD). */
+  /**
+   * Momentum factor, >= 0 (default 0: plain SGD).
+   *
+   * @defaultValue `0`
+   */
   momentum?: number;
-  /** Dampening of the momentum update, in [0, 1] (default 0). */
+  /**
+   * Dampening of the momentum update, in [0, 1] (default 0).
+   *
+   * @defaultValue `0`
+   */
   dampening?: number;
-  /** Nesterov momentum; needs momentum > 0 and dampening 0 (default false). */
+  /**
+   * Nesterov momentum; needs momentum > 0 and dampening 0 (default false).
+   *
+   * @defaultValue `false`
+   */
   nesterov?: boolean;
-  /** L2 weight decay added to the gradient, >= 0 (default 0). */
+  /**
+   * L2 weight decay added to the gradient, >= 0 (default 0).
+   *
+   * @defaultValue `0`
+   */
   weightDecay?: number;
-  /** Maximise the objective instead (default false). */
+  /**
+   * Maximise the objective instead (default false).
+   *
+   * @defaultValue `false`
+   */
   maximize?: boolean;
 }
 
@@ -38,6 +62,20 @@ const KEYS = ['lr', 'momentum', 'dampening', 'nesterov', 'weightDecay', 'maximiz
  * d = nesterov ? fma(momentum, buf, d) : buf
  * p = fma(-lr, d, p)
  * ```
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const params = [Float32Array.of(1, 1)];
+ * const opt = new rl.SGD(params, { lr: 0.1, momentum: 0.9, nesterov: true });
+ * opt.step([Float32Array.of(1, -1)]);
+ * console.log(params[0]); // about [0.81, 1.19]
+ * const state = opt.state(); // hyper-parameters, step count and momentum buffers
+ * const resumed = rl.SGD.fromState(params, state);
+ * console.log(resumed.momentum, resumed.stepCount); // 0.9 1
+ * ```
+ * @category Optimizers
  */
 export class SGD extends Optimizer {
   readonly #momentum: number;

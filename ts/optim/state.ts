@@ -10,6 +10,8 @@ import * as v from '../core/validate.js';
  * Snapshot of an {@link AdamW} or {@link Adam} optimizer: hyper-parameters, the number of steps taken and
  * copies of the moment buffers (one per parameter, same order and lengths). Restoring it with
  * `AdamW.fromState` / `Adam.fromState` and stepping on gives bit-identical results to never stopping.
+ *
+ * @category Optimizers
  */
 export interface AdamState {
   /** Which optimizer wrote the state. */
@@ -38,7 +40,11 @@ export interface AdamState {
   maxExpAvgSq: Float32Array[] | null;
 }
 
-/** Snapshot of an {@link SGD} optimizer (see {@link AdamState} for the guarantees). */
+/**
+ * Snapshot of an {@link SGD} optimizer (see {@link AdamState} for the guarantees).
+ *
+ * @category Optimizers
+ */
 export interface SGDState {
   /** Which optimizer wrote the state. */
   kind: 'sgd';
@@ -62,7 +68,11 @@ export interface SGDState {
   momentumBuffer: Float32Array[] | null;
 }
 
-/** The state of any gear-rl optimizer. */
+/**
+ * The state of any gear-rl optimizer.
+ *
+ * @category Optimizers
+ */
 export type OptimizerState = AdamState | SGDState;
 
 /**

@@ -8,26 +8,54 @@
 import { fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
 
-/** The type of one option in an {@link OptionsSchema}. */
+/**
+ * The type of one option in an {@link OptionsSchema}.
+ *
+ * @category Registry
+ */
 export type OptionType = 'number' | 'boolean' | 'string' | 'array' | 'typedArray' | 'object' | 'function' | 'any';
 
-/** One option of an {@link OptionsSchema}. */
+/**
+ * One option of an {@link OptionsSchema}.
+ *
+ * @category Registry
+ */
 export interface OptionSpec {
   /** The accepted type (`'typedArray'`: any typed array; `'any'`: anything but `undefined` when required). */
   type: OptionType;
-  /** Whether the option must be given (default false). */
+  /**
+   * Whether the option must be given (default false).
+   *
+   * @defaultValue `false`
+   */
   required?: boolean;
   /** `'number'`: lower bound (inclusive unless `minOpen`). */
   min?: number;
   /** `'number'`: upper bound (inclusive unless `maxOpen`). */
   max?: number;
-  /** `'number'`: exclusive lower bound. */
+  /**
+   * `'number'`: exclusive lower bound.
+   *
+   * @defaultValue `false`
+   */
   minOpen?: boolean;
-  /** `'number'`: exclusive upper bound. */
+  /**
+   * `'number'`: exclusive upper bound.
+   *
+   * @defaultValue `false`
+   */
   maxOpen?: boolean;
-  /** `'number'`: must be an integer. */
+  /**
+   * `'number'`: must be an integer.
+   *
+   * @defaultValue `false`
+   */
   int?: boolean;
-  /** `'number'`: must be finite. */
+  /**
+   * `'number'`: must be finite.
+   *
+   * @defaultValue `false`
+   */
   finite?: boolean;
   /** `'string'`: the accepted values (any string when absent). */
   values?: readonly string[];
@@ -35,7 +63,11 @@ export interface OptionSpec {
   description?: string;
 }
 
-/** Option name → its {@link OptionSpec}. */
+/**
+ * Option name → its {@link OptionSpec}.
+ *
+ * @category Registry
+ */
 export type OptionsSchema = Readonly<Record<string, OptionSpec>>;
 
 const TYPES: readonly OptionType[] = ['number', 'boolean', 'string', 'array', 'typedArray', 'object', 'function', 'any'];

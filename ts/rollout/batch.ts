@@ -16,14 +16,25 @@ import { fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
 import type { GroupId } from '../advantages/groups.js';
 
-/** One agent step (verl-agent) or one assistant turn (multi-turn conversation). */
+/**
+ * One agent step (verl-agent) or one assistant turn (multi-turn conversation).
+ *
+ * @category Rollout
+ */
 export interface StepInput {
   /** Response token ids exactly as sampled (integers >= 0). */
   tokens: ArrayLike<number>;
   /** Per-token 0/1 (or boolean) loss mask, same length as `tokens`; all ones when omitted. Use 0 for
-   *  tool-call output the model did not generate. */
+   *  tool-call output the model did not generate.
+   *
+   * @defaultValue all ones
+   */
   mask?: ArrayLike<number | boolean>;
-  /** The step's own reward (default 0). */
+  /**
+   * The step's own reward (default 0).
+   *
+   * @defaultValue `0`
+   */
   reward?: number;
   /** The environment state the step acted from (GiGPO anchor): string, number, array or plain object. */
   anchor?: unknown;
@@ -33,21 +44,37 @@ export interface StepInput {
   observation?: ArrayLike<number>;
 }
 
-/** One trajectory (episode / conversation). */
+/**
+ * One trajectory (episode / conversation).
+ *
+ * @category Rollout
+ */
 export interface TrajectoryInput {
-  /** Trajectory id (default: its index in `trajectories`). Must be unique. */
+  /**
+   * Trajectory id (default: its index in `trajectories`). Must be unique.
+   *
+   * @defaultValue its index in `trajectories`
+   */
   id?: GroupId;
   /** Id of the group (prompt / initial environment state) it was sampled for. */
   group: GroupId;
   /** Steps in time order (at least one). */
   steps: StepInput[];
-  /** Episode return (default: the sum of the step rewards). */
+  /**
+   * Episode return (default: the sum of the step rewards).
+   *
+   * @defaultValue the sum of the step rewards
+   */
   episodeReward?: number;
   /** Ground truth for this trajectory (kept as given, per row). */
   groundTruth?: unknown;
 }
 
-/** A group (prompt or initial state) that trajectories refer to. */
+/**
+ * A group (prompt or initial state) that trajectories refer to.
+ *
+ * @category Rollout
+ */
 export interface GroupInput {
   /** Group id (unique). */
   id: GroupId;
@@ -57,18 +84,30 @@ export interface GroupInput {
   groundTruth?: unknown;
 }
 
-/** Arguments of {@link buildRolloutBatch}. */
+/**
+ * Arguments of {@link buildRolloutBatch}.
+ *
+ * @category Rollout
+ */
 export interface RolloutBatchInput {
   /** Trajectories (at least one). */
   trajectories: TrajectoryInput[];
   /** Declared groups. When given, every trajectory must refer to one of them (else `ERR_GROUP`);
    *  omitted, the groups are the distinct `group` values of the trajectories. */
   groups?: GroupInput[];
-  /** `'step'` (default): one row per step; `'conversation'`: one row per trajectory. */
+  /**
+   * `'step'` (default): one row per step; `'conversation'`: one row per trajectory.
+   *
+   * @defaultValue `'step'`
+   */
   layout?: 'step' | 'conversation';
 }
 
-/** A packed rollout batch. Per-row arrays have length `rows`, per-token arrays length `tokens`. */
+/**
+ * A packed rollout batch. Per-row arrays have length `rows`, per-token arrays length `tokens`.
+ *
+ * @category Rollout
+ */
 export interface RolloutBatch {
   /** The layout the rows follow. */
   layout: 'step' | 'conversation';
@@ -357,6 +396,27 @@ function packPrompts(out: RolloutBatch, declared: Declared, gIndex: Map<GroupId,
  *
  * @param input trajectories, optional declared groups, layout
  * @returns the packed batch
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // two agent episodes for the same task; each step: the tokens the policy sampled, then the tool's reply
+ * const batch = rl.buildRolloutBatch({
+ *   trajectories: [
+ *     { group: 'task-1', steps: [
+ *       { tokens: [11, 12, 13], anchor: 'start', observation: [90, 91] },
+ *       { tokens: [14, 15], anchor: 'after search', reward: 1 },
+ *     ] },
+ *     { group: 'task-1', steps: [{ tokens: [21, 22], anchor: 'start', reward: 0 }] },
+ *   ],
+ *   layout: 'conversation', // one row per trajectory, tool tokens masked; 'step' = one row per step
+ * });
+ * console.log(batch.rows, batch.offsets, batch.mask); // 2  [0, 7, 9]  [1, 1, 1, 0, 0, 1, 1, 1, 1]
+ * const adv = rl.grpo({ rewards: batch.episodeRewards, groups: batch.groups });
+ * const perToken = rl.segmentBroadcast(adv, batch.offsets, batch.mask);
+ * console.log(perToken);
+ * ```
+ * @category Rollout
  */
 export function buildRolloutBatch(input: RolloutBatchInput): RolloutBatch {
   if (typeof input !== 'object' || input === null) fail('ERR_OPTION', 'buildRolloutBatch', 'an options object', input);
@@ -381,6 +441,14 @@ export function buildRolloutBatch(input: RolloutBatchInput): RolloutBatch {
  * @param offsets packed-row offsets, length R + 1
  * @param mask optional 0/1 mask of length N (all ones when omitted)
  * @returns Int32Array of length R
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const lengths = rl.rowLengths(Int32Array.of(0, 3, 5), Uint8Array.of(1, 0, 1, 1, 1));
+ * console.log(lengths); // Int32Array [2, 2]
+ * ```
+ * @category Rollout
  */
 export function rowLengths(offsets: Int32Array, mask?: Uint8Array): Int32Array {
   const R = v.offsets(offsets, 'offsets');
@@ -402,6 +470,15 @@ export function rowLengths(offsets: Int32Array, mask?: Uint8Array): Int32Array {
  * @param offsets packed-row offsets, length R + 1
  * @param mask optional 0/1 mask of length N
  * @returns per-token values (Float64Array, length N)
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // outcome rewards onto each row's last generated token (verl's token_level_rewards)
+ * const tokenRewards = rl.lastTokenValues([1, 0.5], Int32Array.of(0, 3, 5), Uint8Array.of(1, 1, 0, 1, 1));
+ * console.log(tokenRewards); // Float64Array [0, 1, 0, 0, 0.5]
+ * ```
+ * @category Rollout
  */
 export function lastTokenValues(values: ArrayLike<number>, offsets: Int32Array, mask?: Uint8Array): Float64Array {
   const R = v.offsets(offsets, 'offsets');

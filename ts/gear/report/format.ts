@@ -11,18 +11,32 @@ import * as v from '../../core/validate.js';
 import { resolveGearOptions } from '../gear.js';
 import type { GearDiagnostics, GearInput, GearOptions, GearResult } from '../gear.js';
 
-/** Format tag of a saved batch. */
+/**
+ * Format tag of a saved batch.
+ *
+ * @category GEAR
+ */
 export const SAVED_BATCH_FORMAT = 'gear-rl/batch';
-/** Version of the saved-batch format written by {@link saveBatch}. */
+/**
+ * Version of the saved-batch format written by {@link saveBatch}.
+ *
+ * @category GEAR
+ */
 export const SAVED_BATCH_VERSION = 1;
 
-/** A JSON number, or `"Infinity"`, `"-Infinity"`, `"NaN"` for the values JSON cannot hold. */
+/**
+ * A JSON number, or `"Infinity"`, `"-Infinity"`, `"NaN"` for the values JSON cannot hold.
+ *
+ * @category GEAR
+ */
 export type JsonNumber = number | 'Infinity' | '-Infinity' | 'NaN';
 
 /**
  * The saved-batch JSON format (`gear-rl/batch`, version 1) read by `gear-rl visualize`. Arrays are plain
  * JSON arrays; per-token arrays have length N = `offsets[R]`, per-row arrays length R. Non-finite numbers
  * are written as the strings `"Infinity"`, `"-Infinity"`, `"NaN"`.
+ *
+ * @category GEAR
  */
 export interface SavedBatch {
   /** Always `'gear-rl/batch'`. */
@@ -64,7 +78,11 @@ export interface SavedBatch {
   meta?: Record<string, string | number | boolean>;
 }
 
-/** What {@link saveBatch} and {@link renderReport} take: the inputs of {@link gear} plus display extras. */
+/**
+ * What {@link saveBatch} and {@link renderReport} take: the inputs of {@link gear} plus display extras.
+ *
+ * @category GEAR
+ */
 export interface GearBatchRecord extends GearInput {
   /** Decoded text of each token (length N). */
   tokens?: string[];
@@ -185,6 +203,22 @@ export function checkRecord(b: unknown, what = 'batch'): GearBatchRecord {
  *
  * @param batch the inputs of `gear`, optional display extras and an optional result
  * @returns the JSON-ready object
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const input = {                                                      // what gear() takes
+ *   advantages: [1, -0.5], offsets: Int32Array.of(0, 4, 7),             // two rows, 7 tokens
+ *   divergence: Float32Array.of(0.01, 3.5, 0.02, 0.01, 0.2, 0, 4),
+ *   entropy: Float32Array.of(0.3, 2, 0.1, 0.1, 1.5, 0, 0.2),
+ * };
+ * const batch = { ...input, tokens: ['Let', ' x', ' =', ' 3', 'So', ' 4', '.'], rowLabels: ['reward 1', 'reward 0'] };
+ * const json = rl.toSavedBatch({ ...batch, result: rl.gear(input) });
+ * console.log(json.format, json.version, json.divergence); // 'gear-rl/batch' 1 [plain numbers]
+ * console.log(JSON.stringify(json).length);
+ * ```
+ * @category GEAR
  */
 export function toSavedBatch(batch: GearBatchRecord): SavedBatch {
   const b = checkRecord(batch);
@@ -218,6 +252,24 @@ export function toSavedBatch(batch: GearBatchRecord): SavedBatch {
  *
  * @param path output file
  * @param b the inputs of `gear`, optional token texts / row labels / metadata, and optionally its result
+ *
+ * @example
+ * ```ts
+ * import { tmpdir } from 'node:os';
+ * import { join } from 'node:path';
+ * import * as rl from 'gear-rl';
+ *
+ * const input = {                                                      // what gear() takes
+ *   advantages: [1, -0.5], offsets: Int32Array.of(0, 4, 7),             // two rows, 7 tokens
+ *   divergence: Float32Array.of(0.01, 3.5, 0.02, 0.01, 0.2, 0, 4),
+ *   entropy: Float32Array.of(0.3, 2, 0.1, 0.1, 1.5, 0, 0.2),
+ * };
+ * const batch = { ...input, tokens: ['Let', ' x', ' =', ' 3', 'So', ' 4', '.'], rowLabels: ['reward 1', 'reward 0'] };
+ * const file = join(tmpdir(), 'gear-batch.json');
+ * rl.saveBatch(file, { ...batch, result: rl.gear(input), meta: { step: 120 } });
+ * console.log(`npx gear-rl visualize ${file} --out report.html`); // the report from the command line
+ * ```
+ * @category GEAR
  */
 export function saveBatch(path: string, b: GearBatchRecord): void {
   writeTextFile(path, JSON.stringify(toSavedBatch(b)), 'batch file');
@@ -230,6 +282,22 @@ export function saveBatch(path: string, b: GearBatchRecord): void {
  *
  * @param obj the parsed JSON
  * @returns the record (its `result` is present only if the file stored one)
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const input = {                                                      // what gear() takes
+ *   advantages: [1, -0.5], offsets: Int32Array.of(0, 4, 7),             // two rows, 7 tokens
+ *   divergence: Float32Array.of(0.01, 3.5, 0.02, 0.01, 0.2, 0, 4),
+ *   entropy: Float32Array.of(0.3, 2, 0.1, 0.1, 1.5, 0, 0.2),
+ * };
+ * const batch = { ...input, tokens: ['Let', ' x', ' =', ' 3', 'So', ' 4', '.'], rowLabels: ['reward 1', 'reward 0'] };
+ * const text = JSON.stringify(rl.toSavedBatch(batch));  // e.g. sent over the network
+ * const back = rl.fromSavedBatch(JSON.parse(text));
+ * console.log(back.divergence, back.tokens);            // typed arrays again
+ * ```
+ * @category GEAR
  */
 export function fromSavedBatch(obj: unknown): GearBatchRecord {
   if (typeof obj !== 'object' || obj === null) fail('ERR_DTYPE', 'batch', 'an object', obj);
@@ -300,6 +368,25 @@ export function fromSavedBatch(obj: unknown): GearBatchRecord {
  *
  * @param path the file
  * @returns the record with typed arrays
+ *
+ * @example
+ * ```ts
+ * import { tmpdir } from 'node:os';
+ * import { join } from 'node:path';
+ * import * as rl from 'gear-rl';
+ *
+ * const input = {                                                      // what gear() takes
+ *   advantages: [1, -0.5], offsets: Int32Array.of(0, 4, 7),             // two rows, 7 tokens
+ *   divergence: Float32Array.of(0.01, 3.5, 0.02, 0.01, 0.2, 0, 4),
+ *   entropy: Float32Array.of(0.3, 2, 0.1, 0.1, 1.5, 0, 0.2),
+ * };
+ * const batch = { ...input, tokens: ['Let', ' x', ' =', ' 3', 'So', ' 4', '.'], rowLabels: ['reward 1', 'reward 0'] };
+ * const file = join(tmpdir(), 'gear-batch-load.json');
+ * rl.saveBatch(file, batch);
+ * const back = rl.loadBatch(file);
+ * console.log(back.offsets, back.result);  // Int32Array [0, 4, 7], undefined: no result was stored
+ * ```
+ * @category GEAR
  */
 export function loadBatch(path: string): GearBatchRecord {
   checkPath(path, 'batch file');

@@ -13,22 +13,61 @@ import type { ReportSlot } from './assets.generated.js';
 import { checkPath, checkRecord, writeTextFile } from './format.js';
 import type { GearBatchRecord } from './format.js';
 
-/** Which per-token value colours the tokens. */
+/**
+ * Which per-token value colours the tokens.
+ *
+ * @category GEAR
+ */
 export type ReportMetric = 'divergence' | 'entropy' | 'weight';
 
-/** Options of {@link renderReport}. */
+/**
+ * Options of {@link renderReport}.
+ *
+ * @category GEAR
+ */
 export interface ReportOptions {
-  /** Page title (default "GEAR batch report"). */
+  /**
+   * Page title (default "GEAR batch report").
+   *
+   * @defaultValue `'GEAR batch report'`
+   */
   title?: string;
-  /** Initial colouring (default `'divergence'`); the page has a switch for the others. */
+  /**
+   * Initial colouring (default `'divergence'`); the page has a switch for the others.
+   *
+   * @defaultValue `'divergence'`
+   */
   metric?: ReportMetric;
-  /** Render at most this many rows (default 500); the header says how many were left out. */
+  /**
+   * Render at most this many rows (default 500), the first ones in `order`; the header says how many were left out.
+   *
+   * @defaultValue `500`
+   */
   maxRows?: number;
+  /**
+   * Row order (default `'credit'`): rows with segments first, then by credit moved (the most first),
+   * so the first screen shows segments and anchors; `'batch'` keeps the batch's order.
+   *
+   * @defaultValue `'credit'`
+   */
+  order?: ReportOrder;
 }
 
 /**
- * The colour scales of the report, low → mid → high as RGB triples. Divergence and entropy map
- * `[0, batch max]`; the weight scale is diverging around 1 over `[weightMin, weightMax]`.
+ * Row orders of the report (see {@link ReportOptions.order}).
+ *
+ * @category GEAR
+ */
+export type ReportOrder = 'credit' | 'batch';
+
+/**
+ * The colour scales of the report, low → mid → high as RGB triples. Divergence and entropy are heavy
+ * tailed (a few spikes, most tokens near 0), so they map through a log scale that is linear near 0:
+ * `t = log(1 + x/c) / log(1 + max/c)` over `[0, batch max]`, with `c` the median of the batch's nonzero
+ * valid values; a single spike then no longer washes out every other token. The weight scale is
+ * diverging around 1, linear over `[weightMin, weightMax]`. The page's legend shows the scale in use.
+ *
+ * @category GEAR
  */
 export const REPORT_SCALES: Readonly<Record<ReportMetric, readonly [number, number, number][]>> = Object.freeze({
   divergence: [[255, 245, 235], [253, 141, 60], [127, 39, 4]],
@@ -61,20 +100,38 @@ function fill(values: Record<ReportSlot, string>): string {
 
 /**
  * Renders a self-contained HTML report of one batch (no network assets: inline CSS, JS and SVG). Each
- * row shows its tokens coloured by divergence, entropy or final weight (switchable), segments bracketed,
- * anchors marked with a triangle, masked tokens hatched grey, the advantage sign as a coloured badge, and
- * a tooltip with every value; the header lists the diagnostics and thresholds. When `b.result` is absent
- * it is computed with `gear(b)`.
+ * row shows its tokens coloured by divergence, entropy or final weight (switchable; see
+ * {@link REPORT_SCALES}, with a legend), segments bracketed, anchors marked with a triangle, masked
+ * tokens hatched grey, the advantage sign as a coloured badge, the credit GEAR moved in the row, and a
+ * tooltip with every value. Rows with segments come first, then the rows by credit moved (`opts.order`).
+ * The header sums up the batch (rows with segments, segments per row, share of the advantage mass
+ * moved) and lists the diagnostics and thresholds. When `b.result` is absent it is computed with `gear(b)`.
  *
  * @param batch the batch (inputs of `gear`, optional result, token texts, labels, metadata)
- * @param opts title, initial metric, row limit
+ * @param opts title, initial metric, row limit, row order
  * @returns the HTML document
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const input = {                                                      // what gear() takes
+ *   advantages: [1, -0.5], offsets: Int32Array.of(0, 4, 7),             // two rows, 7 tokens
+ *   divergence: Float32Array.of(0.01, 3.5, 0.02, 0.01, 0.2, 0, 4),
+ *   entropy: Float32Array.of(0.3, 2, 0.1, 0.1, 1.5, 0, 0.2),
+ * };
+ * const batch = { ...input, tokens: ['Let', ' x', ' =', ' 3', 'So', ' 4', '.'], rowLabels: ['reward 1', 'reward 0'] };
+ * const html = rl.renderReport(batch, { title: 'step 120', metric: 'weight', maxRows: 100 });
+ * console.log(html.length); // one self-contained HTML document (gear runs when no result is given)
+ * ```
+ * @category GEAR
  */
 export function renderReport(batch: GearBatchRecord, opts: ReportOptions = {}): string {
-  v.knownKeys(opts, 'opts', ['title', 'metric', 'maxRows']);
-  const { title: title0, metric: metric0, maxRows: maxRows0 } = opts;
+  v.knownKeys(opts, 'opts', ['title', 'metric', 'maxRows', 'order']);
+  const { title: title0, metric: metric0, maxRows: maxRows0, order: order0 } = opts;
   const metric = v.enumOpt(metric0, 'opts.metric', ['divergence', 'entropy', 'weight'] as const, 'divergence');
   const maxRows = v.numOpt(maxRows0, 'opts.maxRows', 500, { min: 1, int: true, max: 2 ** 31 - 1 });
+  const order = v.enumOpt(order0, 'opts.order', ['credit', 'batch'] as const, 'credit');
   if (title0 !== undefined && typeof title0 !== 'string') fail('ERR_OPTION', 'opts.title', 'a string', title0);
   const title = title0 ?? 'GEAR batch report';
   // What the page indexes must match the batch: a short array would throw in the browser.
@@ -97,20 +154,52 @@ export function renderReport(batch: GearBatchRecord, opts: ReportOptions = {}): 
     wMax = Math.max(wMax, res.weights[t]!);
   }
   if (!Number.isFinite(wMin)) { wMin = 1; wMax = 1; }
-  const shown = Math.min(rows, maxRows);
+  // Per row: its segments, and the credit GEAR moved, sum |A'_t - A_row| over its valid tokens, next to
+  // the row's advantage mass, |A_row| per valid token.
+  const adv = Array.from(b.advantages as ArrayLike<number>);
+  const stats = Array.from({ length: rows }, (_, r) => {
+    const ids = new Set<number>();
+    let moved = 0, mass = 0;
+    for (let t = b.offsets[r]!; t < b.offsets[r + 1]!; t++) {
+      if (res.segmentId[t]! >= 0) ids.add(res.segmentId[t]!);
+      if (!valid(t)) continue;
+      moved += Math.abs(res.advantages[t]! - adv[r]!);
+      mass += Math.abs(adv[r]!);
+    }
+    return { r, segments: ids.size, moved, mass };
+  });
+  const movedTotal = stats.reduce((x, s) => x + s.moved, 0);
+  const massTotal = stats.reduce((x, s) => x + s.mass, 0);
+  const rowsWithSegments = stats.filter((s) => s.segments > 0).length;
+  const ordered = order === 'batch' ? stats : [...stats].sort((x, y) =>
+    (y.segments > 0 ? 1 : 0) - (x.segments > 0 ? 1 : 0) || y.moved - x.moved || x.r - y.r);
+  const shownRows = ordered.slice(0, maxRows);
+  const shown = shownRows.length;
+  // The shown rows' tokens, concatenated in display order (each row keeps its batch token indices).
+  const pick = <T>(get: (t: number) => T): T[] => shownRows.flatMap((s) => {
+    const out: T[] = [];
+    for (let t = b.offsets[s.r]!; t < b.offsets[s.r + 1]!; t++) out.push(get(t));
+    return out;
+  });
   const data = {
     metric, rows: shown, totalRows: rows,
-    offsets: Array.from(b.offsets.subarray(0, shown + 1)),
-    mask: b.mask ? Array.from(b.mask.subarray(0, b.offsets[shown])) : null,
-    adv: Array.from(b.advantages as ArrayLike<number>).slice(0, shown),
-    d: D.slice(0, b.offsets[shown]), h: H.slice(0, b.offsets[shown]),
-    w: Array.from(res.weights.subarray(0, b.offsets[shown])),
-    a: Array.from(res.advantages.subarray(0, b.offsets[shown])),
-    seg: Array.from(res.segmentId.subarray(0, b.offsets[shown])),
+    rowIds: shownRows.map((s) => s.r),
+    starts: shownRows.map((s) => b.offsets[s.r]!),
+    lengths: shownRows.map((s) => b.offsets[s.r + 1]! - b.offsets[s.r]!),
+    moved: shownRows.map((s) => s.moved),
+    mass: shownRows.map((s) => s.mass),
+    mask: b.mask ? pick((t) => b.mask![t]!) : null,
+    adv: shownRows.map((s) => adv[s.r]!),
+    d: pick((t) => D[t]!), h: pick((t) => H[t]!),
+    w: pick((t) => res.weights[t]!),
+    a: pick((t) => res.advantages[t]!),
+    seg: pick((t) => res.segmentId[t]!),
     anchors: Array.from(res.anchors),
-    tokens: b.tokens ? b.tokens.slice(0, b.offsets[shown]) : null,
-    labels: b.rowLabels ? b.rowLabels.slice(0, shown) : null,
+    tokens: b.tokens ? pick((t) => b.tokens![t]!) : null,
+    labels: b.rowLabels ? shownRows.map((s) => b.rowLabels![s.r]!) : null,
     domain: { divergence: [0, dMax], entropy: [0, hMax], weight: [wMin, wMax] },
+    // the linear range of the log scales: the median of the nonzero valid values
+    knee: { divergence: medianPositive(D, valid), entropy: medianPositive(H, valid) },
     scales: REPORT_SCALES,
   };
   const dg = res.diagnostics;
@@ -128,15 +217,31 @@ export function renderReport(batch: GearBatchRecord, opts: ReportOptions = {}): 
     `<tr><th>${esc(name)}</th>${[q.p50, q.p90, q.p95, q.p99, q.max].map((x) => `<td>${esc(f(x))}</td>`).join('')}</tr>`;
   const nonDefault = Object.entries(b.options ?? {}).map(([k, x]) => `${k}=${String(x)}`).join(', ');
   const meta = Object.entries(b.meta ?? {}).map(([k, x]) => `<span class="meta"><b>${esc(k)}</b> ${esc(String(x))}</span>`).join(' ');
+  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+  const summary = [
+    `<span><b>${esc(String(rows))}</b> rows, <b>${esc(String(rowsWithSegments))}</b> with segments</span>`,
+    `<span><b>${esc(String(dg.segments))}</b> segments (<b>${esc(f(rows ? dg.segments / rows : 0, 3))}</b> per row), each marked ▲ at its anchor</span>`,
+    `<span title="sum over valid tokens of |A'_t - A_row|, divided by the sum of |A_row|">credit moved: <b>${esc(pct(massTotal > 0 ? movedTotal / massTotal : 0))}</b> of the advantage mass</span>`,
+    `<span>rows ${order === 'credit' ? 'with segments first, then by credit moved' : 'in batch order'}</span>`,
+  ].join('');
   return fill({
     title: esc(title),
     options: nonDefault ? esc(nonDefault) : 'defaults',
     meta,
-    notice: shown < rows ? `<p class="warn">Showing the first ${esc(String(shown))} of ${esc(String(rows))} rows.</p>` : '',
+    summary,
+    notice: shown < rows ? `<p class="warn">Showing ${esc(String(shown))} of ${esc(String(rows))} rows (${order === 'credit' ? 'those with segments first, then by credit moved' : 'the first in batch order'}).</p>` : '',
     diagnostics: diagRows.map(([k, x]) => `<tr><th>${esc(k)}</th><td>${esc(x)}</td></tr>`).join(''),
     quantiles: `${qrow('D (capped)', dg.klQuantiles)}${qrow('H', dg.entropyQuantiles)}`,
     data: jsonForScript(data),
   });
+}
+
+/** The median of the positive values of `x` at valid tokens (1 when there is none): the log scale's knee. */
+function medianPositive(x: number[], valid: (t: number) => boolean): number {
+  const pos = x.filter((z, t) => z > 0 && valid(t)).sort((p, q) => p - q);
+  if (pos.length === 0) return 1;
+  const m = pos.length >> 1;
+  return pos.length % 2 ? pos[m]! : (pos[m - 1]! + pos[m]!) / 2;
 }
 
 /**
@@ -146,6 +251,24 @@ export function renderReport(batch: GearBatchRecord, opts: ReportOptions = {}): 
  * @param path output HTML file
  * @param b the batch
  * @param opts report options
+ *
+ * @example
+ * ```ts
+ * import { tmpdir } from 'node:os';
+ * import { join } from 'node:path';
+ * import * as rl from 'gear-rl';
+ *
+ * const input = {                                                      // what gear() takes
+ *   advantages: [1, -0.5], offsets: Int32Array.of(0, 4, 7),             // two rows, 7 tokens
+ *   divergence: Float32Array.of(0.01, 3.5, 0.02, 0.01, 0.2, 0, 4),
+ *   entropy: Float32Array.of(0.3, 2, 0.1, 0.1, 1.5, 0, 0.2),
+ * };
+ * const batch = { ...input, tokens: ['Let', ' x', ' =', ' 3', 'So', ' 4', '.'], rowLabels: ['reward 1', 'reward 0'] };
+ * const file = join(tmpdir(), 'gear-report.html');
+ * rl.writeReport(file, { ...batch, result: rl.gear(input) }, { title: 'step 120' });
+ * console.log(`open ${file} in a browser`);
+ * ```
+ * @category GEAR
  */
 export function writeReport(path: string, b: GearBatchRecord, opts: ReportOptions = {}): void {
   checkPath(path, 'report file');

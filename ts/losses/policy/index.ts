@@ -60,9 +60,32 @@ export type {
  *
  * @param a inputs and options (see {@link PolicyLossArgs})
  * @returns loss, d loss / d logprob and metrics
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // two rows of 3 and 2 tokens; token 2 is a tool token (mask 0)
+ * const offsets = Int32Array.of(0, 3, 5);
+ * const mask = Uint8Array.of(1, 1, 0, 1, 1);
+ * const logprob = Float32Array.of(-1.2, -0.7, -2, -0.3, -1.5);
+ * const oldLogprob = Float32Array.of(-1.1, -0.9, -2, -0.3, -1.2);
+ * const advantages = rl.segmentBroadcast([1, -1], offsets, mask);
+ * const { loss, grad, metrics } = rl.policyLoss({
+ *   logprob, oldLogprob, advantages, offsets, mask,
+ *   kind: 'ppo', clipLow: 0.2, clipHigh: 0.28, agg: 'token-mean',
+ * });
+ * console.log(loss, grad, metrics.pg_clipfrac); // grad: d loss / d logprob, a Float32Array like logprob
+ *
+ * // other kinds take their own options; float64 inputs give a float64 gradient
+ * const gspo = rl.policyLoss({ logprob: Float64Array.from(logprob), oldLogprob, advantages, offsets, mask, kind: 'gspo' });
+ * console.log(gspo.grad instanceof Float64Array); // true
+ * ```
+ * @category Losses
  */
 export function policyLoss(a: PolicyLossArgs & { logprob: Float32Array }): PolicyLossResult<Float32Array>;
+/** Float64 log-probs: the float64 path, and the gradient as a Float64Array (described with the first signature). */
 export function policyLoss(a: PolicyLossArgs & { logprob: Float64Array }): PolicyLossResult<Float64Array>;
+/** Log-probs of either float type (described with the first signature). */
 export function policyLoss(a: PolicyLossArgs): PolicyLossResult;
 export function policyLoss(a: PolicyLossArgs): PolicyLossResult {
   const p = prepare(a);

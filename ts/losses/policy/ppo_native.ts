@@ -70,7 +70,11 @@ export function policyLossPpoNative(
     native.policyLossPpo({ ...p, logprob: lp, oldLogprob: old, advantages: A, offsets, mask, out })));
 }
 
-/** Options of {@link policyLossAsync}. */
+/**
+ * Options of {@link policyLossAsync}.
+ *
+ * @category Losses
+ */
 export interface PolicyLossAsyncOptions {
   /** Aborting rejects the Promise with `ERR_ABORTED`. */
   signal?: AbortSignal;
@@ -83,6 +87,20 @@ export interface PolicyLossAsyncOptions {
  * @param a the same arguments as {@link policyLoss}
  * @param opts `signal` to abort
  * @returns a Promise of the same result
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const offsets = Int32Array.of(0, 2, 4);
+ * const { loss, grad } = await rl.policyLossAsync({
+ *   logprob: Float32Array.of(-1, -0.5, -2, -0.1),
+ *   oldLogprob: Float32Array.of(-1.1, -0.5, -1.8, -0.2),
+ *   advantages: Float32Array.of(1, 1, -0.5, -0.5),
+ *   offsets,
+ * }, { signal: AbortSignal.timeout(10_000) });
+ * console.log(loss, grad);
+ * ```
+ * @category Losses
  */
 export async function policyLossAsync(a: PolicyLossArgs, opts: PolicyLossAsyncOptions = {}): Promise<PolicyLossResult> {
   const p = prepare(a);

@@ -11,7 +11,11 @@ import type { AggMode, AggregateOptions } from '../aggregate.js';
 import type { FloatArray } from '../inputs.js';
 import { POLICY_LOSS_ARG_KEYS, type ResolvedPolicyLossOptions } from './types.js';
 
-/** What a registered loss receives: the validated inputs and options of one {@link policyLoss} call. */
+/**
+ * What a registered loss receives: the validated inputs and options of one {@link policyLoss} call.
+ *
+ * @category Registry
+ */
 export interface PolicyLossContext {
   /** Current policy log-probs ℓ (the variable the gradient is taken with respect to). */
   logprob: FloatArray;
@@ -38,6 +42,8 @@ export interface PolicyLossContext {
 /**
  * Per-token loss terms, before aggregation: {@link policyLoss} aggregates them with the call's `agg`
  * (or the loss's own `agg`) and applies the importance weights.
+ *
+ * @category Registry
  */
 export interface PolicyLossTerms {
   /** The per-token loss L_t (length N). */
@@ -50,7 +56,11 @@ export interface PolicyLossTerms {
   agg?: AggMode;
 }
 
-/** A loss that does its own reduction (as GMPO's per-row geometric mean): the final value and gradient. */
+/**
+ * A loss that does its own reduction (as GMPO's per-row geometric mean): the final value and gradient.
+ *
+ * @category Registry
+ */
 export interface PolicyLossReduction {
   /** The aggregated loss. */
   loss: number;
@@ -63,6 +73,8 @@ export interface PolicyLossReduction {
 /**
  * A policy-loss kind. Give exactly one of `terms` (per-token terms, aggregated by the library: the
  * usual case) or `reduce` (the loss does its own reduction).
+ *
+ * @category Registry
  */
 export interface PolicyLossDefinition {
   /** The `kind` name, e.g. `'my_clip'` (letters, digits, `_`, `-`, `.`). */
@@ -82,9 +94,17 @@ export interface PolicyLossDefinition {
   reduce?: (ctx: PolicyLossContext) => PolicyLossReduction;
 }
 
-/** Options of {@link registerPolicyLoss}. */
+/**
+ * Options of {@link registerPolicyLoss}.
+ *
+ * @category Registry
+ */
 export interface RegisterPolicyLossOptions {
-  /** Replace a user-registered entry of the same name instead of throwing (built-ins cannot be replaced). */
+  /**
+   * Replace a user-registered entry of the same name instead of throwing (built-ins cannot be replaced).
+   *
+   * @defaultValue `false`
+   */
   replace?: boolean;
 }
 
@@ -156,6 +176,33 @@ export function registerBuiltinPolicyLoss(def: PolicyLossDefinition): void {
  * @param opts `replace: true` to overwrite an earlier user registration of the same name
  * @throws GearError `ERR_OPTION` on a malformed definition, a taken name, or an option name that
  *   shadows a `policyLoss` argument
+ *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * // a REINFORCE-style loss L_t = -scale * A_t * logprob_t; the library checks inputs and aggregates
+ * rl.registerPolicyLoss({
+ *   name: 'scaled_pg',
+ *   options: { scale: { type: 'number', min: 0, description: 'loss multiplier' } },
+ *   terms: ({ logprob, advantages, args }) => {
+ *     const scale = (args.scale as number | undefined) ?? 1;
+ *     return {
+ *       loss: logprob.map((l, t) => -scale * advantages[t]! * l),
+ *       dloss: advantages.map((a) => -scale * a),
+ *     };
+ *   },
+ * });
+ * // the loss's own options travel with the arguments
+ * const args = {
+ *   kind: 'scaled_pg', scale: 0.5, offsets: Int32Array.of(0, 2),
+ *   logprob: Float64Array.of(-1, -2), oldLogprob: Float64Array.of(-1, -2), advantages: Float64Array.of(1, 1),
+ * };
+ * const r = rl.policyLoss(args);
+ * console.log(r.loss, r.grad); // 0.75, Float64Array [-0.25, -0.25] (token-mean)
+ * rl.unregisterPolicyLoss('scaled_pg');
+ * ```
+ * @category Registry
  */
 export function registerPolicyLoss(def: PolicyLossDefinition, opts: RegisterPolicyLossOptions = {}): void {
   add(def, false, opts);
@@ -167,6 +214,15 @@ export function registerPolicyLoss(def: PolicyLossDefinition, opts: RegisterPoli
  * @param name its name
  * @returns whether an entry was removed
  * @throws GearError `ERR_OPTION` for a built-in kind
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * rl.registerPolicyLoss({ name: 'zero_loss', terms: ({ logprob }) => ({ loss: logprob.map(() => 0), dloss: logprob.map(() => 0) }) });
+ * console.log(rl.listPolicyLosses().includes('zero_loss')); // true
+ * console.log(rl.unregisterPolicyLoss('zero_loss'));          // true
+ * ```
+ * @category Registry
  */
 export function unregisterPolicyLoss(name: string): boolean {
   const canonical = names.get(name);
@@ -182,6 +238,14 @@ export function unregisterPolicyLoss(name: string): boolean {
  * @param name a kind name or alias
  * @returns its definition
  * @throws GearError `ERR_OPTION` when nothing is registered under that name
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * const def = rl.getPolicyLoss('vanilla'); // an alias of 'ppo'
+ * console.log(def.name, def.aliases, def.description);
+ * ```
+ * @category Registry
  */
 export function getPolicyLoss(name: string): Readonly<PolicyLossDefinition> {
   const canonical = typeof name === 'string' ? names.get(name) : undefined;
@@ -199,6 +263,13 @@ export function findPolicyLoss(name: unknown): Readonly<PolicyLossDefinition> | 
  * The canonical names of the registered loss kinds, built-ins first, in registration order.
  *
  * @returns the names
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * console.log(rl.listPolicyLosses()); // ['ppo', 'gspo', 'sapo', ...]: canonical names, aliases left out
+ * ```
+ * @category Registry
  */
 export function listPolicyLosses(): string[] {
   return [...entries.keys()];
