@@ -17,6 +17,7 @@
  * @module
  */
 import { Rng, deriveSeed } from './rng.js';
+import type { EnvTask, Environment, StepResult, TokenRole } from './types.js';
 
 /** The token vocabulary, in id order. */
 export const VOCAB = [
@@ -52,9 +53,7 @@ export const MAX_LEN = PROMPT_TOKENS + MAX_TURNS * TURN_TOKENS + (MAX_TURNS - 1)
 export const L0 = tok('L1');
 
 /** One task: where the key is and the clue. */
-export interface Task {
-  /** The environment seed the task was drawn from. */
-  seed: number;
+export interface Task extends EnvTask {
   /** Ground truth: index (0..LOCKERS-1) of the locker holding the key. */
   answer: number;
   /** Index of the locker the prompt excludes (never the answer). */
@@ -75,17 +74,8 @@ export function prompt(task: Task, groundTruth = false): number[] {
     groundTruth ? L0 + task.answer : tok('?')];
 }
 
-/** What one agent turn did. */
-export interface TurnResult {
-  /** Observation tokens returned by the tool (empty when the episode ended). */
-  observation: number[];
-  /** Step reward (the outcome on the final turn, else 0). */
-  reward: number;
-  /** True when the episode is over. */
-  done: boolean;
-  /** False when the turn was malformed (`obs err`). */
-  valid: boolean;
-}
+/** What one agent turn did (see {@link StepResult}). */
+export type TurnResult = StepResult;
 
 /**
  * One episode's state machine. The state an agent acts from is what it has learned (which lockers it
@@ -101,6 +91,7 @@ export class Episode {
   done = false;
   /** Outcome reward (1 correct answer, else 0); valid once done. */
   reward = 0;
+  private end = '';
 
   /** @param task the task being solved */
   constructor(readonly task: Task) {}
@@ -111,33 +102,52 @@ export class Episode {
     return `t${this.turn}|not L${this.task.clue + 1}|${seen.join(',')}`;
   }
 
-  /** Applies one agent turn (three token ids) and returns the tool's observation and the reward. */
+  /**
+   * How the episode ended: `win`; `wrong_answer` (named a wrong locker after the key had been seen);
+   * `guess` (named a wrong locker without having seen it); `out_of_turns` (never answered). Valid once done.
+   */
+  outcome(): string {
+    return this.end;
+  }
+
+  /**
+   * Applies one agent turn (three token ids) and returns the tool's observation, the reward and each
+   * token's credit role: the answer's locker is decisive (right or wrong); opening the excluded or an
+   * already opened locker, and the first token that breaks a malformed turn, are wrong; the rest is neutral.
+   */
   step(turn: ArrayLike<number>): TurnResult {
     if (this.done) throw new Error('Episode.step: the episode is over');
     if (turn.length !== TURN_TOKENS) throw new Error(`Episode.step: expected ${TURN_TOKENS} tokens, got ${turn.length}`);
     this.turn++;
     const [verb, arg, end] = [turn[0]!, turn[1]!, turn[2]!];
     const locker = arg - L0;
-    const valid = (verb === tok('open') || verb === tok('answer')) && locker >= 0 && locker < LOCKERS && end === tok(';');
+    const roles: TokenRole[] = [0, 0, 0];
+    const bad = verb !== tok('open') && verb !== tok('answer') ? 0 : !(locker >= 0 && locker < LOCKERS) ? 1 : end !== tok(';') ? 2 : -1;
+    const valid = bad < 0;
     if (valid && verb === tok('answer')) {
-      this.done = true;
-      this.reward = locker === this.task.answer ? 1 : 0;
-      return { observation: [], reward: this.reward, done: true, valid };
+      const right = locker === this.task.answer;
+      roles[1] = right ? 1 : -1;
+      return this.finish(right ? 1 : 0, right ? 'win' : this.known.includes(1) ? 'wrong_answer' : 'guess', roles, true);
     }
     let observation: number[];
     if (valid) {
+      if (locker === this.task.clue || this.known[locker]! >= 0) roles[1] = -1;
       const hit = locker === this.task.answer;
       this.known[locker] = hit ? 1 : 0;
       observation = [tok('obs'), tok(hit ? 'key' : 'empty')];
     } else {
+      roles[bad] = -1;
       observation = [tok('obs'), tok('err')];
     }
-    if (this.turn >= MAX_TURNS) {
-      this.done = true;
-      this.reward = 0;
-      return { observation: [], reward: 0, done: true, valid };
-    }
-    return { observation, reward: 0, done: false, valid };
+    if (this.turn >= MAX_TURNS) return this.finish(0, 'out_of_turns', roles, valid);
+    return { observation, reward: 0, done: false, valid, roles };
+  }
+
+  private finish(reward: number, end: string, roles: TokenRole[], valid: boolean): TurnResult {
+    this.done = true;
+    this.reward = reward;
+    this.end = end;
+    return { observation: [], reward, done: true, valid, roles };
   }
 }
 
@@ -201,3 +211,21 @@ export function demoEpisode(task: Task, rng: Rng, eps: number, groundTruth: bool
 export function detokenize(ids: ArrayLike<number>): string {
   return Array.from(ids, (i) => VOCAB[i] ?? `<${i}>`).join(' ');
 }
+
+/** Locker search as an {@link Environment} (`--env locker`); the privileged prompt carries the answer. */
+export const lockerEnv: Environment<Task, Episode> = {
+  name: 'locker',
+  title: `locker search (${LOCKERS} lockers, ${MAX_TURNS} turns, vocab ${VOCAB.length})`,
+  vocab: VOCAB,
+  turnLength: TURN_TOKENS,
+  maxTurns: MAX_TURNS,
+  promptLength: PROMPT_TOKENS,
+  maxLength: MAX_LEN,
+  settings: { lockers: LOCKERS, maxTurns: MAX_TURNS },
+  outcomes: ['win', 'wrong_answer', 'guess', 'out_of_turns'],
+  makeTask,
+  prompt,
+  episode: (task) => new Episode(task),
+  demoTurn,
+  describe: (task) => `key in L${task.answer + 1} · not L${task.clue + 1}`,
+};

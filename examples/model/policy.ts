@@ -3,9 +3,10 @@
  * cores, deterministic and easy to check against finite differences.
  *
  * The logits at position t (the distribution of token t) are a two-layer tanh network of the prefix
- * `x_0 .. x_{t-1}`, each token embedded by a table specific to its absolute position:
+ * `x_0 .. x_{t-1}`, each token embedded by a table specific to its absolute position, plus (with
+ * `tokenEmbedding`) a position-independent table T shared by all positions:
  *
- *     a1 = b1 + sum_{p<t} E[p, x_p]      h1 = tanh(a1)
+ *     a1 = b1 + sum_{p<t} (E[p, x_p] + T[x_p])      h1 = tanh(a1)
  *     a2 = W2 h1 + b2                     h2 = tanh(a2)
  *     logits = Wo h2 + bo
  *
@@ -28,6 +29,11 @@ export interface PolicyConfig {
   hidden1: number;
   /** Width of the second hidden layer. */
   hidden2: number;
+  /**
+   * Adds a position-independent token embedding T (vocab x hidden1) to every token's positional one, so
+   * "token x occurred earlier" is one feature wherever x stood. Default false.
+   */
+  tokenEmbedding?: boolean;
 }
 
 /**
@@ -67,7 +73,7 @@ export interface Context {
 
 /** The policy network; see the module comment for the equations. */
 export class Policy {
-  /** Parameter tensors in the order E, b1, W2, b2, Wo, bo. */
+  /** Parameter tensors in the order E, b1, W2, b2, Wo, bo (then T with `tokenEmbedding`). */
   readonly params: Float32Array[];
   /** Gradient accumulators, same shapes as {@link Policy.params}. */
   readonly grads: Float32Array[];
@@ -81,10 +87,10 @@ export class Policy {
    */
   constructor(readonly cfg: PolicyConfig, params?: Float32Array[], seed = 1) {
     const { vocab: V, positions: P, hidden1: H1, hidden2: H2 } = cfg;
-    const sizes = [P * V * H1, H1, H2 * H1, H2, V * H2, V];
+    const sizes = [P * V * H1, H1, H2 * H1, H2, V * H2, V, ...(cfg.tokenEmbedding ? [V * H1] : [])];
     if (params) {
-      if (params.length !== 6 || params.some((p, i) => p.length !== sizes[i])) {
-        throw new Error(`Policy: expected 6 tensors of sizes ${sizes.join(',')}, got ${params.map((p) => p.length).join(',')}`);
+      if (params.length !== sizes.length || params.some((p, i) => p.length !== sizes[i])) {
+        throw new Error(`Policy: expected ${sizes.length} tensors of sizes ${sizes.join(',')}, got ${params.map((p) => p.length).join(',')}`);
       }
       this.params = params;
     } else {
@@ -93,6 +99,7 @@ export class Policy {
       // Up to `positions` embeddings are summed, so each gets a small scale.
       this.params = [init(sizes[0]!, 0.25), new Float32Array(H1), init(sizes[2]!, 1 / Math.sqrt(H1)),
         new Float32Array(H2), init(sizes[4]!, 0.5 / Math.sqrt(H2)), new Float32Array(V)];
+      if (cfg.tokenEmbedding) this.params.push(init(sizes[6]!, 0.1));
     }
     this.grads = sizes.map((n) => new Float32Array(n));
     this.h1Scratch = new Float64Array(H1);
@@ -132,6 +139,8 @@ export class Policy {
     const E = this.params[0]!;
     const base = (ctx.length * V + x) * H1;
     for (let j = 0; j < H1; j++) ctx.a1[j]! += E[base + j]!;
+    const T = this.params[6];
+    if (T) for (let j = 0, b = x * H1; j < H1; j++) ctx.a1[j]! += T[b + j]!;
     ctx.length++;
   }
 
@@ -194,6 +203,7 @@ export class Policy {
     if (dlogits.length !== cache.rows * V) throw new Error(`Policy.backward: expected ${cache.rows * V} gradients, got ${dlogits.length}`);
     const W2 = this.params[2]!, Wo = this.params[4]!;
     const [gE, gb1, gW2, gb2, gWo, gbo] = this.grads as [Float32Array, Float32Array, Float32Array, Float32Array, Float32Array, Float32Array];
+    const gT = this.grads[6];
     const da1 = new Float64Array(cache.rows * H1);
     const dh2 = new Float64Array(H2);
     const da2 = new Float64Array(H2);
@@ -237,7 +247,7 @@ export class Policy {
         gb1[j]! += d;
       }
     }
-    // E[p, x_p] feeds every row at a later position of the same sequence: a reverse running sum.
+    // E[p, x_p] (and T[x_p]) feeds every row at a later position of the same sequence: a reverse running sum.
     const run = new Float64Array(H1);
     let r0 = 0;
     cache.spec.seqs.forEach((s, i) => {
@@ -251,6 +261,7 @@ export class Policy {
         }
         const base = (p * V + s[p]!) * H1;
         for (let j = 0; j < H1; j++) gE[base + j]! += run[j]!;
+        if (gT) for (let j = 0, b = s[p]! * H1; j < H1; j++) gT[b + j]! += run[j]!;
       }
       r0 += to - from;
     });

@@ -1,19 +1,25 @@
 /**
  * The training loops of the demo: the supervised warm-start and the critic-free RL run, both through
  * the library's public API (log-probs and their backward, advantages, the clipped policy loss,
- * gradient clipping, AdamW and a learning-rate schedule).
+ * gradient clipping, AdamW and a learning-rate schedule), for any {@link Environment}.
  *
  * @module
  */
 import * as rl from 'gear-rl';
-import { MAX_LEN, PROMPT_TOKENS, VOCAB, demoEpisode, makeTask, tok, type Task } from '../env/lockers.js';
 import { Rng, deriveSeed } from '../env/rng.js';
+import { demoTranscript, type EnvTask, type Environment, type Transcript } from '../env/types.js';
 import { Policy, type PolicyConfig, type RowSpec } from '../model/policy.js';
-import { advantages, type AdvantageResult, type Method } from './methods.js';
-import { collect, outcome, pack, playEpisode, type Outcome, type PackedBatch } from './rollout.js';
+import { anchorStats, creditFidelity, spikeStats, zeroVarianceGroupShare, type CreditFidelity } from './credit.js';
+import { GIGPO_GAMMA, advantages, teacherOf, type AdvantageResult, type Method, type TeacherKind } from './methods.js';
+import { collect, pack, playEpisode, type PackedBatch } from './rollout.js';
 
-/** The demo network's shape. */
-export const POLICY: PolicyConfig = { vocab: VOCAB.length, positions: MAX_LEN, hidden1: 32, hidden2: 32 };
+/**
+ * The demo network's shape for an environment: a 32 x 32 tanh MLP, with the position-independent token
+ * embedding except for locker search (whose short fixed-layout episodes the positional tables suffice for).
+ */
+export function policyConfig(env: Environment): PolicyConfig {
+  return { vocab: env.vocab.length, positions: env.maxLength, hidden1: 32, hidden2: 32, tokenEmbedding: env.name !== 'locker' };
+}
 
 /** Held-out evaluation tasks come from this seed range; training tasks never do. */
 export const EVAL_SEED_BASE = 1_000_000_000;
@@ -22,9 +28,9 @@ export const EVAL_SEED_BASE = 1_000_000_000;
 export interface WarmStartConfig {
   /** Optimizer steps. */
   steps: number;
-  /** Demonstrations per step (half with the ground truth in context, half without). */
+  /** Demonstrations per step (half in the teacher's privileged view, half in the student's). */
   batch: number;
-  /** Demonstrator noise (see `demoTurn`). */
+  /** Demonstrator noise (see the environment's `demoTurn`). */
   eps: number;
   /** Peak learning rate (linear warmup, cosine decay). */
   lr: number;
@@ -37,32 +43,33 @@ function logitsOf(data: Float32Array, rows: number, vocab: number): rl.Logits {
   return { data, rows, vocab };
 }
 
-/** Flattens the response tokens of `spec` into target ids and a 0/1 mask of agent tokens. */
-function demoRows(demos: ReturnType<typeof demoEpisode>[]): { spec: RowSpec; targets: Int32Array; mask: Uint8Array } {
+/** Flattens the response tokens of demonstrations into rows, target ids and a 0/1 mask of agent tokens. */
+function demoRows(demos: Transcript[], promptLength: number): { spec: RowSpec; targets: Int32Array; mask: Uint8Array } {
   // Rows from the first response position on: the prompt is given, never predicted.
-  const spec: RowSpec = { seqs: demos.map((d) => d.tokens), from: demos.map(() => PROMPT_TOKENS), to: demos.map((d) => d.tokens.length) };
+  const spec: RowSpec = { seqs: demos.map((d) => d.tokens), from: demos.map(() => promptLength), to: demos.map((d) => d.tokens.length) };
   const targets: number[] = [], mask: number[] = [];
-  for (const d of demos) for (let t = PROMPT_TOKENS; t < d.tokens.length; t++) { targets.push(d.tokens[t]!); mask.push(d.agentMask[t]!); }
+  for (const d of demos) for (let t = promptLength; t < d.tokens.length; t++) { targets.push(d.tokens[t]!); mask.push(d.agentMask[t]!); }
   return { spec, targets: Int32Array.from(targets), mask: Uint8Array.from(mask) };
 }
 
 /**
  * Supervised warm-start (behaviour cloning of a noisy demonstrator): mean negative log-likelihood of
- * the demonstrated agent tokens, half of the demonstrations with the ground truth in context (the
- * teacher's view), half without. Returns the trained policy and the final loss.
+ * the demonstrated agent tokens, half of the demonstrations in the teacher's privileged view, half in
+ * the student's. Returns the trained policy and the final loss.
  */
-export function warmStart(cfg: WarmStartConfig, onStep?: (step: number, loss: number) => void): { policy: Policy; loss: number } {
-  const policy = new Policy(POLICY, undefined, deriveSeed(cfg.seed, 1));
+export function warmStart(env: Environment, cfg: WarmStartConfig, onStep?: (step: number, loss: number) => void): { policy: Policy; loss: number } {
+  const pc = policyConfig(env);
+  const policy = new Policy(pc, undefined, deriveSeed(cfg.seed, 1));
   const opt = new rl.AdamW(policy.params, { lr: cfg.lr, weightDecay: 0 });
   const schedule = rl.cosineSchedule({ peak: cfg.lr, warmupSteps: Math.round(cfg.steps * 0.05), totalSteps: cfg.steps, floor: 0.1 * cfg.lr });
   const rng = new Rng(deriveSeed(cfg.seed, 2));
   let loss = NaN;
   for (let step = 0; step < cfg.steps; step++) {
-    const demos = [];
-    for (let i = 0; i < cfg.batch; i++) demos.push(demoEpisode(makeTask(rng.int(EVAL_SEED_BASE)), rng, cfg.eps, i % 2 === 1));
-    const { spec, targets, mask } = demoRows(demos);
+    const demos: Transcript[] = [];
+    for (let i = 0; i < cfg.batch; i++) demos.push(demoTranscript(env, env.makeTask(rng.int(EVAL_SEED_BASE)), rng, cfg.eps, i % 2 === 1));
+    const { spec, targets, mask } = demoRows(demos, env.promptLength);
     const fwd = policy.forward(spec);
-    const logits = logitsOf(fwd.logits, fwd.rows, POLICY.vocab);
+    const logits = logitsOf(fwd.logits, fwd.rows, pc.vocab);
     const stats = rl.tokenStats(logits, targets);
     let count = 0;
     for (const m of mask) count += m;
@@ -104,7 +111,11 @@ export interface RunConfig {
   evalEvery: number;
   /** Held-out tasks per evaluation. */
   evalEpisodes: number;
-  /** GEAR options for the `gear` method (library defaults when omitted). */
+  /** Held-out tasks per evaluation of a GEAR teacher's own success (default: `evalEpisodes`). */
+  teacherEvalEpisodes?: number;
+  /** Decay of the `ema` teacher per optimizer update (default 0.95). */
+  emaDecay?: number;
+  /** GEAR options for the GEAR methods (library defaults when omitted). */
   gearOptions?: rl.GearOptions;
 }
 
@@ -124,26 +135,44 @@ export interface StepLog {
   entropy: number;
   /** Mean |advantage| over agent tokens. */
   advAbsMean: number;
-  /** Share of the batch's total |advantage| that sits on answer lockers (the token after `answer`): where the credit goes. */
-  answerCreditShare: number;
+  /** Where the batch's advantage mass sits (NaN fields when no group had differing rewards). */
+  fidelity: CreditFidelity;
+  /** Share of groups whose rewards are all equal. */
+  zeroVarianceGroups: number;
+  /** Share of step rows in anchor groups of size > 1. */
+  anchorGrouped: number;
+  /** Share of step rows in anchor groups of size > 1 with differing returns. */
+  anchorInformative: number;
   /** Metrics reported by `policyLoss` (last update). */
   lossMetrics: Record<string, number>;
-  /** Method-specific advantage diagnostics. */
+  /** Method-specific advantage diagnostics (GEAR: spikes, segments, weight range). */
   advMetrics: Record<string, number>;
   /** How the batch's episodes ended (counts per outcome). */
-  outcomes: Record<Outcome, number>;
+  outcomes: Record<string, number>;
   /** Held-out success rate after this step, when evaluated. */
   evalSuccess?: number;
+  /** A GEAR teacher's own held-out success with the privileged prompt, when evaluated. */
+  teacherSuccess?: number;
   /** Milliseconds spent on this step (without evaluation). */
   ms: number;
+}
+
+/** One evaluation point. */
+export interface CurvePoint {
+  /** Steps taken before it. */
+  step: number;
+  /** Held-out success rate of the student. */
+  success: number;
+  /** GEAR methods: the teacher's held-out success with the privileged prompt. */
+  teacher?: number;
 }
 
 /** A finished run. */
 export interface RunResult {
   /** Settings. */
   config: RunConfig;
-  /** Evaluation points: the step count they were taken after, and the held-out success rate. */
-  curve: { step: number; success: number }[];
+  /** Evaluation points. */
+  curve: CurvePoint[];
   /** Every step's metrics. */
   log: StepLog[];
   /** Wall time in seconds. */
@@ -151,28 +180,28 @@ export interface RunResult {
   /** Area under the learning curve: trapezoid mean of `curve` over the steps (0..1). */
   auc: number;
   /** How the held-out episodes end after training. */
-  finalOutcomes: Record<Outcome, number>;
+  finalOutcomes: Record<string, number>;
 }
 
-function countOutcomes(xs: Outcome[]): Record<Outcome, number> {
-  const c: Record<Outcome, number> = { win: 0, wrong_answer: 0, guess: 0, out_of_turns: 0 };
-  for (const x of xs) c[x]++;
+/**
+ * How held-out episodes end (counts per outcome; `win` / episodes is the success rate): one sampled
+ * episode per held-out task, the sampling seeded by the task, so every evaluation sees the same tasks
+ * and random numbers. `privileged` plays from the teacher's prompt.
+ */
+export function evaluateOutcomes(env: Environment, policy: Policy, episodes: number, privileged = false): Record<string, number> {
+  const c: Record<string, number> = Object.fromEntries(env.outcomes.map((o) => [o, 0]));
+  const buf = new Float32Array(policy.cfg.vocab);
+  for (let i = 0; i < episodes; i++) {
+    const seed = EVAL_SEED_BASE + i;
+    const t = playEpisode(env, policy, env.makeTask(seed), 0, new Rng(deriveSeed(seed, 77)), buf, privileged);
+    c[t.outcome] = (c[t.outcome] ?? 0) + 1;
+  }
   return c;
 }
 
-/** Held-out success rate: one sampled episode per held-out task, the sampling seeded by the task. */
-export function evaluate(policy: Policy, episodes: number): number {
-  return evaluateOutcomes(policy, episodes).win / episodes;
-}
-
-/** How the held-out episodes of {@link evaluate} end (counts per outcome; `win` / episodes is the success rate). */
-export function evaluateOutcomes(policy: Policy, episodes: number): Record<Outcome, number> {
-  const out: Outcome[] = [];
-  for (let i = 0; i < episodes; i++) {
-    const seed = EVAL_SEED_BASE + i;
-    out.push(outcome(playEpisode(policy, makeTask(seed), 0, new Rng(deriveSeed(seed, 77)))));
-  }
-  return countOutcomes(out);
+/** Held-out success rate (see {@link evaluateOutcomes}). */
+export function evaluate(env: Environment, policy: Policy, episodes: number, privileged = false): number {
+  return episodes > 0 ? (evaluateOutcomes(env, policy, episodes, privileged)[env.outcomes[0]!] ?? 0) / episodes : NaN;
 }
 
 /** Area under a learning curve, as the trapezoid mean over its step range. */
@@ -191,10 +220,32 @@ export interface RunHooks {
   onFirstBatch?: (batch: PackedBatch, adv: AdvantageResult) => void;
 }
 
-/** One RL run from the warm-start checkpoint. */
-export function train(init: Float32Array[], cfg: RunConfig, hooks: RunHooks = {}): RunResult {
+/** The teacher's weights for a GEAR method: the current policy, a frozen copy of the start or an EMA. */
+class Teacher {
+  readonly policy: Policy;
+  private readonly decay: number;
+
+  constructor(readonly kind: TeacherKind, student: Policy, decay: number) {
+    this.policy = kind === 'self' ? student : new Policy(student.cfg, student.snapshot());
+    this.decay = decay;
+  }
+
+  /** After an optimizer update of the student: the EMA teacher follows it. */
+  follow(student: Policy): void {
+    if (this.kind !== 'ema') return;
+    const d = this.decay;
+    this.policy.params.forEach((p, k) => {
+      const s = student.params[k]!;
+      for (let i = 0; i < p.length; i++) p[i] = d * p[i]! + (1 - d) * s[i]!;
+    });
+  }
+}
+
+/** One RL run of `env` from the warm-start checkpoint `init`. */
+export function train(env: Environment, init: Float32Array[], cfg: RunConfig, hooks: RunHooks = {}): RunResult {
   const t0 = performance.now();
-  const policy = new Policy(POLICY, init.map((p) => p.slice()));
+  const pc = policyConfig(env);
+  const policy = new Policy(pc, init.map((p) => p.slice()));
   const opt = new rl.AdamW(policy.params, { lr: cfg.lr, weightDecay: 0 });
   const totalUpdates = cfg.steps * cfg.updatesPerBatch;
   const schedule = rl.cosineSchedule({ peak: cfg.lr, warmupSteps: Math.round(totalUpdates * 0.05), totalSteps: totalUpdates, floor: 0.1 * cfg.lr });
@@ -202,25 +253,37 @@ export function train(init: Float32Array[], cfg: RunConfig, hooks: RunHooks = {}
   // comparison), whatever its episodes consumed from the sampling stream.
   const taskRng = new Rng(deriveSeed(cfg.seed, 3));
   const sampleRng = new Rng(deriveSeed(cfg.seed, 4));
-  const V = POLICY.vocab;
-  const curve = [{ step: 0, success: evaluate(policy, cfg.evalEpisodes) }];
+  const V = pc.vocab;
+  const kind = teacherOf(cfg.method);
+  const teacher = kind ? new Teacher(kind, policy, cfg.emaDecay ?? 0.95) : undefined;
+  const teacherEval = cfg.teacherEvalEpisodes ?? cfg.evalEpisodes;
+  let frozenSuccess: number | undefined;
+  const point = (step: number, success: number): CurvePoint => {
+    if (!teacher) return { step, success };
+    // The frozen teacher never changes: evaluate it once.
+    const t = teacher.kind === 'frozen'
+      ? (frozenSuccess ??= evaluate(env, teacher.policy, teacherEval, true))
+      : evaluate(env, teacher.policy, teacherEval, true);
+    return { step, success, teacher: t };
+  };
+  let finalOutcomes = evaluateOutcomes(env, policy, cfg.evalEpisodes);
+  const curve = [point(0, finalOutcomes[env.outcomes[0]!]! / cfg.evalEpisodes)];
   const log: StepLog[] = [];
   let update = 0;
-  let finalOutcomes = evaluateOutcomes(policy, 0);
   for (let step = 0; step < cfg.steps; step++) {
     const s0 = performance.now();
-    const tasks: Task[] = [];
-    for (let i = 0; i < cfg.tasksPerStep; i++) tasks.push(makeTask(taskRng.int(EVAL_SEED_BASE)));
-    const batch = pack(collect(policy, tasks, cfg.groupSize, sampleRng));
+    const tasks: EnvTask[] = [];
+    for (let i = 0; i < cfg.tasksPerStep; i++) tasks.push(env.makeTask(taskRng.int(EVAL_SEED_BASE)));
+    const batch = pack(env, collect(env, policy, tasks, cfg.groupSize, sampleRng));
     const { offsets, mask, tokenIds: targets } = batch.conversation;
 
     // The rollout policy's statistics (pi_old), and the teacher's logits for GEAR.
     const old = policy.forward(batch.studentRows);
     const oldLogits = logitsOf(old.logits, old.rows, V);
     const oldStats = rl.tokenStats(oldLogits, targets);
-    const teacher = cfg.method === 'gear' ? policy.forward(batch.teacherRows) : undefined;
+    const tFwd = teacher?.policy.forward(batch.teacherRows);
     const adv = advantages(cfg.method, {
-      batch, student: oldLogits, teacher: teacher && logitsOf(teacher.logits, teacher.rows, V), gearOptions: cfg.gearOptions,
+      batch, student: oldLogits, teacher: tFwd && logitsOf(tFwd.logits, tFwd.rows, V), gearOptions: cfg.gearOptions,
     });
     if (step === 0) hooks.onFirstBatch?.(batch, adv);
 
@@ -234,45 +297,52 @@ export function train(init: Float32Array[], cfg: RunConfig, hooks: RunHooks = {}
         kind: 'ppo', clipLow: cfg.clip, clipHigh: cfg.clip,
         // Dr.GRPO divides token sums by a constant (the longest possible response), not by lengths.
         ...(cfg.method === 'drgrpo'
-          ? { agg: 'seq-mean-token-sum-norm' as const, lossScaleFactor: MAX_LEN - PROMPT_TOKENS }
+          ? { agg: 'seq-mean-token-sum-norm' as const, lossScaleFactor: env.maxLength - env.promptLength }
           : { agg: 'token-mean' as const }),
       });
-      // d loss / d logprob -> d loss / d logits (written over a copy: the first update's logits are pi_old's).
-      // (policyLoss returns the gradient in the float type of `logprob`: float32 here.)
+      // d loss / d logprob -> d loss / d logits (policyLoss returns the gradient in the float type of `logprob`).
       const dlogits = rl.tokenStatsBackward(logits, targets, { logprob: pl.grad as Float32Array }, { stats });
       policy.zeroGrad();
       policy.backward(fwd, dlogits);
       gradNorm = rl.clipGradNorm(policy.grads, cfg.maxGradNorm);
       opt.lr = schedule(update);
       opt.step(policy.grads);
+      teacher?.follow(policy);
       loss = pl.loss;
       lossMetrics = pl.metrics;
     }
 
-    let agent = 0, ent = 0, absAdv = 0, absAnswer = 0;
-    for (let r = 0; r + 1 < offsets.length; r++) {
-      let inTurn = 0; // position inside the current agent turn (turns are runs of agent tokens between observations)
-      for (let i = offsets[r]!; i < offsets[r + 1]!; i++) {
-        if (!mask[i]) { inTurn = 0; continue; }
-        agent++;
-        ent += oldStats.entropy[i]!;
-        const a = Math.abs(adv.advantages[i]!);
-        absAdv += a;
-        if (inTurn === 1 && targets[i - 1] === tok('answer')) absAnswer += a;
-        inTurn++;
-      }
+    let agent = 0, ent = 0, absAdv = 0;
+    for (let i = 0; i < targets.length; i++) {
+      if (!mask[i]) continue;
+      agent++;
+      ent += oldStats.entropy[i]!;
+      absAdv += Math.abs(adv.advantages[i]!);
     }
+    const anchors = anchorStats(batch.steps, GIGPO_GAMMA);
+    const advMetrics = { ...adv.metrics };
+    if (adv.gear) {
+      const s = spikeStats(adv.gear.result.anchors, batch.roles, batch.trajectories.length);
+      advMetrics.spikesPerEpisode = s.perEpisode;
+      advMetrics.spikeDecisiveShare = s.decisiveShare;
+    }
+    const outcomes: Record<string, number> = Object.fromEntries(env.outcomes.map((o) => [o, 0]));
+    for (const t of batch.trajectories) outcomes[t.outcome] = (outcomes[t.outcome] ?? 0) + 1;
     const entry: StepLog = {
       step, lr: opt.lr, trainReward: batch.trajectories.reduce((a, t) => a + t.reward, 0) / batch.trajectories.length,
       loss, gradNorm, entropy: ent / agent, advAbsMean: absAdv / agent,
-      answerCreditShare: absAdv > 0 ? absAnswer / absAdv : 0, lossMetrics, advMetrics: adv.metrics,
-      outcomes: countOutcomes(batch.trajectories.map(outcome)),
+      fidelity: creditFidelity(adv.advantages, batch.roles, mask),
+      zeroVarianceGroups: zeroVarianceGroupShare(batch.conversation.episodeRewards, batch.conversation.groupIndex),
+      anchorGrouped: anchors.grouped, anchorInformative: anchors.informative,
+      lossMetrics, advMetrics, outcomes,
       ms: performance.now() - s0,
     };
     if ((step + 1) % cfg.evalEvery === 0 || step === cfg.steps - 1) {
-      finalOutcomes = evaluateOutcomes(policy, cfg.evalEpisodes);
-      entry.evalSuccess = finalOutcomes.win / cfg.evalEpisodes;
-      curve.push({ step: step + 1, success: entry.evalSuccess });
+      finalOutcomes = evaluateOutcomes(env, policy, cfg.evalEpisodes);
+      const p = point(step + 1, finalOutcomes[env.outcomes[0]!]! / cfg.evalEpisodes);
+      entry.evalSuccess = p.success;
+      if (p.teacher !== undefined) entry.teacherSuccess = p.teacher;
+      curve.push(p);
     }
     log.push(entry);
     hooks.onStep?.(entry);

@@ -41,33 +41,36 @@ describe('locker-search environment', () => {
     const ep = new Episode(t);
     expect(ep.anchor()).toBe('t0|not L5|');
     let r = ep.step(open(1));
-    expect(r).toEqual({ observation: [tok('obs'), tok('empty')], reward: 0, done: false, valid: true });
+    expect(r).toEqual({ observation: [tok('obs'), tok('empty')], reward: 0, done: false, valid: true, roles: [0, 0, 0] });
     expect(ep.anchor()).toBe('t1|not L5|L2=empty');
     r = ep.step(open(2));
     expect(r.observation).toEqual([tok('obs'), tok('key')]);
     expect(ep.anchor()).toBe('t2|not L5|L2=empty,L3=key');
     r = ep.step(answer(2));
-    expect(r).toEqual({ observation: [], reward: 1, done: true, valid: true });
+    expect(r).toEqual({ observation: [], reward: 1, done: true, valid: true, roles: [0, 1, 0] });
+    expect(ep.outcome()).toBe('win');
     expect(ep.reward).toBe(1);
     expect(() => ep.step(open(0))).toThrow(/over/);
     expect(() => new Episode(t).step([tok('open')])).toThrow(/expected 3 tokens/);
 
     const wrong = new Episode(t);
-    expect(wrong.step(answer(0))).toEqual({ observation: [], reward: 0, done: true, valid: true });
+    expect(wrong.step(answer(0))).toEqual({ observation: [], reward: 0, done: true, valid: true, roles: [0, -1, 0] });
+    expect(wrong.outcome()).toBe('guess');
     expect(wrong.reward).toBe(0);
   });
 
   it('answers malformed turns with "obs err" and ends with reward 0 after four turns', () => {
     const t = { seed: 0, answer: 3, clue: 0 };
     const ep = new Episode(t);
-    expect(ep.step([tok('open'), tok('key'), tok(';')])).toEqual({ observation: [tok('obs'), tok('err')], reward: 0, done: false, valid: false });
+    expect(ep.step([tok('open'), tok('key'), tok(';')])).toEqual({ observation: [tok('obs'), tok('err')], reward: 0, done: false, valid: false, roles: [0, -1, 0] });
     expect(ep.step([tok('answer'), L0 + 3, tok('open')]).valid).toBe(false); // a malformed answer does not end the episode
     expect(ep.done).toBe(false);
     expect(ep.anchor()).toBe('t2|not L1|'); // errors use turns but teach nothing
     ep.step(open(1));
     const last = ep.step(open(3)); // finds the key but has no turn left to answer
     expect(ep.turn).toBe(MAX_TURNS);
-    expect(last).toEqual({ observation: [], reward: 0, done: true, valid: true });
+    expect(last).toEqual({ observation: [], reward: 0, done: true, valid: true, roles: [0, 0, 0] });
+    expect(ep.outcome()).toBe('out_of_turns');
     expect(ep.done).toBe(true);
     expect(ep.reward).toBe(0);
   });
@@ -126,17 +129,21 @@ describe('locker-search environment', () => {
   });
 });
 
-describe('episode outcomes', () => {
-  it('classifies wins, wrong answers after seeing the key, guesses and running out of turns', async () => {
-    const { outcome } = await import('../../examples/trainer/rollout.js');
+describe('episode outcomes and credit roles', () => {
+  it('classifies wins, wrong answers after seeing the key, guesses and running out of turns', () => {
     const task = { seed: 0, answer: 1, clue: 0 };
-    const turn = (t: number[], observation: number[]) => ({ tokens: t, observation, anchor: '' });
-    const obs = (x: 'key' | 'empty' | 'err') => [tok('obs'), tok(x)];
-    const traj = (turns: ReturnType<typeof turn>[], reward: number) => ({ task, group: 0, turns, reward });
-    expect(outcome(traj([turn(open(1), obs('key')), turn(answer(1), [])], 1))).toBe('win');
-    expect(outcome(traj([turn(open(1), obs('key')), turn(answer(2), [])], 0))).toBe('wrong_answer');
-    expect(outcome(traj([turn(open(2), obs('empty')), turn(answer(3), [])], 0))).toBe('guess');
-    expect(outcome(traj([turn(open(2), obs('empty')), turn(open(2), obs('empty')), turn(open(3), obs('empty')), turn(open(4), [])], 0))).toBe('out_of_turns');
-    expect(outcome(traj([turn([tok('answer'), tok(';'), tok(';')], obs('err')), turn(open(2), obs('empty')), turn(open(3), obs('empty')), turn(open(4), [])], 0))).toBe('out_of_turns');
+    const play = (turns: number[][]) => {
+      const ep = new Episode(task);
+      const roles = turns.map((t) => ep.step(t).roles);
+      return { end: ep.outcome(), roles };
+    };
+    expect(play([open(1), answer(1)]).end).toBe('win');
+    expect(play([open(1), answer(2)]).end).toBe('wrong_answer');
+    expect(play([open(2), answer(3)]).end).toBe('guess');
+    expect(play([open(2), open(2), open(3), open(4)]).end).toBe('out_of_turns');
+    expect(play([[tok('answer'), tok(';'), tok(';')], open(2), open(3), open(4)]).end).toBe('out_of_turns');
+    // Roles: the excluded locker and a re-opened one are wasted (wrong); a malformed turn blames its first bad token.
+    expect(play([open(0), open(2), open(2), answer(1)]).roles).toEqual([[0, -1, 0], [0, 0, 0], [0, -1, 0], [0, 1, 0]]);
+    expect(play([[tok(';'), L0, tok(';')], [tok('open'), L0 + 2, tok('open')]]).roles).toEqual([[-1, 0, 0], [0, 0, -1]]);
   });
 });

@@ -18,18 +18,19 @@ function randomSpec(rng: Rng): RowSpec {
 /** Float64 reference forward written out directly from the equations (independent of the class). */
 function refLogits(p: Float32Array[], seq: number[], t: number): number[] {
   const { vocab: V, hidden1: H1, hidden2: H2 } = cfg;
-  const [E, b1, W2, b2, Wo, bo] = p as Float32Array[];
+  const [E, b1, W2, b2, Wo, bo, T] = p as Float32Array[];
   const a1 = Array.from(b1!, Number);
-  for (let q = 0; q < t; q++) for (let j = 0; j < H1; j++) a1[j]! += E![(q * V + seq[q]!) * H1 + j]!;
+  for (let q = 0; q < t; q++) for (let j = 0; j < H1; j++) a1[j]! += E![(q * V + seq[q]!) * H1 + j]! + (T ? T[seq[q]! * H1 + j]! : 0);
   const h1 = a1.map(Math.tanh);
   const h2 = Array.from({ length: H2 }, (_, k) => Math.tanh(b2![k]! + h1.reduce((s, h, j) => s + W2![k * H1 + j]! * h, 0)));
   return Array.from({ length: V }, (_, v) => bo![v]! + h2.reduce((s, h, k) => s + Wo![v * H2 + k]! * h, 0));
 }
 
-describe('demo policy network', () => {
+describe.each([false, true])('demo policy network (token embedding %s)', (tokenEmbedding) => {
   it('forward equals the float64 reference and the incremental context', () => {
     const rng = new Rng(3);
-    const pol = new Policy(cfg, undefined, 11);
+    const pol = new Policy({ ...cfg, tokenEmbedding }, undefined, 11);
+    expect(pol.params.length).toBe(tokenEmbedding ? 7 : 6);
     const spec = randomSpec(rng);
     const out = pol.forward(spec);
     let r = 0;
@@ -52,7 +53,7 @@ describe('demo policy network', () => {
 
   it('backward equals central finite differences of a float64 softmax cross-entropy', () => {
     const rng = new Rng(9);
-    const pol = new Policy(cfg, undefined, 4);
+    const pol = new Policy({ ...cfg, tokenEmbedding }, undefined, 4);
     const spec = randomSpec(rng);
     const { vocab: V } = cfg;
     // Loss: sum over rows of w_r * (-log softmax(logits_r)[y_r]), computed in float64 from the reference.
@@ -99,10 +100,15 @@ describe('demo policy network', () => {
       }
     });
     expect(checked).toBeGreaterThan(100);
+    // The shared embedding gets gradient from every position its token occupies.
+    if (tokenEmbedding) expect(pol.grads[6]!.some((g) => Math.abs(g) > 1e-3)).toBe(true);
     expect(maxG).toBeGreaterThan(0.01);
     expect(maxErr).toBeLessThan(2e-4 * Math.max(1, maxG));
   });
 
+});
+
+describe('demo policy network', () => {
   it('is deterministic given the seed and rejects bad inputs', () => {
     expect(new Policy(cfg, undefined, 5).params).toEqual(new Policy(cfg, undefined, 5).params);
     expect(new Policy(cfg, undefined, 5).params[0]).not.toEqual(new Policy(cfg, undefined, 6).params[0]);
@@ -110,6 +116,8 @@ describe('demo policy network', () => {
     expect(() => pol.forward({ seqs: [[1, 2]], from: [0], to: [2] })).toThrow(/row range/);
     expect(() => pol.push(pol.context(), 99)).toThrow(/token id/);
     expect(() => new Policy(cfg, [new Float32Array(3)])).toThrow(/tensors/);
+    // A checkpoint without the shared token embedding does not load into a network that has one.
+    expect(() => new Policy({ ...cfg, tokenEmbedding: true }, new Policy(cfg).snapshot())).toThrow(/expected 7 tensors/);
     const fwd = pol.forward({ seqs: [[1, 2, 3]], from: [1], to: [3] });
     expect(() => pol.backward(fwd, new Float32Array(3))).toThrow(/gradients/);
   });

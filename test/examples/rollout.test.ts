@@ -1,17 +1,21 @@
 // Packing of sampled episodes into the library's layouts, as the demo trainer uses them.
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
-import { HINT_POS, L0, PROMPT_TOKENS, makeTask } from '../../examples/env/lockers.js';
+import { HINT_POS, L0, PROMPT_TOKENS, lockerEnv, makeTask, type Task } from '../../examples/env/lockers.js';
+import type { Environment } from '../../examples/env/types.js';
 import { Rng } from '../../examples/env/rng.js';
 import { Policy } from '../../examples/model/policy.js';
-import { POLICY } from '../../examples/trainer/train.js';
+import { policyConfig } from '../../examples/trainer/train.js';
 import { collect, pack, sequence } from '../../examples/trainer/rollout.js';
 import { advantages } from '../../examples/trainer/methods.js';
+
+const env = lockerEnv as unknown as Environment;
+const POLICY = policyConfig(env);
 
 function batch() {
   const policy = new Policy(POLICY, undefined, 5); // untrained: varied, often malformed episodes
   const tasks = [makeTask(11), makeTask(12), makeTask(13)];
-  return { policy, b: pack(collect(policy, tasks, 6, new Rng(2))) };
+  return { policy, b: pack(env, collect(env, policy, tasks, 6, new Rng(2))) };
 }
 
 describe('rollout packing', () => {
@@ -21,18 +25,20 @@ describe('rollout packing', () => {
     expect(conv.layout).toBe('conversation');
     expect(conv.rows).toBe(18);
     b.trajectories.forEach((t, r) => {
-      const seq = sequence(t);
+      const seq = sequence(env, t);
       const lo = conv.offsets[r]!, hi = conv.offsets[r + 1]!;
       expect(Array.from(conv.tokenIds.subarray(lo, hi))).toEqual(seq.slice(PROMPT_TOKENS));
       const expectMask = t.turns.flatMap((u) => [...u.tokens.map(() => 1), ...u.observation.map(() => 0)]);
       expect(Array.from(conv.mask.subarray(lo, hi))).toEqual(expectMask);
+      // Roles follow the tokens: each turn's roles, then 0 on its observation.
+      expect(Array.from(b.roles.subarray(lo, hi))).toEqual(t.turns.flatMap((u) => [...u.roles, ...u.observation.map(() => 0)]));
       expect(conv.episodeRewards[r]).toBe(t.reward);
       expect(conv.groupIndex[r]).toBe(t.group);
       // Student and teacher model rows: same tokens except the hint slot, which holds the ground truth.
       expect(b.studentRows.seqs[r]).toEqual(seq);
       expect(b.studentRows.to[r]! - b.studentRows.from[r]!).toBe(hi - lo);
       const teacher = b.teacherRows.seqs[r]!;
-      for (let i = 0; i < seq.length; i++) expect(teacher[i]).toBe(i === HINT_POS ? L0 + t.task.answer : seq[i]);
+      for (let i = 0; i < seq.length; i++) expect(teacher[i]).toBe(i === HINT_POS ? L0 + (t.task as Task).answer : seq[i]);
     });
   });
 
@@ -59,7 +65,7 @@ describe('rollout packing', () => {
     const { policy, b } = batch();
     const V = POLICY.vocab;
     const s = policy.forward(b.studentRows), t = policy.forward(b.teacherRows);
-    for (const m of ['grpo', 'gigpo', 'gear', 'drgrpo', 'rloo'] as const) {
+    for (const m of ['grpo', 'gigpo', 'gear', 'gear-frozen', 'gear-ema', 'drgrpo', 'rloo'] as const) {
       const a = advantages(m, { batch: b, student: { data: s.logits, rows: s.rows, vocab: V }, teacher: { data: t.logits, rows: t.rows, vocab: V } });
       expect(a.advantages.length).toBe(b.conversation.tokens);
       b.conversation.mask.forEach((mk, i) => { if (!mk) expect(a.advantages[i]).toBe(0); });
