@@ -34,10 +34,10 @@ describe('study runner', () => {
     expect(p.mean).toBeCloseTo(0.1, 12);
     expect(p.se).toBeCloseTo(sd / 2, 12);
     expect(p.t).toBeCloseTo(0.1 / (sd / 2), 9);
-    expect([p.wins, p.losses, p.ties]).toEqual([3, 1, 0]);
+    expect([p.wins, p.losses, p.draws]).toEqual([3, 1, 0]);
     expect(p.tie).toBe(true); // 0.1 ≤ 2 · 0.0816
     const q = paired([0.9, 0.91, 0.92, 0.9], [0.5, 0.5, 0.5, 0.5]);
     expect(q.tie).toBe(false);
-    expect(() => paired([1], [1])).toThrow();
+    expect(() => paired([1, 2], [1])).toThrow();
   });
 });
