@@ -3,19 +3,10 @@
 // tokens, top-20 at every position, in three formats: SGLang tuples, llama.cpp objects with ids, and
 // OpenAI-compatible chat entries with vLLM's token_id:N strings. Target: parse + pack <= 200 ms for
 // 10^6 tokens (the time that rollouts of this size spend in JS, not on the server).
-export const name = 'server_parse';
+// The library's seeded PRNG (mulberry32), from the build the harness loads.
+import { mulberry32 as prng } from '../dist/core/prng.js';
 
-/** A small deterministic PRNG (mulberry32). */
-function prng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export const name = 'server_parse';
 
 /** Per position: sampled id, its log-prob, and K alternatives (ids, log-probs sorted descending). */
 function positions(n, K, rnd) {
