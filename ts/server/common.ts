@@ -5,6 +5,8 @@
  * @module
  */
 import { describe, fail } from '../core/errors.js';
+import { arenaTake, isArena } from './arena.js';
+import type { ParseArena } from './arena.js';
 
 /**
  * Top-k alternatives per token, packed for a sparse kernel: `ids` and `logprobs` are row-major
@@ -82,6 +84,14 @@ export interface ParseOptions {
    * @defaultValue `true`
    */
   topLogprobs?: boolean;
+  /**
+   * Allocate the sequence's arrays from this arena (from {@link createParseArena}) instead of a fresh
+   * `ArrayBuffer`: a training loop that resets it each step reuses the same memory. The sequence is
+   * valid until the arena's `reset()`.
+   *
+   * @defaultValue a fresh `ArrayBuffer` per sequence
+   */
+  arena?: ParseArena;
 }
 
 /** Throws a coded error at a field position ("pos: expected X, got Y"). @internal */
@@ -152,11 +162,11 @@ export function sparse(n: number, k: number): SparseTopK {
 
 /** Checks parser options and returns them resolved. @internal */
 export function parseOptions(o: ParseOptions | undefined, what: string, extra: readonly string[] = []):
-  Required<Omit<ParseOptions, 'tokenMap'>> & { tokenMap?: TokenMap } {
+  Required<Omit<ParseOptions, 'tokenMap' | 'arena'>> & { tokenMap?: TokenMap; arena?: ParseArena } {
   if (o === undefined) return { tokenKeys: 'text', topLogprobs: true };
   if (!isObj(o)) bad('ERR_OPTION', `${what}: options`, 'an options object', o);
   for (const key of Object.keys(o)) {
-    if (!['tokenMap', 'tokenKeys', 'topLogprobs', ...extra].includes(key)) {
+    if (!['tokenMap', 'tokenKeys', 'topLogprobs', 'arena', ...extra].includes(key)) {
       bad('ERR_OPTION', `${what}: options.${key}`, 'a known option', key);
     }
   }
@@ -168,7 +178,8 @@ export function parseOptions(o: ParseOptions | undefined, what: string, extra: r
   if (keys !== 'text' && keys !== 'bytes') bad('ERR_OPTION', `${what}: options.tokenKeys`, "'text' or 'bytes'", keys);
   const top = o.topLogprobs ?? true;
   if (typeof top !== 'boolean') bad('ERR_OPTION', `${what}: options.topLogprobs`, 'a boolean', top);
-  return { tokenMap: m as TokenMap | undefined, tokenKeys: keys, topLogprobs: top };
+  if (o.arena !== undefined && !isArena(o.arena)) bad('ERR_OPTION', `${what}: options.arena`, 'an arena from createParseArena()', o.arena);
+  return { tokenMap: m as TokenMap | undefined, tokenKeys: keys, topLogprobs: top, arena: o.arena };
 }
 
 // GPT-2 byte-level alphabet: printable bytes map to themselves, the rest to U+0100 onwards in order.
@@ -340,25 +351,34 @@ export interface SequenceBuilder {
 /** Allocates the arrays of an `n`-token sequence with `k` alternatives (k < 0: no top-k). The top-k
  *  block is left unpadded: parsers record how many entries each row got and {@link done} pads the
  *  rest, which saves a pass over the whole block. @internal */
-export function builder(n: number, k: number): SequenceBuilder {
+export function builder(n: number, k: number, arena?: ParseArena): SequenceBuilder {
   // One ArrayBuffer for all five arrays: every backing store adds to V8's external-memory accounting
   // and to the array-buffer sweeper's work, which dominate the cost while a large parsed response
   // is live (measured about 20% of parse + pack at 10^6 tokens, top-20).
   const kk = k < 0 ? 0 : k;
-  const buf = new ArrayBuffer(4 * (2 * n + 2 * n * kk + (k > 0 ? n : 0)));
-  const topK = k < 0 ? null : { k, ids: new Int32Array(buf, 8 * n, n * kk), logprobs: new Float32Array(buf, 8 * n + 4 * n * kk, n * kk) };
-  return {
-    tokenIds: new Int32Array(buf, 0, n),
-    logprobs: new Float32Array(buf, 4 * n, n),
-    topK,
-    counts: k > 0 ? new Int32Array(buf, 8 * n + 8 * n * kk, n) : null,
-  };
+  const bytes = 4 * (2 * n + 2 * n * kk + (k > 0 ? n : 0));
+  const [buf, at] = arena ? arenaTake(arena, bytes) : [new ArrayBuffer(bytes), 0];
+  const topK = k < 0 ? null : { k, ids: new Int32Array(buf, at + 8 * n, n * kk), logprobs: new Float32Array(buf, at + 8 * n + 4 * n * kk, n * kk) };
+  const counts = k > 0 ? new Int32Array(buf, at + 8 * n + 8 * n * kk, n) : null;
+  // arena memory holds an earlier step's data; rows without alternatives rely on a zero count
+  if (arena && counts) counts.fill(0);
+  return { tokenIds: new Int32Array(buf, at, n), logprobs: new Float32Array(buf, at + 4 * n, n), topK, counts };
+}
+
+/** Top-k blocks a parser filled and checked (see {@link wasParsed}). */
+const PARSED = new WeakSet<SparseTopK>();
+
+/** True for a top-k block that a parser built and checked entry by entry: packing it again need not
+ *  re-read 2·N·k entries (the kernels that consume a batch check what they read in any case). @internal */
+export function wasParsed(t: SparseTopK): boolean {
+  return PARSED.has(t);
 }
 
 /** Pads every row of the builder's top-k past its count (id -1, log-prob -Infinity). @internal */
 export function done(b: SequenceBuilder): SparseTopK | null {
   const t = b.topK;
   const c = b.counts;
+  if (t !== null) PARSED.add(t);
   if (t === null || c === null) return t;
   const K = t.k;
   for (let i = 0; i < c.length; i++) {

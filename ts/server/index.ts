@@ -6,11 +6,13 @@
  */
 export type { SparseTopK, ServerSequence, TokenMap, TokenKeys, ParseOptions } from './common.js';
 export { byteLevelKey } from './common.js';
+export { createParseArena } from './arena.js';
+export type { ParseArena, ParseArenaOptions } from './arena.js';
 export { parseOpenAIChat, parseOpenAICompletion } from './openai.js';
 export { parseVllm, parseVllmOutputs, parseVllmPromptLogprobs } from './vllm.js';
 export type { VllmPromptOptions } from './vllm.js';
 export { parseSglang, parseSglangInputLogprobs } from './sglang.js';
-export type { SglangInputOptions } from './sglang.js';
+export type { SglangInputOptions, SglangOptions } from './sglang.js';
 export { parseLlamaCpp } from './llamacpp.js';
 export type { LlamaCppOptions } from './llamacpp.js';
 export { packServerRollouts } from './pack.js';

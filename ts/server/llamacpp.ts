@@ -12,6 +12,7 @@ import {
   arr, bad, badLp, builder, done, idArray, IdResolver, isId, isLp, isObj, obj, parseOptions,
 } from './common.js';
 import type { ParseOptions, PosFn, ServerSequence } from './common.js';
+import type { ParseArena } from './arena.js';
 
 /**
  * Options of {@link parseLlamaCpp}.
@@ -43,7 +44,7 @@ function entryId(e: Record<string, unknown>, res: IdResolver, tokenField: string
 
 /** One sequence from a list of `completion_probabilities` entries (with their positions). */
 function sequence(entries: unknown[], posOf: (i: number) => string, tokens: Int32Array | null, tokensPos: string,
-  res: IdResolver, top: boolean, index: number): ServerSequence {
+  res: IdResolver, top: boolean, index: number, arena?: ParseArena): ServerSequence {
   const n = entries.length;
   if (tokens && tokens.length !== n) bad('ERR_SHAPE', `${tokensPos}.length`, `${n} (one per completion_probabilities entry)`, tokens.length);
   let k = top ? 0 : -1;
@@ -56,7 +57,7 @@ function sequence(entries: unknown[], posOf: (i: number) => string, tokens: Int3
       if (t.length > k) k = t.length;
     } else if (t !== undefined && t !== null) bad('ERR_DTYPE', `${posOf(i)}.top_logprobs`, 'an array', t);
   }
-  const b = builder(n, k);
+  const b = builder(n, k, arena);
   const K = Math.max(k, 0);
   const names: string[] = [];
   const where: PosFn = (i, j) => (j < 0 ? posOf(i) : `${posOf(i)}.${names[i]}[${j}]`);
@@ -166,7 +167,7 @@ export function parseLlamaCpp(response: unknown, options?: LlamaCppOptions): Ser
     if (d.completion_probabilities === undefined || d.completion_probabilities === null) missing('response');
     const entries = arr(d.completion_probabilities, 'completion_probabilities');
     const tokens = Array.isArray(d.tokens) && d.tokens.length > 0 ? idArray(d.tokens, 'tokens') : null;
-    const seq = sequence(entries, (i) => `completion_probabilities[${i}]`, tokens, 'tokens', res, o.topLogprobs, 0);
+    const seq = sequence(entries, (i) => `completion_probabilities[${i}]`, tokens, 'tokens', res, o.topLogprobs, 0, o.arena);
     if (typeof d.content === 'string') seq.text = d.content;
     if (typeof d.stop_type === 'string') seq.finishReason = d.stop_type;
     return [seq];
@@ -180,7 +181,7 @@ export function parseLlamaCpp(response: unknown, options?: LlamaCppOptions): Ser
       const entries = arr(d.completion_probabilities, `response[${ri}].completion_probabilities`);
       const tokens = Array.isArray(d.tokens) && d.tokens.length > 0 ? idArray(d.tokens, `response[${ri}].tokens`) : null;
       const seq = sequence(entries, (i) => `response[${ri}].completion_probabilities[${i}]`, tokens, `response[${ri}].tokens`,
-        res, o.topLogprobs, typeof d.index === 'number' && isId(d.index) ? d.index : ri);
+        res, o.topLogprobs, typeof d.index === 'number' && isId(d.index) ? d.index : ri, o.arena);
       if (typeof d.content === 'string') seq.text = d.content;
       if (typeof d.stop_type === 'string') seq.finishReason = d.stop_type;
       return seq;
@@ -214,7 +215,7 @@ export function parseLlamaCpp(response: unknown, options?: LlamaCppOptions): Ser
     }
   });
   const tokens = allTokens && ids.length === entries.length && ids.length > 0 ? idArray(ids, 'chunks[*].tokens') : null;
-  const seq = sequence(entries, (i) => where[i]!, tokens, 'chunks[*].tokens', res, o.topLogprobs, 0);
+  const seq = sequence(entries, (i) => where[i]!, tokens, 'chunks[*].tokens', res, o.topLogprobs, 0, o.arena);
   seq.text = text;
   if (finish !== undefined) seq.finishReason = finish;
   return [seq];

@@ -13,6 +13,7 @@ import {
   arr, bad, badLp, builder, done, idArray, IdResolver, isId, isLp, isObj, obj, parseOptions, tokenIdString,
 } from './common.js';
 import type { ParseOptions, ServerSequence } from './common.js';
+import type { ParseArena } from './arena.js';
 
 /** One choice's merged fields. */
 interface ChoiceAcc {
@@ -146,7 +147,7 @@ function sameBytes(a: unknown, b: unknown): boolean {
 }
 
 /** Chat: `logprobs.content[i] = { token, logprob, bytes, top_logprobs: [{ token, logprob, bytes }] }`. */
-function chatSequence(acc: ChoiceAcc, res: IdResolver, top: boolean): ServerSequence {
+function chatSequence(acc: ChoiceAcc, res: IdResolver, top: boolean, arena?: ParseArena): ServerSequence {
   requireLogprobs(acc, 'chat');
   const entries = acc.entries;
   const n = entries.length;
@@ -163,7 +164,7 @@ function chatSequence(acc: ChoiceAcc, res: IdResolver, top: boolean): ServerSequ
       } else if (t !== undefined && t !== null) bad('ERR_DTYPE', `${posOf(i)}.top_logprobs`, 'an array', t);
     }
   }
-  const b = builder(n, k);
+  const b = builder(n, k, arena);
   const K = Math.max(k, 0);
   const where = (i: number, j: number) => (j < 0 ? posOf(i) : `${posOf(i)}.top_logprobs[${j}]`);
   for (let i = 0; i < n; i++) {
@@ -214,7 +215,7 @@ function chatSequence(acc: ChoiceAcc, res: IdResolver, top: boolean): ServerSequ
 }
 
 /** Legacy completions: parallel `tokens` / `token_logprobs` / `top_logprobs` (maps token -> log-prob). */
-function completionSequence(acc: ChoiceAcc, res: IdResolver, top: boolean): ServerSequence {
+function completionSequence(acc: ChoiceAcc, res: IdResolver, top: boolean, arena?: ParseArena): ServerSequence {
   requireLogprobs(acc, 'completion');
   let first = 0;
   const total = acc.tokens.length;
@@ -233,7 +234,7 @@ function completionSequence(acc: ChoiceAcc, res: IdResolver, top: boolean): Serv
       if (c > k) k = c;
     }
   }
-  const b = builder(n, k);
+  const b = builder(n, k, arena);
   const K = Math.max(k, 0);
   // entry i of the merged arrays sits at `<logprobs>[k]`; fields are spelled `<logprobs>.<field>[k]`
   const field = (i: number, name: string) => {
@@ -307,7 +308,7 @@ function completionSequence(acc: ChoiceAcc, res: IdResolver, top: boolean): Serv
 export function parseOpenAIChat(response: unknown, options?: ParseOptions): ServerSequence[] {
   const o = parseOptions(options, 'parseOpenAIChat');
   const res = new IdResolver(o.tokenMap, o.tokenKeys, 'the response');
-  return collect(response, 'response', 'chat').map((acc) => chatSequence(acc, res, o.topLogprobs));
+  return collect(response, 'response', 'chat').map((acc) => chatSequence(acc, res, o.topLogprobs, o.arena));
 }
 
 /**
@@ -335,5 +336,5 @@ export function parseOpenAIChat(response: unknown, options?: ParseOptions): Serv
 export function parseOpenAICompletion(response: unknown, options?: ParseOptions): ServerSequence[] {
   const o = parseOptions(options, 'parseOpenAICompletion');
   const res = new IdResolver(o.tokenMap, o.tokenKeys, 'the response');
-  return collect(response, 'response', 'completion').map((acc) => completionSequence(acc, res, o.topLogprobs));
+  return collect(response, 'response', 'completion').map((acc) => completionSequence(acc, res, o.topLogprobs, o.arena));
 }

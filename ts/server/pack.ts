@@ -9,7 +9,7 @@ import { fail } from '../core/errors.js';
 import { buildRolloutBatch } from '../rollout/batch.js';
 import type { RolloutBatch, StepInput, TrajectoryInput } from '../rollout/batch.js';
 import type { GroupId } from '../advantages/groups.js';
-import { isObj } from './common.js';
+import { isObj, wasParsed } from './common.js';
 import type { ServerSequence, SparseTopK } from './common.js';
 
 /**
@@ -102,6 +102,15 @@ export interface PackServerRolloutsInput {
    * @defaultValue the widest teacher sequence's `k`
    */
   teacherK?: number;
+  /**
+   * A batch an earlier call returned, whose memory this call reuses for its log-prob and top-k arrays
+   * when it is large enough (a fresh buffer is mapped page by page on first write, which costs as much
+   * as the packing itself at 10^6 tokens). That batch's log-prob and top-k arrays are overwritten.
+   * When it is too small, a new buffer with 25% headroom is allocated instead.
+   *
+   * @defaultValue a new buffer
+   */
+  out?: ServerRolloutBatch;
 }
 
 /** A packed batch: {@link RolloutBatch} plus the per-token log-probs and top-k. Tokens with mask 0
@@ -118,6 +127,26 @@ export interface ServerRolloutBatch extends RolloutBatch {
   teacherLogprobs?: Float32Array;
   /** The teacher's top-k per token, when every assistant turn has a teacher. */
   teacherTopK?: SparseTopK;
+}
+
+/** Buffers made by {@link packServerRollouts}: only those are reused through `out`. */
+const PACKED = new WeakSet<ArrayBuffer>();
+
+/** The buffer behind `out` (a batch from packServerRollouts), or null without one. */
+function outBuffer(out: unknown): ArrayBuffer | null {
+  if (out === undefined) return null;
+  const b = isObj(out) && out.logprobs instanceof Float32Array ? out.logprobs.buffer : null;
+  if (!(b instanceof ArrayBuffer) || !PACKED.has(b)) fail('ERR_OPTION', 'packServerRollouts: out', 'a batch returned by packServerRollouts', out);
+  return b;
+}
+
+/** `buf` when it holds `bytes` (and is still attached), else a new buffer: exact without `out`,
+ *  with headroom when `out` was too small (the next step is likely as large). */
+function reuse(buf: ArrayBuffer | null, bytes: number): ArrayBuffer {
+  if (buf !== null && buf.byteLength >= bytes) return buf;
+  const fresh = new ArrayBuffer(buf === null ? bytes : Math.ceil(bytes * 1.25 / 8) * 8);
+  PACKED.add(fresh);
+  return fresh;
 }
 
 function kOpt(x: unknown, what: string): number | undefined {
@@ -144,6 +173,8 @@ function checkSeq(s: unknown, pos: string): ServerSequence {
     if (!Number.isInteger(t.k) || t.k < 0) fail('ERR_SHAPE', `${pos}.topK.k`, 'an integer >= 0', t.k);
     if (!(t.ids instanceof Int32Array) || t.ids.length !== n * t.k) fail('ERR_SHAPE', `${pos}.topK.ids`, `Int32Array(${n * t.k})`, t.ids);
     if (!(t.logprobs instanceof Float32Array) || t.logprobs.length !== n * t.k) fail('ERR_SHAPE', `${pos}.topK.logprobs`, `Float32Array(${n * t.k})`, t.logprobs);
+    // a parser checked every entry when it built the block; hand-built blocks are checked here
+    if (wasParsed(t)) return q;
     for (let i = 0; i < t.ids.length; i++) {
       const id = t.ids[i]!;
       const lp = t.logprobs[i]!;
@@ -226,7 +257,7 @@ function copyTop(src: SparseTopK | null | undefined, dst: SparseTopK, at: number
 export function packServerRollouts(input: PackServerRolloutsInput): ServerRolloutBatch {
   if (!isObj(input)) fail('ERR_OPTION', 'packServerRollouts', 'an options object', input);
   for (const key of Object.keys(input)) {
-    if (!['trajectories', 'layout', 'k', 'teacherK'].includes(key)) fail('ERR_OPTION', `packServerRollouts: ${key}`, 'a known option', key);
+    if (!['trajectories', 'layout', 'k', 'teacherK', 'out'].includes(key)) fail('ERR_OPTION', `packServerRollouts: ${key}`, 'a known option', key);
   }
   const layout = input.layout ?? 'conversation';
   if (layout !== 'step' && layout !== 'conversation') fail('ERR_OPTION', 'packServerRollouts: layout', "'step' or 'conversation'", layout);
@@ -234,6 +265,7 @@ export function packServerRollouts(input: PackServerRolloutsInput): ServerRollou
   if (!Array.isArray(trajs) || trajs.length === 0) fail('ERR_SHAPE', 'packServerRollouts: trajectories', 'a non-empty array', trajs);
   const kUser = kOpt(input.k, 'packServerRollouts: k');
   const tkUser = kOpt(input.teacherK, 'packServerRollouts: teacherK');
+  const outBuf = outBuffer(input.out);
 
   // Validate every turn and build buildRolloutBatch's input.
   let kMax = 0;
@@ -301,7 +333,8 @@ export function packServerRollouts(input: PackServerRolloutsInput): ServerRollou
   const TK = tkUser ?? tkMax;
   const teacher = withTeacher === 1;
   // One ArrayBuffer for every output array (see `builder` in common.ts: fewer backing stores, less GC).
-  const buf = new ArrayBuffer(4 * (N + 2 * N * K + (teacher ? N + 2 * N * TK : 0)));
+  const bytes = 4 * (N + 2 * N * K + (teacher ? N + 2 * N * TK : 0));
+  const buf = reuse(outBuf, bytes);
   const logprobs = new Float32Array(buf, 0, N);
   const topK = block(buf, 4 * N, N, K);
   const tLogprobs = teacher ? new Float32Array(buf, 4 * (N + 2 * N * K), N) : undefined;
@@ -323,8 +356,13 @@ export function packServerRollouts(input: PackServerRolloutsInput): ServerRollou
         n += len;
       } else if (layout === 'conversation') {
         const len = u.tokens.length;
+        // written even in a fresh buffer: `out` hands back an earlier batch's values
+        logprobs.fill(0, n, n + len);
         padRows(topK, n, len);
-        if (teacher) padRows(tTop!, n, len);
+        if (teacher) {
+          tLogprobs!.fill(0, n, n + len);
+          padRows(tTop!, n, len);
+        }
         n += len;
       }
     }

@@ -177,7 +177,7 @@ export function parseVllmPromptLogprobs(response: unknown, options?: VllmPromptO
   const n = length ?? total - start;
   if (start + n > total) bad('ERR_SHAPE', 'parseVllmPromptLogprobs: options.start + options.length', `at most the ${total} prompt positions`, start + n);
   const k = o.topLogprobs ? keyedWidth(list, start, start + n) : -1;
-  const b = builder(n, k);
+  const b = builder(n, k, o.arena);
   const where = (ii: number) => `${pos}[${start + ii}]`;
   for (let i = 0; i < n; i++) {
     const r = list[start + i];
@@ -219,7 +219,7 @@ export function parseVllmOutputs(output: unknown, options?: Pick<ParseOptions, '
     const rows = arr(s.logprobs, `${p}.logprobs`);
     if (rows.length !== ids.length) bad('ERR_SHAPE', `${p}.logprobs.length`, `${ids.length} (one per token id)`, rows.length);
     const k = o.topLogprobs ? keyedWidth(rows, 0, rows.length) : -1;
-    const b = builder(ids.length, k);
+    const b = builder(ids.length, k, o.arena);
     const where = (ii: number) => `${p}.logprobs[${ii}]`;
     for (let i = 0; i < ids.length; i++) keyedRow(rows[i], where, ids[i]!, b, i, Math.max(k, 0));
     const index = s.index === undefined ? si : s.index;

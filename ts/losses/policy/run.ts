@@ -116,7 +116,8 @@ export function prepare(a: PolicyLossArgs): Prepared | { trl: PolicyLossResult }
 
 /** @internal The float64 TypeScript path: weights, then the registered kind's terms or reduction. */
 export function policyLossTs(a: PolicyLossArgs, p: Prepared): PolicyLossResult {
-  const { lp, old, A, offsets, mask, kind, agg, aggOpts, o } = p;
+  const { lp, old, A, offsets, kind, agg, aggOpts, o } = p;
+  let mask = p.mask;
   const n = lp.length;
   finite(lp, 'logprob', mask);
   finite(old, 'oldLogprob', mask);
@@ -135,6 +136,8 @@ export function policyLossTs(a: PolicyLossArgs, p: Prepared): PolicyLossResult {
     const rc = rolloutCorrectionWeights(old, offsets, mask, a.rolloutCorrection);
     isw = rc.weights;
     extra = rc.metrics;
+    // rejection sampling: the rejected tokens leave the loss (verl replaces response_mask)
+    if (rc.mask !== undefined) mask = rc.mask;
   }
 
   const ctx: PolicyLossContext = {

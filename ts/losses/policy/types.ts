@@ -114,7 +114,11 @@ export interface PolicyLossArgs {
   semantics?: Semantics;
   /** Per-token importance weights applied (detached) to each token's loss, e.g. from rollout correction. */
   isWeights?: FloatArray;
-  /** Compute rollout-correction weights inside the loss (see {@link RolloutCorrection}). */
+  /**
+   * Compute rollout-correction weights inside the loss (see {@link RolloutCorrection}); with its
+   * `rejection`, the rejected tokens also leave the loss mask (and so the aggregation's token counts and
+   * the loss metrics), as verl's rejection sampling does.
+   */
   rolloutCorrection?: RolloutCorrection;
   /**
    * SAPO temperature for A > 0 (default 1.0).
@@ -203,7 +207,7 @@ export interface PolicyLossResult<G extends FloatArray = FloatArray> {
   /**
    * Metrics under stable names: `pg_clipfrac`, `pg_clipfrac_lower`, `ppo_kl` (verl's masked means, with
    * its `+1e-8`), `ratio_mean`, `ratio_min`, `ratio_max` (over valid tokens), and `rollout_is_*` when a
-   * rollout correction is applied.
+   * rollout correction is applied (`rollout_rs_*` with its rejection sampling).
    */
   metrics: Record<string, number>;
 }
