@@ -8,7 +8,7 @@ import { eachIsa, restoreBackendAfterAll } from '../helpers/isa.js';
 import { data, expectClose, loadPeer } from '../helpers/peer.js';
 import { type Kind, maxScaledError, randomLogits, rng } from '../helpers/reference.js';
 import {
-  type RefSparseOptions, type RefTopk, f32Topk, fullEntropy, logSoftmaxRows, projectOnto, refSparse, refSparseGradFd,
+  type RefSparseOptions, type RefTopk, f32Topk, fullEntropy, logSoftmaxRows, projectOnto, refSparse, refSparseGradFd, sharedCells,
   topkOf,
 } from '../helpers/sparse_reference.js';
 
@@ -108,7 +108,7 @@ describe('sparseDivergence against the float64 reference', () => {
         const o: RefSparseOptions = { kind, beta, support };
         const want = refSparse(s, t, 60, o);
         expect(want.some((x) => x > 0.05)).toBe(true);
-        // Every ISA path of this CPU (the kernel has a baseline and an AVX2 build of its per-entry pass).
+        // Every ISA path of this CPU (baseline, AVX2 and AVX-512 builds of the per-entry passes).
         eachIsa((isa) => {
           const d = rl.sparseDivergence(f32Topk(s), f32Topk(t), { ...o, vocab: 40 });
           expect(maxScaledError(d.value, want), isa).toBeLessThan(2e-6);
@@ -271,6 +271,151 @@ describe('sparseDivergenceBackward', () => {
     expect([g[0], g[1]]).toEqual([0, 0]);
     expect(Math.abs(g[2]!)).toBeGreaterThan(0);
     expect(() => rl.sparseDivergenceBackward(st, te, Float32Array.of(1, 1))).toThrow(expect.objectContaining({ code: 'ERR_NON_FINITE' }));
+  });
+});
+
+describe('list lengths around the vector widths (short lists are matched by vector compares)', () => {
+  // Student k / teacher k pairs at and past 8, 16 and 32 entries (32: the longest vector-matched list).
+  const SHAPES: [number, number][] = [[1, 1], [1, 6], [6, 1], [5, 5], [8, 8], [9, 7], [16, 16], [17, 16], [16, 17],
+    [20, 20], [24, 9], [32, 32], [33, 32], [32, 33], [40, 40]];
+  const N = 12;
+  /**
+   * makeCase's rows, then: row 0 the teacher lists the student's own ids (as many as fit, reversed: all
+   * shared), row 1 no shared id, row 3 padding in the middle of the student's list, row 4 the teacher's first
+   * entry padded, row 6 every student entry but the first padded.
+   */
+  function shapeCase(ks: number, kt: number) {
+    const vocab = 2 * (ks + kt) + 8;
+    const { s, t } = makeCase(100 + ks * 41 + kt, N, vocab, ks, kt);
+    const setT = (r: number, j: number, id: number) => { t.ids[r * kt + j] = id; };
+    const own = Array.from({ length: ks }, (_, i) => s.ids[i]!).filter((id) => id >= 0);
+    const pool = [...own.slice(0, kt).reverse()];
+    for (let id = 0; pool.length < kt; id++) if (!pool.includes(id)) pool.push(id);
+    pool.forEach((id, j) => setT(0, j, id));
+    if (t.logprobs.slice(0, kt).some((x) => x === -Infinity)) for (let j = 0; j < kt; j++) if (t.logprobs[j] === -Infinity) setT(0, j, -1);
+    const srow = new Set(Array.from({ length: ks }, (_, i) => s.ids[ks + i]!));
+    let next = 0;
+    for (let j = 0; j < kt; j++) {
+      if (t.ids[kt + j]! < 0) continue;
+      while (srow.has(next)) next++;
+      setT(1, j, next++);
+    }
+    const mid = 3 * ks + (ks >> 1);
+    s.ids[mid] = -1; s.logprobs[mid] = -Infinity;
+    t.ids[4 * kt] = -1; t.logprobs[4 * kt] = -Infinity;
+    for (let i = 1; i < ks; i++) { s.ids[6 * ks + i] = -1; s.logprobs[6 * ks + i] = -Infinity; }
+    return { s, t, vocab };
+  }
+  /** The entropy bounds from their definition (docs: sparseDivergence), in float64. */
+  function refEntropy(s: RefTopk, r: number, vocab: number): [number, number] {
+    let hk = 0, mass = 0, mn = Infinity, listed = 0;
+    for (let i = 0; i < s.k; i++) {
+      if (s.ids[r * s.k + i]! < 0) continue;
+      listed++;
+      const a = s.logprobs[r * s.k + i]!, p = Math.exp(a);
+      mass += p;
+      if (p > 0) { hk -= p * a; mn = Math.min(mn, p); }
+    }
+    const tau = Math.max(0, 1 - mass);
+    if (tau === 0) return [hk, hk];
+    const hi = hk + tau * (Math.log(vocab - listed) - Math.log(tau));
+    if (mn === Infinity) return [hk, hi];  // nothing listed: no bound on the tail's entries
+    const cnt = Math.floor(tau / mn), rem = Math.max(0, tau - cnt * mn);
+    return [hk + cnt * (-mn * Math.log(mn)) + (rem > 0 ? -rem * Math.log(rem) : 0), hi];
+  }
+
+  for (const [ks, kt] of SHAPES) {
+    it(`k = ${ks} / ${kt}: values, coverage, entropy bounds and gradients on every ISA`, () => {
+      const { s, t, vocab } = shapeCase(ks, kt);
+      const cells = Array.from({ length: N }, (_, r) => sharedCells(s, t, r));
+      const listed0 = Array.from(s.ids.subarray(0, ks)).filter((id) => id >= 0).length;
+      expect(cells[0]!.length).toBe(Math.min(listed0, kt));
+      expect(cells[1]!.length).toBe(0);
+      for (const [kind, beta] of [['reverse_kl', 0.5], ['forward_kl', 0.5], ['jsd', 0.3]] as [Kind, number][]) {
+        for (const support of SUPPORTS) {
+          const o: RefSparseOptions = { kind, beta, support };
+          const want = refSparse(s, t, N, o);
+          const fd = refSparseGradFd(s, t, N, o);
+          eachIsa((isa) => {
+            const what = `${isa} ${kind} ${support}`;
+            const d = rl.sparseDivergence(f32Topk(s), f32Topk(t), { ...o, vocab });
+            expect(maxScaledError(d.value, want), what).toBeLessThan(2e-6);
+            const g = rl.sparseDivergenceBackward(f32Topk(s), f32Topk(t), new Float32Array(N).fill(1), o);
+            expect(maxScaledError(g, fd), what).toBeLessThan(2e-5);
+            for (let r = 0; r < N; r++) {
+              expect(d.shared[r], `${what} row ${r}`).toBe(cells[r]!.length);
+              const ms = cells[r]!.reduce((a, c) => a + Math.exp(c[0]), 0), mt = cells[r]!.reduce((a, c) => a + Math.exp(c[1]), 0);
+              expect(Math.abs(d.studentSharedMass[r]! - ms), `${what} row ${r}`).toBeLessThan(1e-6);
+              expect(Math.abs(d.teacherSharedMass[r]! - mt), `${what} row ${r}`).toBeLessThan(1e-6);
+              const [lo, hi] = refEntropy(s, r, vocab);
+              expect(Math.abs(d.entropyLower[r]! - lo), `${what} row ${r}`).toBeLessThan(2e-6 * Math.max(1, Math.abs(lo)));
+              expect(Math.abs(d.entropyUpper[r]! - hi), `${what} row ${r}`).toBeLessThan(2e-6 * Math.max(1, Math.abs(hi)));
+            }
+          });
+        }
+      }
+    });
+  }
+
+  it('the largest id, 2^31 - 1, is an id (no vocabulary, or vocab 2^31); -2 and vocab itself are not', () => {
+    const top = 2 ** 31 - 1;
+    const st = { ids: Int32Array.of(top, 0), logprobs: Float32Array.of(Math.log(0.5), Math.log(0.2)), k: 2 };
+    const te = { ids: Int32Array.of(0, top), logprobs: Float32Array.of(Math.log(0.3), Math.log(0.6)), k: 2 };
+    const want = refSparse({ ...st, logprobs: Float64Array.from(st.logprobs) }, { ...te, logprobs: Float64Array.from(te.logprobs) }, 1,
+      { kind: 'reverse_kl' });
+    eachIsa((isa) => {
+      for (const vocab of [undefined, 2 ** 31]) {
+        const d = rl.sparseDivergence(st, te, { vocab });
+        expect(d.shared[0], `${isa} ${vocab}`).toBe(2);
+        expect(maxScaledError(d.value, want), `${isa} ${vocab}`).toBeLessThan(2e-6);
+      }
+      expect(() => rl.sparseDivergence(st, te, { vocab: top }), isa).toThrow(/student\[row 0, entry 0\]\.id/);
+      expect(() => rl.sparseDivergence({ ...st, ids: Int32Array.of(-2, 0) }, te), isa).toThrow(expect.objectContaining({ code: 'ERR_TARGET_RANGE' }));
+    });
+  });
+
+  it('the backward reports the first failing row: an infinite value before a duplicate, and after one', () => {
+    const rows = (inf: number, dup: number) => {
+      const st = { ids: new Int32Array(20), logprobs: new Float32Array(20), k: 2 };
+      const te = { ids: new Int32Array(20), logprobs: new Float32Array(20), k: 2 };
+      for (let r = 0; r < 10; r++) {
+        st.ids.set([3, 4], 2 * r); st.logprobs.set([Math.log(0.5), Math.log(0.4)], 2 * r);
+        te.ids.set([4, 3], 2 * r); te.logprobs.set([Math.log(0.6), r === inf ? -Infinity : Math.log(0.3)], 2 * r);
+      }
+      te.ids[2 * dup] = 3;
+      return [st, te] as const;
+    };
+    eachIsa((isa) => {
+      const [s1, t1] = rows(1, 5);
+      expect(() => rl.sparseDivergenceBackward(s1, t1, new Float32Array(10).fill(1)), isa).toThrow(/row 1\]: expected a finite divergence/);
+      const [s2, t2] = rows(5, 1);
+      expect(() => rl.sparseDivergenceBackward(s2, t2, new Float32Array(10).fill(1)), isa).toThrow(/teacher\[row 1, entry 1\]\.id/);
+      expect(() => rl.sparseDivergence(s2, t2), isa).toThrow(/teacher\[row 1, entry 1\]\.id/);
+    });
+  });
+
+  it('a duplicate id anywhere in either list is found on every ISA, with its entry', () => {
+    for (const [ks, kt] of SHAPES) {
+      const { s, t } = shapeCase(ks, kt);
+      const places = (k: number) => [...new Set([[0, k - 1], [k >> 1, k - 1], [0, Math.min(k - 1, 16)], [3, Math.min(k - 1, 20)]]
+        .filter(([a, b]) => a! < b!).map((x) => x.join(',')))].map((x) => x.split(',').map(Number) as [number, number]);
+      for (const [side, k] of [['student', ks], ['teacher', kt]] as const) {
+        for (const [a, b] of places(k)) {
+          const x = f32Topk(side === 'student' ? s : t);
+          x.ids = Int32Array.from(x.ids);  // f32Topk shares the ids
+          const row = 7;
+          x.ids[row * k + b] = x.ids[row * k + a]!;
+          if (x.ids[row * k + a]! < 0) continue;
+          eachIsa((isa) => {
+            const args = side === 'student' ? [x, f32Topk(t)] : [f32Topk(s), x];
+            expect(() => rl.sparseDivergence(args[0]!, args[1]!), `${isa} ${side} ${a},${b}`)
+              .toThrow(new RegExp(`${side}\\[row ${row}, entry ${b}\\]\\.id`));
+            expect(() => rl.sparseDivergenceBackward(args[0]!, args[1]!, new Float32Array(N)), `${isa} ${side} ${a},${b}`)
+              .toThrow(expect.objectContaining({ code: 'ERR_OPTION' }));
+          });
+        }
+      }
+    }
   });
 });
 

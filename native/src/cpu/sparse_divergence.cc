@@ -1,10 +1,14 @@
 // Sparse (top-k) divergences: argument checks, row-parallel scheduling (each row by exactly one task, its
 // arithmetic in a fixed order: bit-identical for every thread count) and the per-row math in float64.
 // Per row the cost is the two lists' checks and exps (sparse_divergence_probs.inc: a branch-free
-// polynomial the compiler vectorises, also built for AVX2 in sparse_divergence_avx2.cc with the same
-// results), an id matching through a small per-task hash table (O(k), no branch that depends on which
-// ids are shared), and a few logs through an inline polynomial (a libm call per log would cost more than
-// the rest of the row). Rows that fail a check are re-examined by the exact, slower path, which names
+// polynomial the compiler vectorises, also built for AVX2 and AVX-512 with the same results), an id
+// matching through a small per-task hash table (O(k), no branch that depends on which ids are shared),
+// and a few logs through an inline polynomial (a libm call per log would cost more than the rest of the
+// row). Under AVX-512, lists of at most kSmallK entries take vector kernels instead
+// (sparse_divergence_avx512.cc): ids matched by compares, the shared sums, the entropy pass and the tail
+// bucket's gradient eight entries wide (their sums in another order than the loops here: the same values
+// to rounding). Rows go in groups of eight, each step over the group's independent rows, and a group's
+// logs go eight to a call. Rows that fail a check are re-examined by the exact, slower path, which names
 // the first bad entry.
 #include "gear/sparse_divergence.h"
 
@@ -40,9 +44,51 @@ using namespace sparse_kern;
 SideProbsFn pick_side_probs() {
 #if GEAR_X86
   const Isa isa = active_isa();
-  if (isa == Isa::Avx2 || isa == Isa::Avx512) return side_probs_avx2;
+  if (isa == Isa::Avx512) return side_probs_avx512;
+  if (isa == Isa::Avx2) return side_probs_avx2;
 #endif
   return side_probs;
+}
+
+// The shared sums of short lists for the active ISA, or null (row_value's loop over the cells).
+SharedSumsFn pick_shared_sums() {
+#if GEAR_X86
+  if (active_isa() == Isa::Avx512) return shared_sums_avx512;
+#endif
+  return nullptr;
+}
+
+// The tail-bucket gradient of short lists for the active ISA, or null (the loop over the cells).
+BucketGradFn pick_bucket_grad() {
+#if GEAR_X86
+  if (active_isa() == Isa::Avx512) return bucket_grad_avx512;
+#endif
+  return nullptr;
+}
+
+// Eight logs at once for the active ISA.
+Logs8Fn pick_logs8() {
+#if GEAR_X86
+  if (active_isa() == Isa::Avx512) return logs8_avx512;
+#endif
+  return logs8;
+}
+
+// The entropy bounds' per-entry pass for the active ISA.
+ListEntropyFn pick_list_entropy() {
+#if GEAR_X86
+  if (active_isa() == Isa::Avx512) return list_entropy_avx512;
+#endif
+  return list_entropy;
+}
+
+// The vector matching of short lists for the active ISA, or null (the hash table: baseline, NEON, and
+// AVX2, where eight-lane compares were slower than the table).
+MatchSmallFn pick_match_small() {
+#if GEAR_X86
+  if (active_isa() == Isa::Avx512) return match_small_avx512;
+#endif
+  return nullptr;
 }
 
 struct Cell {
@@ -70,12 +116,17 @@ struct Scratch {
   std::vector<uint16_t> tab;                        // hash table, all zero between rows
   std::vector<uint32_t> sslot, tslot;               // each entry's slot (kHashMask + 1: padding)
   std::vector<int32_t> sx, tx;                      // each side's ids shifted by one, sx[0] = tx[0] = -2
+  int32_t tix[kSmallK];                             // prepare_small: each student entry's teacher index
   SideProbsFn probs = pick_side_probs();
+  MatchSmallFn match_small = nullptr;               // set when both lists are short enough
+  SharedSumsFn shared_sums = nullptr;               // with match_small, where the ISA has one
+  bool lazy_cells = false;                          // prepare_small leaves the cells to small_cells
   void size_for(int64_t ks, int64_t kt) {
-    cells.resize(static_cast<size_t>(std::max(ks, kt) + 1));  // prepare_fast writes one past the shared cells
+    cells.resize(static_cast<size_t>(std::max(ks, kt) + 1));  // the fast paths write one past the shared cells
     ps.resize(static_cast<size_t>(ks));
     pt.resize(static_cast<size_t>(kt));
-    if (ks <= kHashMaxK && kt <= kHashMaxK) {
+    if (ks <= kSmallK && kt <= kSmallK) match_small = pick_match_small(), shared_sums = pick_shared_sums();
+    if (match_small == nullptr && ks <= kHashMaxK && kt <= kHashMaxK) {
       tab.assign(kHashMask + 2, 0);
       sslot.resize(static_cast<size_t>(ks));
       tslot.resize(static_cast<size_t>(kt));
@@ -118,39 +169,6 @@ inline double exp_d(double x) {
   double scale;
   std::memcpy(&scale, &sb, sizeof scale);
   return p * scale;
-}
-
-// log x for a finite x > 0 (the same on every target, unlike libm's, and inline: a per-row libm call
-// costs more than a row's matching). x = 2^e m with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s) with
-// s = (m - 1) / (m + 1), |s| <= 0.1716: the odd series to s^15 (truncation below 2e-14 absolute).
-inline double log_pos(double x) {
-  int64_t bias = 0;
-  if (x < 2.2250738585072014e-308) {  // subnormal: scale into the normal range
-    x *= 18014398509481984.0;         // 2^54
-    bias = -54;
-  }
-  uint64_t b;
-  std::memcpy(&b, &x, sizeof b);
-  // Subtracting the bits of sqrt(1/2) puts m in [sqrt(1/2), sqrt(2)) with the exponent read off the top.
-  const uint64_t off = b - 0x3fe6a09e667f3bcdULL;
-  const int64_t k = static_cast<int64_t>(off) >> 52;  // arithmetic shift (g++, clang, MSVC)
-  const uint64_t mb = b - (static_cast<uint64_t>(k) << 52);
-  const int64_t e = k + bias;
-  double m;
-  std::memcpy(&m, &mb, sizeof m);
-  const double f = m - 1.0;
-  const double sv = f / (2.0 + f);
-  const double z = sv * sv;
-  double q = 2.0 / 15.0;
-  q = q * z + 2.0 / 13.0;
-  q = q * z + 2.0 / 11.0;
-  q = q * z + 2.0 / 9.0;
-  q = q * z + 2.0 / 7.0;
-  q = q * z + 2.0 / 5.0;
-  q = q * z + 2.0 / 3.0;
-  const double lm = 2.0 * sv + sv * (z * q);
-  const double ed = static_cast<double>(e);
-  return ed * 0.6931471803691238 + (lm + ed * 1.9082149292705877e-10);
 }
 
 // side_probs, then the duplicate check: the exact path (diagnostics, and lists too long for the hash table).
@@ -328,19 +346,57 @@ bool prepare_fast(const int32_t* sid, const float* slp, int64_t ks, const int32_
   return ok;
 }
 
+// The shared cells of a row that took prepare_small, in student order, branch-free.
+void small_cells(const float* slp, int64_t ks, const float* tlp, Scratch& sc) {
+  Cell* cells = sc.cells.data();
+  const double* ps = sc.ps.data();
+  const double* pt = sc.pt.data();
+  int64_t n = 0;
+  for (int64_t i = 0; i < ks; ++i) {
+    const int32_t j = sc.tix[i];
+    const int64_t jj = j < 0 ? 0 : j;
+    cells[n] = {i, slp[i], tlp[jj], ps[i], pt[jj]};
+    n += j >= 0;
+  }
+}
+
+// The fast path of a row of two short lists (x86): the checks of side_probs, then the vector matching
+// (which also finds duplicates), then the shared cells in student order, branch-free. Returns false for a
+// row that fails any check (the same rows as check_side + match, which then name the error). With
+// lazy_cells the cells are left to the caller (small_cells), only their count set.
+bool prepare_small(const int32_t* sid, const float* slp, int64_t ks, const int32_t* tid, const float* tlp, int64_t kt,
+                   int64_t vocab, Scratch& sc) {
+  int64_t where, vs, vt;
+  if (sc.probs(sid, slp, ks, vocab, sc.ps.data(), &sc.mass_s, &vs, &where) != kOk) return false;
+  if (sc.probs(tid, tlp, kt, vocab, sc.pt.data(), &sc.mass_t, &vt, &where) != kOk) return false;
+  const int64_t shared = sc.match_small(sid, ks, tid, kt, sc.tix);
+  if (shared < 0) return false;
+  sc.ncell = shared;
+  if (!sc.lazy_cells) small_cells(slp, ks, tlp, sc);
+  return true;
+}
+
+// JSD's mixture of masses p and q.
+inline double mix(double beta, double p, double q) { return (1.0 - beta) * p + beta * q; }
+
 // One category's term of the divergence, from the student's and the teacher's log-masses x and y and
-// their masses p = e^x and q = e^y.
-double term(DivKind k, double beta, double x, double p, double y, double q) {
+// their masses p = e^x and q = e^y; for JSD lm is log m of the mixture m = (1 - beta) p + beta q (unused
+// when m = 0).
+double term_lm(DivKind k, double beta, double x, double p, double y, double q, double lm) {
   if (k == DivKind::ReverseKl) std::swap(x, y), std::swap(p, q), k = DivKind::ForwardKl;  // KL(p||q): roles swapped
   if (k == DivKind::ForwardKl) {  // q (log q - log p)
     if (q == 0.0) return 0.0;
     if (x == -kInf) return kInf;
     return q * (y - x);
   }
-  const double m = (1.0 - beta) * p + beta * q;
+  const double m = mix(beta, p, q);
   if (m == 0.0) return 0.0;
-  const double lm = log_pos(m);
   return (p > 0.0 ? (1.0 - beta) * p * (x - lm) : 0.0) + (q > 0.0 ? beta * q * (y - lm) : 0.0);
+}
+
+double term(DivKind k, double beta, double x, double p, double y, double q) {
+  const double m = k == DivKind::Jsd ? mix(beta, p, q) : 0.0;
+  return term_lm(k, beta, x, p, y, q, m > 0.0 ? log_pos(m) : 0.0);
 }
 
 // d term / d x (the student's log-mass as a free coordinate), with p = e^x, q = e^y.
@@ -357,6 +413,8 @@ struct RowState {
   double ms = 0.0, mt = 0.0;        // sum over C of p_s, p_t (e^ls, e^lt)
   double lbs = 0.0, lbt = 0.0;      // bucket log-masses (Bucket support)
   double bs = 1.0, bt = 1.0;        // bucket masses
+  double lmb = 0.0;                 // log of the buckets' JSD mixture, where has_lmb
+  bool has_lmb = false;
   bool bucket_live = false;         // the bucket's mass moves with the student's log-probs
   bool empty = false;               // Renormalize with no common conditional: value 0, gradient 0
 };
@@ -390,17 +448,23 @@ double cells_log_mass(const Cell* cells, int64_t n, X x, P p, double* mass) {
   return l;
 }
 
-RowState row_value(const Cell* cells, int64_t n, DivKind k, const SparseDivergenceOptions& opt, const Clamp& cl) {
+// sums: null, or both masses and the shared terms already summed (SharedSumsFn, Bucket support only).
+RowState row_value(const Cell* cells, int64_t n, DivKind k, const SparseDivergenceOptions& opt, const Clamp& cl,
+                   const double* sums = nullptr) {
   RowState r;
   double v = 0.0;
   if (opt.support == SparseSupport::Bucket) {
     // One pass for the common case: both masses and the shared terms (the per-kind branch is loop-invariant).
     double ms = 0.0, mt = 0.0;
-    for (int64_t j = 0; j < n; ++j) {
-      const Cell& c = cells[j];
-      ms += c.p;
-      mt += c.q;
-      v += term(k, opt.beta, c.a, c.p, c.c, c.q);
+    if (sums != nullptr) {
+      ms = sums[0], mt = sums[1], v = sums[2];
+    } else {
+      for (int64_t j = 0; j < n; ++j) {
+        const Cell& c = cells[j];
+        ms += c.p;
+        mt += c.q;
+        v += term(k, opt.beta, c.a, c.p, c.c, c.q);
+      }
     }
     // The bucket masses from the shared masses; log ms (ls) only where the comparison with the clamp
     // needs it or the masses underflow (then from the log-probs). ls / lt are not set otherwise.
@@ -484,10 +548,93 @@ int prepare_row(const SparseTopk& s, const SparseTopk& t, int64_t r, int64_t voc
 
 // One row's checks, probabilities and shared cells; false for a row that fails a check.
 inline bool prepare(const SparseTopk& s, const SparseTopk& t, int64_t r, int64_t vocab, Scratch& sc) {
+  if (sc.match_small != nullptr)
+    return prepare_small(s.ids + r * s.k, s.logprobs + r * s.k, s.k, t.ids + r * t.k, t.logprobs + r * t.k, t.k, vocab, sc);
   if (!sc.tab.empty())
     return prepare_fast(s.ids + r * s.k, s.logprobs + r * s.k, s.k, t.ids + r * t.k, t.logprobs + r * t.k, t.k, vocab, sc);
   int64_t where;
   return prepare_row(s, t, r, vocab, sc, &where) == 0;
+}
+
+// row_value of row r after prepare, with the vector shared sums where the row took prepare_small.
+inline RowState row_value_of(const SparseTopk& s, const SparseTopk& t, int64_t r, DivKind k,
+                             const SparseDivergenceOptions& opt, const Clamp& cl, Scratch& sc) {
+  if (sc.shared_sums != nullptr && opt.support == SparseSupport::Bucket) {
+    double sums[3];
+    sc.shared_sums(s.logprobs + r * s.k, sc.ps.data(), s.k, t.logprobs + r * t.k, sc.pt.data(), t.k, sc.tix,
+                   static_cast<int>(k), opt.beta, sums);
+    // Tiny shared masses: row_value goes back to the cells.
+    if (sc.lazy_cells && !(sums[0] > 1e-250 && sums[1] > 1e-250))
+      small_cells(s.logprobs + r * s.k, s.k, t.logprobs + r * t.k, sc);
+    return row_value(sc.cells.data(), sc.ncell, k, opt, cl, sums);
+  }
+  return row_value(sc.cells.data(), sc.ncell, k, opt, cl);
+}
+
+// The entropy bounds (docs: sparseDivergence). The listed entries contribute exactly H_k; the tail's mass
+// tau lies on the unlisted ids, each at most m (the smallest listed probability > 0), at most V - k of
+// them. Lowest entropy: as concentrated as allowed, floor(tau / m) ids at m and the rest r on one more
+// (this vector majorises every feasible one, and entropy is Schur-concave). Highest: spread evenly over the
+// V - k ids. log m is the listed log-prob of m's entry (m = e^a to rounding): no log per row but two, of
+// the rest (split_tail) and of tau, given as lrem and ltau.
+struct TailSplit {
+  double cnt = 0.0, rem = 0.0;  // floor(tau / m), and the rest
+};
+inline TailSplit split_tail(double tau, const ListEntropy& le) {
+  TailSplit ts;
+  if (tau > 0.0 && le.mn < kInf) {
+    const double ratio = tau / le.mn;  // floor without libm: a truncation below 2^52, already whole above
+    ts.cnt = ratio < 4503599627370496.0 ? static_cast<double>(static_cast<int64_t>(ratio)) : ratio;
+    ts.rem = std::max(0.0, tau - ts.cnt * le.mn);
+  }
+  return ts;
+}
+// log_rest: log(V - listed) by the count of listed ids (empty: V unknown, an upper bound of +Infinity).
+inline void entropy_bounds(const ListEntropy& le, double tau, const TailSplit& ts, double lrem, double ltau,
+                           const std::vector<double>& log_rest, float* lo_out, float* hi_out) {
+  double lo = le.hk, hi = le.hk;
+  if (tau > 0.0) {
+    if (le.mn < kInf) lo += ts.cnt * (-le.mn * le.lmn) + (ts.rem > 0.0 ? -ts.rem * lrem : 0.0);
+    hi = log_rest.empty() ? kInf : le.hk + tau * (log_rest[static_cast<size_t>(le.listed)] - ltau);
+  }
+  if (lo_out) *lo_out = static_cast<float>(lo);
+  if (hi_out) *hi_out = static_cast<float>(hi);
+}
+
+// Sizes the scratch of a task for its row groups and returns the group size: eight rows where short lists
+// take the vector kernels, else one (eight hash tables would crowd the L1 cache).
+int group_rows(int64_t ks, int64_t kt, Scratch* scs) {
+  scs[0].size_for(ks, kt);
+  if (scs[0].match_small == nullptr) return 1;
+  for (int j = 1; j < 8; ++j) scs[j].size_for(ks, kt);
+  return 8;
+}
+
+// prepare for rows g .. g + gn - 1 into scs[0 .. gn); short lists pass by pass (each pass over the group's
+// independent rows, which the core then overlaps: a row alone is one long chain of dependent steps).
+// False when any row fails a check (which one: prepare row by row).
+bool prepare_group(const SparseTopk& s, const SparseTopk& t, int64_t g, int gn, int64_t vocab, Scratch* scs) {
+  if (scs[0].match_small == nullptr) {
+    for (int j = 0; j < gn; ++j)
+      if (!prepare(s, t, g + j, vocab, scs[j])) return false;
+    return true;
+  }
+  int64_t where, valid;
+  for (int j = 0; j < gn; ++j) {
+    Scratch& sc = scs[j];
+    const int64_t r = g + j;
+    if (sc.probs(s.ids + r * s.k, s.logprobs + r * s.k, s.k, vocab, sc.ps.data(), &sc.mass_s, &valid, &where) != kOk ||
+        sc.probs(t.ids + r * t.k, t.logprobs + r * t.k, t.k, vocab, sc.pt.data(), &sc.mass_t, &valid, &where) != kOk)
+      return false;
+  }
+  for (int j = 0; j < gn; ++j) {
+    Scratch& sc = scs[j];
+    const int64_t r = g + j;
+    sc.ncell = sc.match_small(s.ids + r * s.k, s.k, t.ids + r * t.k, t.k, sc.tix);
+    if (sc.ncell < 0) return false;
+    if (!sc.lazy_cells) small_cells(s.logprobs + r * s.k, s.k, t.logprobs + r * t.k, sc);
+  }
+  return true;
 }
 
 Status row_status(const SparseTopk& s, const SparseTopk& t, int64_t r, int64_t vocab) {
@@ -516,61 +663,138 @@ Status sparse_divergence(const SparseTopk& s, const SparseTopk& t, int64_t n, co
   const DivKind k = effective_kind(opt.kind, opt.beta);
   const Clamp cl(opt.tail_clamp);
   std::atomic<int64_t> bad{kNone};
+  const ListEntropyFn entropy = pick_list_entropy();
+  const Logs8Fn logs = pick_logs8();
   const bool done = parallel_blocks(ctx, n, rows_per_task(s.k, t.k), [&](int64_t b, int64_t e, int) {
-    Scratch sc;
-    sc.size_for(s.k, t.k);
+    Scratch scs[8];
+    const int G = group_rows(s.k, t.k, scs);
     // log(V - listed) of the entropy's upper bound, for each count of listed ids
     std::vector<double> log_rest;
     if (opt.vocab > 0 && out.entropy_upper)
       for (int64_t j = 0; j <= s.k; ++j)
         log_rest.push_back(std::log(static_cast<double>(std::max<int64_t>(opt.vocab - j, 1))));
-    for (int64_t r = b; r < e; ++r) {
-      if (!prepare(s, t, r, opt.vocab, sc)) {
-        atomic_min64(bad, r);
-        return;
+    // Rows go in groups (group_rows): each row's logs (the bucket's masses and mixture, the entropy bounds'
+    // rest and tail) wait in lg[quantity][row] (1 where unused) and each quantity takes one logs8 call for
+    // the group, vector-wide where the ISA has it (the same bits as one log_pos at a time).
+    struct Pending {
+      RowState rs;
+      double v, tau;
+      ListEntropy le;
+      TailSplit ts;
+      bool fused;
+    };
+    Pending pd[8];
+    alignas(64) double lg[5][8];
+    for (int j = 0; j < G; ++j)  // only the fallback reads them
+      scs[j].lazy_cells = scs[j].shared_sums != nullptr && opt.support == SparseSupport::Bucket;
+    const bool want_h = out.entropy_lower || out.entropy_upper;
+    bool any_fused = false;
+    auto finish = [&](int64_t r0, int np) {
+      for (int q = 0; q < 5; ++q)
+        for (int j = np; j < 8; ++j) lg[q][j] = 1.0;
+      if (any_fused) {
+        logs(lg[0], np);
+        logs(lg[1], np);
+        if (k == DivKind::Jsd) logs(lg[2], np);
       }
-      const RowState rs = row_value(sc.cells.data(), sc.ncell, k, opt, cl);
-      if (out.value) out.value[r] = static_cast<float>(rs.value < opt.kl_cap ? rs.value : opt.kl_cap);
-      if (out.student_shared_mass) out.student_shared_mass[r] = static_cast<float>(rs.ms);
-      if (out.teacher_shared_mass) out.teacher_shared_mass[r] = static_cast<float>(rs.mt);
-      if (out.shared) out.shared[r] = static_cast<int32_t>(sc.ncell);
-      const float* slp = s.logprobs + r * s.k;
-      const double tau = std::max(0.0, 1.0 - sc.mass_s);
-      if (out.student_tail) out.student_tail[r] = static_cast<float>(tau);
-      if (out.teacher_tail) out.teacher_tail[r] = static_cast<float>(std::max(0.0, 1.0 - sc.mass_t));
-      if (out.entropy_lower || out.entropy_upper) {
-        // Entropy bounds (docs: sparseDivergence). The listed entries contribute exactly H_k; the tail's
-        // mass tau lies on the unlisted ids, each at most m (the smallest listed probability > 0), at most
-        // V - k of them. Lowest entropy: as concentrated as allowed, floor(tau / m) ids at m and the rest r
-        // on one more (this vector majorises every feasible one, and entropy is Schur-concave). Highest:
-        // spread evenly over the V - k ids.
-        // log m is the listed log-prob of m's entry (m = e^a to rounding): no log per row but two.
-        const int32_t* sid = s.ids + r * s.k;
-        const double* ps = sc.ps.data();
-        double hk = 0.0, mn = kInf, lmn = 0.0;
-        int64_t listed = 0;
-        for (int64_t j = 0; j < s.k; ++j) {
-          if (sid[j] < 0) continue;
-          ++listed;
-          const double a = slp[j], p = ps[j];
-          if (p > 0.0) {
-            hk -= p * a;
-            if (p < mn) mn = p, lmn = a;
-          }
-        }
-        double lo = hk, hi = hk;
-        if (tau > 0.0) {
-          if (mn < kInf) {
-            const double ratio = tau / mn;  // floor without libm: a truncation below 2^52, already whole above
-            const double cnt = ratio < 4503599627370496.0 ? static_cast<double>(static_cast<int64_t>(ratio)) : ratio;
-            const double rem = std::max(0.0, tau - cnt * mn);
-            lo += cnt * (-mn * lmn) + (rem > 0.0 ? -rem * log_pos(rem) : 0.0);
-          }
-          hi = opt.vocab > 0 ? hk + tau * ((log_rest.empty() ? 0.0 : log_rest[static_cast<size_t>(listed)]) - log_pos(tau)) : kInf;
-        }
-        if (out.entropy_lower) out.entropy_lower[r] = static_cast<float>(lo);
-        if (out.entropy_upper) out.entropy_upper[r] = static_cast<float>(hi);
+      if (want_h) {
+        logs(lg[3], np);
+        logs(lg[4], np);
       }
+      for (int j = 0; j < np; ++j) {
+        const int64_t r = r0 + j;
+        Pending& w = pd[j];
+        RowState& rs = w.rs;
+        if (w.fused) {
+          const double lbs = rs.bs > 0.0 ? lg[0][j] : -kInf, lbt = rs.bt > 0.0 ? lg[1][j] : -kInf;
+          const double v = w.v + term_lm(k, opt.beta, lbs, rs.bs, lbt, rs.bt, lg[2][j]);
+          rs.value = v < 0.0 ? 0.0 : v;  // rounding can leave a KL of identical distributions a hair below 0
+        }
+        if (out.value) out.value[r] = static_cast<float>(rs.value < opt.kl_cap ? rs.value : opt.kl_cap);
+        if (want_h)
+          entropy_bounds(w.le, w.tau, w.ts, lg[3][j], lg[4][j], log_rest,
+                         out.entropy_lower ? out.entropy_lower + r : nullptr,
+                         out.entropy_upper ? out.entropy_upper + r : nullptr);
+      }
+      any_fused = false;
+    };
+    if (G == 1) {  // row by row, each log when it is needed
+      Scratch& sc = scs[0];
+      for (int64_t r = b; r < e; ++r) {
+        if (!prepare(s, t, r, opt.vocab, sc)) {
+          atomic_min64(bad, r);
+          return;
+        }
+        const RowState rs = row_value_of(s, t, r, k, opt, cl, sc);
+        const double tau = std::max(0.0, 1.0 - sc.mass_s);
+        if (out.value) out.value[r] = static_cast<float>(rs.value < opt.kl_cap ? rs.value : opt.kl_cap);
+        if (out.student_shared_mass) out.student_shared_mass[r] = static_cast<float>(rs.ms);
+        if (out.teacher_shared_mass) out.teacher_shared_mass[r] = static_cast<float>(rs.mt);
+        if (out.shared) out.shared[r] = static_cast<int32_t>(sc.ncell);
+        if (out.student_tail) out.student_tail[r] = static_cast<float>(tau);
+        if (out.teacher_tail) out.teacher_tail[r] = static_cast<float>(std::max(0.0, 1.0 - sc.mass_t));
+        if (want_h) {
+          ListEntropy le;
+          list_entropy(s.ids + r * s.k, s.logprobs + r * s.k, sc.ps.data(), s.k, &le);
+          const TailSplit ts = split_tail(tau, le);
+          entropy_bounds(le, tau, ts, ts.rem > 0.0 ? log_pos(ts.rem) : 0.0,
+                         tau > 0.0 && !log_rest.empty() ? log_pos(tau) : 0.0, log_rest,
+                         out.entropy_lower ? out.entropy_lower + r : nullptr,
+                         out.entropy_upper ? out.entropy_upper + r : nullptr);
+        }
+      }
+      return;
+    }
+    for (int64_t g = b; g < e; g += G) {
+      const int gn = static_cast<int>(std::min<int64_t>(G, e - g));
+      const bool grouped = prepare_group(s, t, g, gn, opt.vocab, scs);  // else row by row, to the first bad row
+      for (int np = 0; np < gn; ++np) {
+        const int64_t r = g + np;
+        Scratch& sc = scs[np];
+        if (!grouped && !prepare(s, t, r, opt.vocab, sc)) {
+          atomic_min64(bad, r);
+          return;
+        }
+        Pending& w = pd[np];
+        for (int q = 0; q < 5; ++q) lg[q][np] = 1.0;
+        RowState& rs = w.rs;
+        w.fused = false;
+        if (sc.shared_sums != nullptr && opt.support == SparseSupport::Bucket) {
+          double sums[3];
+          sc.shared_sums(s.logprobs + r * s.k, sc.ps.data(), s.k, t.logprobs + r * t.k, sc.pt.data(), t.k, sc.tix,
+                         static_cast<int>(k), opt.beta, sums);
+          if (sums[0] > 1e-250 && sums[1] > 1e-250) {  // else the underflow's care in row_value
+            w.fused = any_fused = true;
+            rs = RowState();
+            rs.ms = sums[0], rs.mt = sums[1], w.v = sums[2];
+            rs.bs = cl.below(rs.ms) ? 1.0 - rs.ms : cl.cb;
+            rs.bt = cl.below(rs.mt) ? 1.0 - rs.mt : cl.cb;
+            if (rs.bs > 0.0) lg[0][np] = rs.bs;
+            if (rs.bt > 0.0) lg[1][np] = rs.bt;
+            const double mb = k == DivKind::Jsd ? mix(opt.beta, rs.bs, rs.bt) : 0.0;
+            if (mb > 0.0) lg[2][np] = mb;
+          } else {
+            if (sc.lazy_cells) small_cells(s.logprobs + r * s.k, s.k, t.logprobs + r * t.k, sc);
+            rs = row_value(sc.cells.data(), sc.ncell, k, opt, cl, sums);
+          }
+        } else {
+          rs = row_value_of(s, t, r, k, opt, cl, sc);
+        }
+        const double tau = std::max(0.0, 1.0 - sc.mass_s);
+        w.tau = tau;
+        if (out.student_shared_mass) out.student_shared_mass[r] = static_cast<float>(rs.ms);
+        if (out.teacher_shared_mass) out.teacher_shared_mass[r] = static_cast<float>(rs.mt);
+        if (out.shared) out.shared[r] = static_cast<int32_t>(sc.ncell);
+        if (out.student_tail) out.student_tail[r] = static_cast<float>(tau);
+        if (out.teacher_tail) out.teacher_tail[r] = static_cast<float>(std::max(0.0, 1.0 - sc.mass_t));
+        if (want_h) {
+          entropy(s.ids + r * s.k, s.logprobs + r * s.k, sc.ps.data(), s.k, &w.le);
+          w.ts = split_tail(tau, w.le);
+          if (w.ts.rem > 0.0) lg[3][np] = w.ts.rem;
+          if (tau > 0.0) lg[4][np] = tau;
+        }
+      }
+      finish(g, gn);
     }
   });
   if (bad.load() != kNone) return fail(row_status(s, t, bad.load(), opt.vocab));
@@ -594,24 +818,24 @@ Status sparse_divergence_backward(const SparseTopk& s, const SparseTopk& t, int6
   const double beta = opt.beta;
   const Clamp cl(opt.tail_clamp);
   std::atomic<int64_t> bad{kNone}, infinite{kNone};
+  const BucketGradFn bucket_grad = pick_bucket_grad();
+  const Logs8Fn logs = pick_logs8();
   const bool done = parallel_blocks(ctx, n, rows_per_task(s.k, t.k), [&](int64_t b, int64_t e, int) {
-    Scratch sc;
-    sc.size_for(s.k, t.k);
-    for (int64_t r = b; r < e; ++r) {
-      if (!prepare(s, t, r, opt.vocab, sc)) {
-        atomic_min64(bad, r);
-        return;
-      }
+    Scratch scs[8];
+    const int G = group_rows(s.k, t.k, scs);
+    for (int j = 0; j < G; ++j)  // short lists under the tail bucket: the vector gradient reads no cells
+      scs[j].lazy_cells = bucket_grad != nullptr && scs[j].shared_sums != nullptr && opt.support == SparseSupport::Bucket;
+    // One row's gradient from its RowState; false when its value is +Infinity without a cap.
+    auto grad_row = [&](int64_t r, Scratch& sc, const RowState& rs) {
       float* o = out + r * s.k;
       for (int64_t i = 0; i < s.k; ++i) o[i] = 0.0f;
       Cell* cells = sc.cells.data();
       const int64_t nc = sc.ncell;
-      const RowState rs = row_value(cells, nc, k, opt, cl);
       if (rs.value == kInf && opt.kl_cap == kInf) {
         atomic_min64(infinite, r);
-        return;
+        return false;
       }
-      if (rs.value >= opt.kl_cap || rs.empty || grad[r] == 0.0f) continue;
+      if (rs.value >= opt.kl_cap || rs.empty || grad[r] == 0.0f) return true;
       const double g = grad[r];
       if (opt.support == SparseSupport::Bucket) {
         // d/dl_i = dterm(l_i) + dterm(bucket) * d log b_s / d l_i, with d log b_s / d l_i = -p_i / b_s.
@@ -620,7 +844,12 @@ Status sparse_divergence_backward(const SparseTopk& s, const SparseTopk& t, int6
           const double bs = rs.bs, bt = rs.bt;
           if (k == DivKind::ReverseKl) hb = rs.lbs - rs.lbt + 1.0;
           else if (k == DivKind::ForwardKl) hb = -bt / bs;
-          else hb = (1.0 - beta) * (rs.lbs - log_pos((1.0 - beta) * bs + beta * bt));
+          else hb = (1.0 - beta) * (rs.lbs - (rs.has_lmb ? rs.lmb : log_pos(mix(beta, bs, bt))));
+        }
+        if (bucket_grad != nullptr && sc.shared_sums != nullptr) {
+          bucket_grad(s.logprobs + r * s.k, sc.ps.data(), s.k, t.logprobs + r * t.k, sc.pt.data(), t.k, sc.tix,
+                      static_cast<int>(k), beta, g, hb, o);
+          return true;
         }
         for (int64_t j = 0; j < nc; ++j) {
           const Cell& c = cells[j];
@@ -641,6 +870,82 @@ Status sparse_divergence_backward(const SparseTopk& s, const SparseTopk& t, int6
           const Cell& c = cells[j];
           o[c.i] = static_cast<float>(g * (dterm(k, beta, c.a, c.p, c.c, c.q) - c.p * sum));
         }
+      }
+      return true;
+    };
+    // Rows in groups (group_rows) through prepare_group; a group of short lists under the tail bucket takes
+    // its bucket logs eight rows to a logs8 call (as the forward). A group with a bad row goes row by row, so
+    // that the first failing row (bad or infinite) is the one reported.
+    if (G == 1) {
+      Scratch& sc = scs[0];
+      for (int64_t r = b; r < e; ++r) {
+        if (!prepare(s, t, r, opt.vocab, sc)) {
+          atomic_min64(bad, r);
+          return;
+        }
+        if (!grad_row(r, sc, row_value_of(s, t, r, k, opt, cl, sc))) return;
+      }
+      return;
+    }
+    const bool batch = scs[0].lazy_cells;
+    RowState rss[8];
+    alignas(64) double lg[3][8];
+    for (int64_t g0 = b; g0 < e; g0 += G) {
+      const int gn = static_cast<int>(std::min<int64_t>(G, e - g0));
+      const bool grouped = prepare_group(s, t, g0, gn, opt.vocab, scs);
+      if (grouped && batch) {
+        for (int q = 0; q < 3; ++q)
+          for (int j = 0; j < 8; ++j) lg[q][j] = 1.0;
+        bool fused[8];
+        double v[8];
+        for (int j = 0; j < gn; ++j) {
+          const int64_t r = g0 + j;
+          Scratch& sc = scs[j];
+          double sums[3];
+          sc.shared_sums(s.logprobs + r * s.k, sc.ps.data(), s.k, t.logprobs + r * t.k, sc.pt.data(), t.k, sc.tix,
+                         static_cast<int>(k), beta, sums);
+          RowState& rs = rss[j];
+          fused[j] = sums[0] > 1e-250 && sums[1] > 1e-250;
+          if (!fused[j]) {  // the underflow's care in row_value
+            small_cells(s.logprobs + r * s.k, s.k, t.logprobs + r * t.k, sc);
+            rs = row_value(sc.cells.data(), sc.ncell, k, opt, cl, sums);
+            continue;
+          }
+          rs = RowState();
+          rs.ms = sums[0], rs.mt = sums[1], v[j] = sums[2];
+          rs.bucket_live = cl.below(rs.ms);
+          rs.bs = rs.bucket_live ? 1.0 - rs.ms : cl.cb;
+          rs.bt = cl.below(rs.mt) ? 1.0 - rs.mt : cl.cb;
+          if (rs.bs > 0.0) lg[0][j] = rs.bs;
+          if (rs.bt > 0.0) lg[1][j] = rs.bt;
+          const double mb = k == DivKind::Jsd ? mix(beta, rs.bs, rs.bt) : 0.0;
+          if (mb > 0.0) lg[2][j] = mb;
+        }
+        logs(lg[0], gn);
+        logs(lg[1], gn);
+        if (k == DivKind::Jsd) logs(lg[2], gn);
+        for (int j = 0; j < gn; ++j) {
+          RowState& rs = rss[j];
+          if (fused[j]) {
+            rs.lbs = rs.bs > 0.0 ? lg[0][j] : -kInf;
+            rs.lbt = rs.bt > 0.0 ? lg[1][j] : -kInf;
+            rs.lmb = lg[2][j];
+            rs.has_lmb = k == DivKind::Jsd;
+            const double val = v[j] + term_lm(k, beta, rs.lbs, rs.bs, rs.lbt, rs.bt, rs.lmb);
+            rs.value = val < 0.0 ? 0.0 : val;  // rounding can leave a KL of identical distributions a hair below 0
+          }
+          if (!grad_row(g0 + j, scs[j], rs)) return;
+        }
+        continue;
+      }
+      for (int j = 0; j < gn; ++j) {
+        const int64_t r = g0 + j;
+        Scratch& sc = scs[j];
+        if (!grouped && !prepare(s, t, r, opt.vocab, sc)) {
+          atomic_min64(bad, r);
+          return;
+        }
+        if (!grad_row(r, sc, row_value_of(s, t, r, k, opt, cl, sc))) return;
       }
     }
   });

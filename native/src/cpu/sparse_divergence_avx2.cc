@@ -1,5 +1,5 @@
 // sparseDivergence's per-entry pass (sparse_divergence_probs.inc) for AVX2 + FMA + F16C, inside its own
-// target region and namespace (nothing compiled here leaks into other paths); also used under AVX-512.
+// target region and namespace (nothing compiled here leaks into other paths).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

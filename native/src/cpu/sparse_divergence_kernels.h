@@ -1,13 +1,38 @@
-// sparseDivergence's per-ISA piece (sparse_divergence_probs.inc): one side's per-entry checks, probabilities
-// and their sum, compiled for the baseline (sparse_divergence.cc) and for AVX2 (sparse_divergence_avx2.cc,
-// also used under AVX-512). The row scheduling, id matching and divergence math stay in sparse_divergence.cc.
+// sparseDivergence's per-ISA pieces: one side's per-entry checks, probabilities and their sum
+// (sparse_divergence_probs.inc), compiled for the baseline (sparse_divergence.cc), AVX2
+// (sparse_divergence_avx2.cc) and AVX-512 (sparse_divergence_avx512.cc); and, on x86, the id matching of
+// short lists by vector compares. The row scheduling, the other matching paths and the divergence math stay
+// in sparse_divergence.cc.
 #pragma once
 #include <cstdint>
 
 #include "gear/isa_target.h"
+#if GEAR_X86 && defined(_MSC_VER) && !defined(__clang__)
+#include <intrin.h>
+#endif
 
 namespace gear {
 namespace sparse_kern {
+
+#if GEAR_X86
+// The lowest set bit's index of x != 0, and the count of set bits (the vector files' mask arithmetic).
+inline int low_bit(uint32_t x) {
+#if defined(_MSC_VER) && !defined(__clang__)
+  unsigned long i;
+  _BitScanForward(&i, x);
+  return static_cast<int>(i);
+#else
+  return __builtin_ctz(x);
+#endif
+}
+inline int bit_count(uint32_t x) {
+#if defined(_MSC_VER) && !defined(__clang__)
+  return static_cast<int>(__popcnt(x));  // the x86 files only: every AVX2 CPU has POPCNT
+#else
+  return __builtin_popcount(x);
+#endif
+}
+#endif  // GEAR_X86
 
 // A list's problem, in the order the checks report them.
 enum Bad : int { kOk = 0, kNonFinite, kIdRange, kPadding, kDuplicate, kMass };
@@ -20,8 +45,45 @@ constexpr double kMaxMass = 1.01;
 using SideProbsFn = int (*)(const int32_t* ids, const float* lp, int64_t k, int64_t vocab, double* prob, double* mass,
                             int64_t* valid, int64_t* where);
 
+// The listed entries' part of the entropy bounds: hk = -sum p a over the listed entries (id >= 0) with
+// p = e^a > 0, mn the smallest such p and lmn its log-prob a (mn = +Infinity, lmn = 0 when there is
+// none), listed the count of listed entries.
+struct ListEntropy {
+  double hk, mn, lmn;
+  int64_t listed;
+};
+using ListEntropyFn = void (*)(const int32_t* ids, const float* lp, const double* prob, int64_t k, ListEntropy* out);
+
+// Lists of at most this many entries per side are matched by vector compares (x86).
+constexpr int64_t kSmallK = 32;
+
+// For lists already checked by SideProbsFn (ids >= -1) of at most kSmallK entries: tix[i] = the teacher's
+// index of the student's entry i (-1 for padding or an id the teacher does not list); returns the count of
+// shared ids, or -1 when either list holds an id twice.
+using MatchSmallFn = int64_t (*)(const int32_t* sid, int64_t ks, const int32_t* tid, int64_t kt, int32_t* tix);
+
+// Over the shared entries of a row of short lists (tix from MatchSmallFn; ps, pt from SideProbsFn):
+// out[0] = sum p_s, out[1] = sum p_t, out[2] = sum of the divergence's terms (kind 0 reverse KL, 1 forward
+// KL, 2 JSD with weight beta), each term as sparse_divergence.cc's term() gives it.
+using SharedSumsFn = void (*)(const float* slp, const double* ps, int64_t ks, const float* tlp, const double* pt,
+                              int64_t kt, const int32_t* tix, int kind, double beta, double* out);
+
+// The tail-bucket gradient of a row of short lists (tix from MatchSmallFn): o[i] = g (dterm_i - p_i hb) for
+// the student's shared entries (dterm of sparse_divergence.cc), 0 for the others.
+using BucketGradFn = void (*)(const float* slp, const double* ps, int64_t ks, const float* tlp, const double* pt,
+                              int64_t kt, const int32_t* tix, int kind, double beta, double g, double hb, float* o);
+
+// log x[j] in place for j < n <= 8 (each x[j] of the eight finite and > 0; a vector form takes all eight),
+// the same bits as one at a time.
+using Logs8Fn = void (*)(double* x, int n);
+
 #if GEAR_X86
-extern const SideProbsFn side_probs_avx2;
+extern const SharedSumsFn shared_sums_avx512;
+extern const Logs8Fn logs8_avx512;
+extern const BucketGradFn bucket_grad_avx512;
+extern const SideProbsFn side_probs_avx2, side_probs_avx512;
+extern const MatchSmallFn match_small_avx512;
+extern const ListEntropyFn list_entropy_avx512;
 #endif
 
 }  // namespace sparse_kern
