@@ -93,11 +93,11 @@ export function createHarness({ floor, threads, quick, peers = true, log = (s) =
      * Median wall time of `fn` over `reps` runs after `warmup` untimed runs. Collects garbage before
      * each run when node runs with --expose-gc, so a previous run's garbage is not billed to the next.
      */
-    async time(fn, { reps = 5, warmup = 1 } = {}) {
+    async time(fn, { reps = 5, warmup = 1, gc = true } = {}) {
       for (let i = 0; i < warmup; i++) await fn();
       const samples = [];
       for (let i = 0; i < reps; i++) {
-        if (globalThis.gc) globalThis.gc();
+        if (gc && globalThis.gc) globalThis.gc();
         const t0 = process.hrtime.bigint();
         await fn();
         samples.push(Number(process.hrtime.bigint() - t0) / 1e6);
