@@ -357,6 +357,71 @@ describe('list lengths around the vector widths (short lists are matched by vect
     });
   }
 
+  it('extreme log-probs: top-k mass within 1e-7 of 1, entries near and past float32 exp underflow (-88) and float64 (-708)', () => {
+    // Rows per k: 0 the student's mass within 1e-7 of 1 (a tail bucket of ~1e-7, where each p's own error
+    // shows), 1 entries around -88 (float32 e^x underflows below -87.3) among ordinary ones, 2 every shared
+    // student entry at -100 (p ~ 4e-44, below float32's normal range), 3 every shared entry on both sides
+    // past -708 (the masses underflow: the log-sum path), 4 the teacher's mass within 1e-7 of 1.
+    const ROWS = 5;
+    for (const k of [16, 17, 20, 32]) {
+      const s: RefTopk = { ids: new Int32Array(ROWS * k), logprobs: new Float64Array(ROWS * k), k };
+      const t: RefTopk = { ids: new Int32Array(ROWS * k), logprobs: new Float64Array(ROWS * k), k };
+      const near1 = (x: RefTopk, r: number) => {
+        const w = Array.from({ length: k }, (_, j) => Math.exp(-0.3 * j));
+        const sw = w.reduce((a, b) => a + b, 0);
+        for (let j = 0; j < k; j++) x.logprobs[r * k + j] = Math.log((w[j]! / sw) * (1 - 1e-7));
+      };
+      const ordinary = (x: RefTopk, r: number, seed: number) => {
+        for (let j = 0; j < k; j++) x.logprobs[r * k + j] = Math.log(0.9 / k) - 0.05 * ((j * 7 + seed) % 11);
+      };
+      for (let r = 0; r < ROWS; r++) {
+        for (let j = 0; j < k; j++) {
+          s.ids[r * k + j] = 1000 * r + 2 * j;  // the even ids
+          t.ids[r * k + j] = 1000 * r + (j % 2 === 0 ? 2 * j : 2 * j + 1);  // half shared
+        }
+        ordinary(s, r, r);
+        ordinary(t, r, r + 3);
+      }
+      near1(s, 0);
+      [-87, -87.5, -88, -88.7, -89, -90, -103].forEach((a, j) => { s.logprobs[k + 2 * j] = a; t.logprobs[k + 2 * j + 1] = a; });
+      for (let j = 0; j < k; j += 2) s.logprobs[2 * k + j] = -100;
+      for (let j = 0; j < k; j += 2) { s.logprobs[3 * k + j] = -720 - j; t.logprobs[3 * k + j] = -712 - 3 * j; }
+      near1(t, 4);
+      const sf = f32Topk(s), tf = f32Topk(t), seen = asSeen(s);
+      const vocab = 1000 * ROWS;
+      for (const [kind, beta] of [['reverse_kl', 0.5], ['forward_kl', 0.5], ['jsd', 0.3]] as [Kind, number][]) {
+        for (const support of SUPPORTS) {
+          const o: RefSparseOptions = { kind, beta, support };
+          const want = refSparse(seen, asSeen(t), ROWS, o);
+          const grads: Float32Array[] = [];
+          eachIsa((isa) => {
+            const what = `k ${k} ${isa} ${kind} ${support}`;
+            const d = rl.sparseDivergence(sf, tf, { ...o, vocab });
+            expect(maxScaledError(d.value, want), what).toBeLessThan(2e-6);
+            for (let r = 0; r < ROWS; r++) {
+              const cells = sharedCells(seen, asSeen(t), r);
+              expect(d.shared[r], `${what} row ${r}`).toBe(cells.length);
+              let mass = 0;
+              for (let j = 0; j < k; j++) mass += Math.exp(seen.logprobs[r * k + j]!);
+              // the tail from float64 probabilities: within 1e-9 of 1 - sum even where it is ~1e-7
+              expect(Math.abs(d.studentTail[r]! - Math.max(0, 1 - mass)), `${what} row ${r} tail`).toBeLessThan(1e-9 + 1e-7 * (1 - mass));
+              const ms = cells.reduce((a, c) => a + Math.exp(c[0]), 0);
+              expect(Math.abs(d.studentSharedMass[r]! - ms), `${what} row ${r} mass`).toBeLessThanOrEqual(1e-6 * ms + 1e-45);
+              if (r !== 3) {  // log-probs past -708 count as p = 0 in the bounds (the reference's subnormals do not)
+                const [lo, hi] = refEntropy(seen, r, vocab);
+                expect(Math.abs(d.entropyLower[r]! - lo), `${what} row ${r}`).toBeLessThan(2e-6 * Math.max(1, Math.abs(lo)));
+                expect(Math.abs(d.entropyUpper[r]! - hi), `${what} row ${r}`).toBeLessThan(2e-6 * Math.max(1, Math.abs(hi)));
+              }
+            }
+            grads.push(rl.sparseDivergenceBackward(sf, tf, new Float32Array(ROWS).fill(1), o));
+          });
+          // every ISA's gradient agrees with the baseline's (float64 inside, float32 out)
+          for (const g of grads.slice(1)) expect(maxScaledError(g, grads[0]!), `k ${k} ${kind} ${support} grad`).toBeLessThan(1e-5);
+        }
+      }
+    }
+  });
+
   it('the largest id, 2^31 - 1, is an id (no vocabulary, or vocab 2^31); -2 and vocab itself are not', () => {
     const top = 2 ** 31 - 1;
     const st = { ids: Int32Array.of(top, 0), logprobs: Float32Array.of(Math.log(0.5), Math.log(0.2)), k: 2 };

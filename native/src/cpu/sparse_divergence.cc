@@ -5,11 +5,11 @@
 // matching through a small per-task hash table (O(k), no branch that depends on which ids are shared),
 // and a few logs through an inline polynomial (a libm call per log would cost more than the rest of the
 // row). Under AVX-512, lists of at most kSmallK entries take vector kernels instead
-// (sparse_divergence_avx512.cc): ids matched by compares, the shared sums, the entropy pass and the tail
-// bucket's gradient eight entries wide (their sums in another order than the loops here: the same values
-// to rounding). Rows go in groups of eight, each step over the group's independent rows, and a group's
-// logs go eight to a call. Rows that fail a check are re-examined by the exact, slower path, which names
-// the first bad entry.
+// (sparse_divergence_avx512.cc): the exps by a shorter table-driven polynomial (exp_list's values to
+// 3e-10), ids matched by compares, the shared sums, the entropy pass and the tail bucket's gradient eight
+// entries wide (their sums in another order than the loops here: the same values to rounding). Rows go in
+// groups of eight, each step over the group's independent rows, and a group's logs go eight to a call.
+// Rows that fail a check are re-examined by the exact, slower path, which names the first bad entry.
 #include "gear/sparse_divergence.h"
 
 #include <algorithm>
@@ -40,7 +40,8 @@ using namespace sparse_kern;
 // The baseline build of the per-entry pass (side_probs, exp_list, exp_poly).
 #include "sparse_divergence_probs.inc"
 
-// The per-entry pass for the active ISA (the same results on every ISA).
+// The per-entry pass for the active ISA (the same results on every ISA to 3e-10: AVX-512 lists of at most
+// kSmallK entries take their own exp).
 SideProbsFn pick_side_probs() {
 #if GEAR_X86
   const Isa isa = active_isa();
@@ -675,7 +676,7 @@ Status sparse_divergence(const SparseTopk& s, const SparseTopk& t, int64_t n, co
         log_rest.push_back(std::log(static_cast<double>(std::max<int64_t>(opt.vocab - j, 1))));
     // Rows go in groups (group_rows): each row's logs (the bucket's masses and mixture, the entropy bounds'
     // rest and tail) wait in lg[quantity][row] (1 where unused) and each quantity takes one logs8 call for
-    // the group, vector-wide where the ISA has it (the same bits as one log_pos at a time).
+    // the group, vector-wide where the ISA has it (log_pos's values to 1e-16, each lane whatever the others).
     struct Pending {
       RowState rs;
       double v, tau;
@@ -692,6 +693,14 @@ Status sparse_divergence(const SparseTopk& s, const SparseTopk& t, int64_t n, co
     auto finish = [&](int64_t r0, int np) {
       for (int q = 0; q < 5; ++q)
         for (int j = np; j < 8; ++j) lg[q][j] = 1.0;
+      if (want_h) {  // the group's divisions side by side (one per row, each a long latency)
+        for (int j = 0; j < np; ++j) {
+          Pending& w = pd[j];
+          w.ts = split_tail(w.tau, w.le);
+          if (w.ts.rem > 0.0) lg[3][j] = w.ts.rem;
+          if (w.tau > 0.0) lg[4][j] = w.tau;
+        }
+      }
       if (any_fused) {
         logs(lg[0], np);
         logs(lg[1], np);
@@ -787,12 +796,7 @@ Status sparse_divergence(const SparseTopk& s, const SparseTopk& t, int64_t n, co
         if (out.shared) out.shared[r] = static_cast<int32_t>(sc.ncell);
         if (out.student_tail) out.student_tail[r] = static_cast<float>(tau);
         if (out.teacher_tail) out.teacher_tail[r] = static_cast<float>(std::max(0.0, 1.0 - sc.mass_t));
-        if (want_h) {
-          entropy(s.ids + r * s.k, s.logprobs + r * s.k, sc.ps.data(), s.k, &w.le);
-          w.ts = split_tail(tau, w.le);
-          if (w.ts.rem > 0.0) lg[3][np] = w.ts.rem;
-          if (tau > 0.0) lg[4][np] = tau;
-        }
+        if (want_h) entropy(s.ids + r * s.k, s.logprobs + r * s.k, sc.ps.data(), s.k, &w.le);
       }
       finish(g, gn);
     }

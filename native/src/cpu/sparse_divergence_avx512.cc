@@ -37,31 +37,37 @@ inline __mmask8 lanes8(int64_t k, int64_t base) {
   return n >= 8 ? static_cast<__mmask8>(0xff) : n <= 0 ? static_cast<__mmask8>(0) : static_cast<__mmask8>((1u << n) - 1);
 }
 
-// exp_list on eight lanes, the same operations in the same order (the same bits).
+// e^x on eight lanes with exp_list's range (x clamped at 708, x <= -708 and NaN give 0), but half its
+// vector operations (the per-entry exps are most of a row's arithmetic): x = (16 n' + j) ln2 / 16 + r,
+// |r| <= ln2 / 32, 2^(j/16) from an in-register table (a permute), e^r by a degree-5 polynomial with FMA
+// (truncation below 2e-13 relative, a thousandth of exp_list's), 2^n' by scalef. Not exp_list's bits
+// (its values to 3e-10): every list of a row takes the same function, the thread count does not matter.
 inline __m512d exp_list8(__m256 x) {
-  const __m256i u = _mm256_castps_si256(x);
-  const __m256i lim = _mm256_set1_epi32(0x44310000);  // 708.0f
-  const __m256i mag = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
-  const __mmask8 keep = _mm256_cmplt_epu32_mask(mag, lim) | _mm256_cmpge_epi32_mask(u, _mm256_setzero_si256());
-  const __m256i cu = _mm256_or_si256(_mm256_and_si256(u, _mm256_set1_epi32(static_cast<int32_t>(0x80000000u))),
-                                     _mm256_min_epu32(mag, lim));
-  const __m512d xc = _mm512_cvtps_pd(_mm256_castsi256_ps(cu));
-  const __m512d shift = _mm512_set1_pd(6755399441055744.0);
-  const __m512d t = _mm512_add_pd(_mm512_mul_pd(xc, _mm512_set1_pd(1.4426950408889634)), shift);
+  const __m512d xd = _mm512_cvtps_pd(x);
+  const __mmask8 keep = _mm512_cmp_pd_mask(xd, splat(-708.0), _CMP_GT_OQ);
+  const __m512d xc = _mm512_min_pd(xd, splat(708.0));
+  const __m512d shift = splat(6755399441055744.0);  // 1.5 * 2^52: the low bits of t hold n = round(16 x / ln2)
+  const __m512d t = _mm512_fmadd_pd(xc, splat(23.083120654223414), shift);
   const __m512d n = _mm512_sub_pd(t, shift);
-  const __m512d r = _mm512_sub_pd(_mm512_sub_pd(xc, _mm512_mul_pd(n, _mm512_set1_pd(0.6931471803691238))),
-                                  _mm512_mul_pd(n, _mm512_set1_pd(1.9082149292705877e-10)));
-  const __m512d r2 = mul(r, r), r4 = mul(r2, r2);
-  const __m512d q0 = add(add(splat(1.0), r), mul(r2, add(splat(0.5), mul(r, splat(1.0 / 6.0)))));
-  const __m512d q1 = add(add(splat(1.0 / 24.0), mul(r, splat(1.0 / 120.0))),
-                         mul(r2, add(splat(1.0 / 720.0), mul(r, splat(1.0 / 5040.0)))));
-  const __m512d p = add(q0, mul(r4, add(q1, mul(r4, splat(1.0 / 40320.0)))));
-  const __m512i sb = _mm512_slli_epi64(_mm512_add_epi64(_mm512_castpd_si512(t), _mm512_set1_epi64(1023)), 52);
-  return _mm512_maskz_mov_pd(keep, mul(p, _mm512_castsi512_pd(sb)));
+  __m512d r = _mm512_fnmadd_pd(n, splat(0.04332169878499658), xc);  // x - n ln2 / 16, ln2 / 16 in two parts
+  r = _mm512_fnmadd_pd(n, splat(1.4494042586539372e-18), r);
+  __m512d p = _mm512_fmadd_pd(splat(1.0 / 120.0), r, splat(1.0 / 24.0));
+  p = _mm512_fmadd_pd(p, r, splat(1.0 / 6.0));
+  p = _mm512_fmadd_pd(p, r, splat(0.5));
+  p = _mm512_fmadd_pd(p, r, splat(1.0));
+  p = _mm512_fmadd_pd(p, r, splat(1.0));
+  // 2^(j/16), j = n mod 16 (the index's low four bits pick the lane of the two halves)
+  const __m512d t0 = _mm512_set_pd(1.3542555469368927, 1.2968395546510096, 1.241857812073484, 1.189207115002721,
+                                   1.1387886347566916, 1.0905077326652577, 1.0442737824274138, 1.0);
+  const __m512d t1 = _mm512_set_pd(1.9152065613971474, 1.8340080864093424, 1.7562521603732995, 1.681792830507429,
+                                   1.6104903319492543, 1.5422108254079407, 1.4768261459394993, 1.4142135623730951);
+  const __m512d tj = _mm512_permutex2var_pd(t0, _mm512_castpd_si512(t), t1);
+  // scalef multiplies by 2^floor(n / 16) (exact: n / 16 is a double)
+  return _mm512_maskz_scalef_pd(keep, mul(tj, p), mul(n, splat(0.0625)));
 }
 
-// side_probs for lists of at most kSmallK entries, eight at a time with masked tails: the same results
-// (the sum in side_probs' four running sums); a list that fails a check goes to side_probs for the diagnosis.
+// side_probs for lists of at most kSmallK entries, eight at a time with masked tails (exp_list8's values,
+// summed in eight running sums); a list that fails a check goes to side_probs for the diagnosis.
 int side_probs_short(const int32_t* ids, const float* lp, int64_t k, int64_t vocab, double* prob, double* mass,
                      int64_t* valid_out, int64_t* where) {
   if (k > kSmallK) return side_probs(ids, lp, k, vocab, prob, mass, valid_out, where);
@@ -71,7 +77,7 @@ int side_probs_short(const int32_t* ids, const float* lp, int64_t k, int64_t voc
   const __m256i hi1 = _mm256_set1_epi32(static_cast<int32_t>(open ? 0x80000000u : static_cast<uint32_t>(vocab) + 1u));
   const __m256i m1 = _mm256_set1_epi32(-1), one = _mm256_set1_epi32(1);
   const __m256 ninf = _mm256_set1_ps(-INFINITY), pinf = _mm256_set1_ps(INFINITY);
-  __m256d acc = _mm256_setzero_pd();
+  __m512d acc = _mm512_setzero_pd();
   uint32_t bad = 0;
   int valid = 0;
   for (int64_t i = 0; i < k; i += 8) {
@@ -84,13 +90,10 @@ int side_probs_short(const int32_t* ids, const float* lp, int64_t k, int64_t voc
     valid += bit_count(m & _mm256_cmpgt_epi32_mask(id, m1));
     const __m512d p = _mm512_maskz_mov_pd(m, exp_list8(x));
     _mm512_mask_storeu_pd(prob + i, m, p);
-    acc = _mm256_add_pd(acc, _mm512_castpd512_pd256(p));
-    acc = _mm256_add_pd(acc, _mm512_extractf64x4_pd(p, 1));
+    acc = add(acc, p);
   }
   if (bad) return side_probs(ids, lp, k, vocab, prob, mass, valid_out, where);
-  alignas(32) double s[4];
-  _mm256_store_pd(s, acc);
-  const double sum = (s[0] + s[1]) + (s[2] + s[3]);
+  const double sum = _mm512_reduce_add_pd(acc);
   *where = -1;
   if (!(sum <= kMaxMass)) return kMass;
   *mass = sum;
@@ -99,11 +102,12 @@ int side_probs_short(const int32_t* ids, const float* lp, int64_t k, int64_t voc
 }
 
 // list_entropy for lists of at most kSmallK entries, eight at a time: lmn is the smallest log-prob with
-// p > 0 and mn = exp_list(lmn), its p (the same function gave prob); hk sums in another order.
+// p > 0 and mn the smallest such p (exp_list8 is monotone to rounding: mn = e^lmn to rounding, without
+// another exp); hk sums in another order.
 void list_entropy_short(const int32_t* ids, const float* lp, const double* prob, int64_t k, ListEntropy* out) {
   if (k > kSmallK) return list_entropy(ids, lp, prob, k, out);
   const __m256i m1 = _mm256_set1_epi32(-1);
-  __m512d hk = _mm512_setzero_pd();
+  __m512d hk = _mm512_setzero_pd(), pmin = splat(INFINITY);
   __m256 amin = _mm256_set1_ps(INFINITY);
   int listed = 0;
   for (int64_t i = 0; i < k; i += 8) {
@@ -114,6 +118,7 @@ void list_entropy_short(const int32_t* ids, const float* lp, const double* prob,
     const __mmask8 keep = _mm512_mask_cmp_pd_mask(lst, p, _mm512_setzero_pd(), _CMP_GT_OQ);
     listed += bit_count(lst);
     hk = _mm512_mask_sub_pd(hk, keep, hk, _mm512_mul_pd(p, _mm512_cvtps_pd(x)));
+    pmin = _mm512_mask_min_pd(pmin, keep, pmin, p);
     amin = _mm256_mask_min_ps(amin, keep, amin, x);
   }
   __m128 a4 = _mm_min_ps(_mm256_castps256_ps128(amin), _mm256_extractf128_ps(amin, 1));
@@ -121,11 +126,13 @@ void list_entropy_short(const int32_t* ids, const float* lp, const double* prob,
   a4 = _mm_min_ss(a4, _mm_shuffle_ps(a4, a4, 1));
   const float a = _mm_cvtss_f32(a4);
   const bool any = a < INFINITY;
-  *out = {_mm512_reduce_add_pd(hk), any ? exp_list(a) : static_cast<double>(INFINITY),
+  *out = {_mm512_reduce_add_pd(hk), any ? _mm512_reduce_min_pd(pmin) : static_cast<double>(INFINITY),
           any ? static_cast<double>(a) : 0.0, listed};
 }
 
-// log_pos of sparse_divergence.cc on eight lanes (x > 0 finite), the same operations in the same order.
+// log_pos of sparse_divergence.cc on eight lanes (x > 0 finite): its reduction and series, with FMA and
+// s = f / (2 + f) from rcp14 and two Newton steps instead of a division (a 512-bit division is as slow as
+// the rest together). Not log_pos's bits: its values to 1e-16 absolute, within its own 2e-14.
 inline __m512d log_pos8(__m512d x) {
   const __mmask8 sub = _mm512_cmp_pd_mask(x, splat(2.2250738585072014e-308), _CMP_LT_OQ);
   x = _mm512_mask_mul_pd(x, sub, x, splat(18014398509481984.0));  // 2^54
@@ -136,17 +143,21 @@ inline __m512d log_pos8(__m512d x) {
   const __m512d m = _mm512_castsi512_pd(_mm512_sub_epi64(b, _mm512_slli_epi64(k, 52)));
   const __m512d ed = _mm512_cvtepi64_pd(_mm512_add_epi64(k, bias));
   const __m512d f = _mm512_sub_pd(m, splat(1.0));
-  const __m512d sv = _mm512_div_pd(f, add(splat(2.0), f));
+  const __m512d d = add(splat(2.0), f);  // in [1.7, 2.5): rcp14's 2^-14 becomes 2^-56 after two steps
+  __m512d y = _mm512_rcp14_pd(d);
+  y = _mm512_fmadd_pd(y, _mm512_fnmadd_pd(d, y, splat(1.0)), y);
+  y = _mm512_fmadd_pd(y, _mm512_fnmadd_pd(d, y, splat(1.0)), y);
+  const __m512d sv = mul(f, y);
   const __m512d z = mul(sv, sv);
   __m512d q = splat(2.0 / 15.0);
-  q = add(mul(q, z), splat(2.0 / 13.0));
-  q = add(mul(q, z), splat(2.0 / 11.0));
-  q = add(mul(q, z), splat(2.0 / 9.0));
-  q = add(mul(q, z), splat(2.0 / 7.0));
-  q = add(mul(q, z), splat(2.0 / 5.0));
-  q = add(mul(q, z), splat(2.0 / 3.0));
-  const __m512d lm = add(mul(splat(2.0), sv), mul(sv, mul(z, q)));
-  return add(mul(ed, splat(0.6931471803691238)), add(lm, mul(ed, splat(1.9082149292705877e-10))));
+  q = _mm512_fmadd_pd(q, z, splat(2.0 / 13.0));
+  q = _mm512_fmadd_pd(q, z, splat(2.0 / 11.0));
+  q = _mm512_fmadd_pd(q, z, splat(2.0 / 9.0));
+  q = _mm512_fmadd_pd(q, z, splat(2.0 / 7.0));
+  q = _mm512_fmadd_pd(q, z, splat(2.0 / 5.0));
+  q = _mm512_fmadd_pd(q, z, splat(2.0 / 3.0));
+  const __m512d lm = _mm512_fmadd_pd(sv, mul(z, q), add(sv, sv));
+  return _mm512_fmadd_pd(ed, splat(0.6931471803691238), _mm512_fmadd_pd(ed, splat(1.9082149292705877e-10), lm));
 }
 
 void logs8_v(double* x, int) { _mm512_store_pd(x, log_pos8(_mm512_load_pd(x))); }

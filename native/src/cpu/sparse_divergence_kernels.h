@@ -74,7 +74,7 @@ using BucketGradFn = void (*)(const float* slp, const double* ps, int64_t ks, co
                               int64_t kt, const int32_t* tix, int kind, double beta, double g, double hb, float* o);
 
 // log x[j] in place for j < n <= 8 (each x[j] of the eight finite and > 0; a vector form takes all eight),
-// the same bits as one at a time.
+// each lane's result independent of the others (log_pos's values to 1e-16 under AVX-512, its bits elsewhere).
 using Logs8Fn = void (*)(double* x, int n);
 
 #if GEAR_X86
