@@ -239,21 +239,43 @@ describe('async: abort and busy buffers', () => {
   });
 
   it('aborting a running call rejects with ERR_ABORTED, leaves its out arrays NaN, and later calls work', async () => {
+    // how long the work takes here: an abort can only miss the call if the main thread stalled that long
+    let t = performance.now();
+    rl.tokenStatsBackward(big, bt, { logprob: new Float32Array(256).fill(1) });
+    const work = performance.now() - t;
     const ac = new AbortController();
     const out = new Float32Array(256 * 20000);
+    t = performance.now();
     const p = rl.tokenStatsBackwardAsync(big, bt, { logprob: new Float32Array(256).fill(1) }, { signal: ac.signal, out });
     ac.abort();
-    await expectReject(() => p, 'ERR_ABORTED');
-    expect(out.every(Number.isNaN)).toBe(true);
+    const gap = performance.now() - t;
+    const done = await p.then(() => true, (e: unknown) => {
+      expect((e as rl.GearError).code).toBe('ERR_ABORTED');
+      return false;
+    });
+    if (done) {
+      // a loaded machine descheduled this thread past the whole work: the abort came after the native
+      // side's last check, which leaves the complete result (README, Reliability)
+      expect(gap, `resolved although abort() ran ${gap.toFixed(2)} ms after a ${work.toFixed(2)} ms call`).toBeGreaterThan(work / 2);
+      expect(out.every(Number.isFinite)).toBe(true);
+    } else expect(out.every(Number.isNaN)).toBe(true);
     // queued behind a running call (the pool runs one job at a time), so the abort lands before it starts
     const o2 = { entropy: new Float32Array(256) };
     const ac2 = new AbortController();
+    t = performance.now();
     const busy = rl.tokenStatsBackwardAsync(big, bt, { logprob: new Float32Array(256).fill(1) });
     const p2 = rl.tokenStatsAsync(big, bt, { signal: ac2.signal, out: o2 });
     ac2.abort();
-    await expectReject(() => p2, 'ERR_ABORTED');
+    const gap2 = performance.now() - t;
+    const done2 = await p2.then(() => true, (e: unknown) => {
+      expect((e as rl.GearError).code).toBe('ERR_ABORTED');
+      return false;
+    });
     await busy;
-    expect(Array.from(o2.entropy).every(Number.isNaN)).toBe(true);
+    if (done2) {
+      expect(gap2, `resolved although abort() ran ${gap2.toFixed(2)} ms after the calls`).toBeGreaterThan(work / 2);
+      expect(Array.from(o2.entropy).every(Number.isFinite)).toBe(true);
+    } else expect(Array.from(o2.entropy).every(Number.isNaN)).toBe(true);
     const again = await rl.tokenStatsAsync(big, bt);
     expect(again.entropy.every(Number.isFinite)).toBe(true);
   });
