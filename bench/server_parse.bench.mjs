@@ -10,7 +10,7 @@
 // one-shot (fresh buffers, what a single call costs) and steady state (a parse arena and `out`
 // reused from the previous step, what a training loop pays per step). The walk and the steady-state
 // rows run back to back without the harness's forced collection between repetitions: right after a
-// full GC of this heap, the next walk over it takes about twice as long (measured: 334 against 172 ms),
+// full GC of this heap, the next walk over it takes about twice as long (a one-off script: 334 against 172 ms),
 // a cost that a loop with an arena, which triggers no collection, does not pay.
 // The library's seeded PRNG (mulberry32), from the build the harness loads.
 import { mulberry32 as prng } from '../dist/core/prng.js';

@@ -77,3 +77,24 @@ export function expectClose(
 export function expectCloseScalar(a: number, e: number, opts: { rtol?: number; atol?: number; what?: string } = {}): void {
   expectClose([a], [e], opts);
 }
+
+/** A peer case's (B, T) rollout-correction inputs as packed rows of T tokens (padding kept, masked). */
+export function paddedRollout(c: PeerCase) {
+  const [B, T] = c.inputs.old_log_prob.shape as [number, number];
+  const old = Float64Array.from(data(c.inputs.old_log_prob));
+  const roll = Float64Array.from(data(c.inputs.rollout_log_prob));
+  const mask = Uint8Array.from(data(c.inputs.response_mask), (x: number) => (x ? 1 : 0));
+  const offsets = Int32Array.from({ length: B + 1 }, (_, i) => i * T);
+  return { B, T, old, roll, mask, offsets };
+}
+
+/** The same batch without its masked tokens: rows keep their order (an all-masked row becomes empty). */
+export function packedRollout(p: ReturnType<typeof paddedRollout>) {
+  const idx: number[] = [];
+  const offsets = [0];
+  for (let i = 0; i < p.B; i++) {
+    for (let t = i * p.T; t < (i + 1) * p.T; t++) if (p.mask[t]) idx.push(t);
+    offsets.push(idx.length);
+  }
+  return { idx, old: Float64Array.from(idx, (t) => p.old[t]!), roll: Float64Array.from(idx, (t) => p.roll[t]!), offsets: Int32Array.from(offsets) };
+}

@@ -5,7 +5,7 @@
 // the weights as policyLoss applies them.
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
-import { type PeerCase, data, expectClose, expectCloseScalar, loadPeer } from '../helpers/peer.js';
+import { type PeerCase, data, expectClose, expectCloseScalar, loadPeer, packedRollout, paddedRollout } from '../helpers/peer.js';
 
 const file = loadPeer('verl_rollout_correction.json');
 
@@ -21,26 +21,6 @@ function options(c: PeerCase) {
   return { level, mode: 'truncate' as const, threshold: Number(th), batchNormalize };
 }
 
-/** The peer's (B, T) inputs as packed rows of T tokens (padding kept, masked). */
-function padded(c: PeerCase) {
-  const [B, T] = c.inputs.old_log_prob.shape as [number, number];
-  const old = Float64Array.from(data(c.inputs.old_log_prob));
-  const roll = Float64Array.from(data(c.inputs.rollout_log_prob));
-  const mask = Uint8Array.from(data(c.inputs.response_mask), (x: number) => (x ? 1 : 0));
-  const offsets = Int32Array.from({ length: B + 1 }, (_, i) => i * T);
-  return { B, T, old, roll, mask, offsets };
-}
-
-/** The same batch without its masked tokens: rows keep their order (an all-masked row becomes empty). */
-function packed(p: ReturnType<typeof padded>) {
-  const idx: number[] = [];
-  const offsets = [0];
-  for (let i = 0; i < p.B; i++) {
-    for (let t = i * p.T; t < (i + 1) * p.T; t++) if (p.mask[t]) idx.push(t);
-    offsets.push(idx.length);
-  }
-  return { idx, old: Float64Array.from(idx, (t) => p.old[t]!), roll: Float64Array.from(idx, (t) => p.roll[t]!), offsets: Int32Array.from(offsets) };
-}
 
 /** Metrics verl builds with `.float().mean()` (float32) get the README's float32 tolerance. */
 const rtolOf = (key: string, level: string) =>
@@ -67,7 +47,7 @@ describe('rollout correction against verl (compute_rollout_correction_weights)',
   for (const c of file.cases) {
     if (c.error !== undefined) {
       it(`${c.name}: refused as the peer refuses it (${c.error.split(':')[0]})`, () => {
-        const p = padded(c);
+        const p = paddedRollout(c);
         const code = c.error!.includes('at least one valid token') ? 'ERR_SHAPE' : 'ERR_OPTION';
         const call = () => {
           const level = c.params.rollout_is as never;
@@ -83,7 +63,7 @@ describe('rollout correction against verl (compute_rollout_correction_weights)',
       continue;
     }
     it(`${c.name}: weights and metrics, padded and packed`, () => {
-      const p = padded(c);
+      const p = paddedRollout(c);
       const o = options(c);
       const want = data(c.outputs!.rollout_is_weights) as number[];
       const wantMetrics = c.outputs!.metrics as Record<string, unknown>;
@@ -92,7 +72,7 @@ describe('rollout correction against verl (compute_rollout_correction_weights)',
       expectMetrics(r.metrics, wantMetrics, o.level, c.name);
       expectMetrics(r.offPolicy, c.outputs!.offpolicy_metrics as Record<string, unknown>, 'token', `${c.name} off-policy`);
 
-      const q = packed(p);
+      const q = packedRollout(p);
       const r2 = rl.rolloutCorrectionWeights(q.old, q.offsets, undefined, { rolloutLogprob: q.roll, ...o });
       expectClose(r2.weights, q.idx.map((t) => want[t]!), { rtol: 1e-12, what: `${c.name} packed weights` });
       expectMetrics(r2.metrics, wantMetrics, o.level, `${c.name} packed`);
@@ -104,7 +84,7 @@ describe('rollout correction against verl (compute_rollout_correction_weights)',
     let checked = 0;
     for (const c of file.cases) {
       if (c.error !== undefined) continue;
-      const p = padded(c);
+      const p = paddedRollout(c);
       const o = options(c);
       const n = p.old.length;
       const logprob = Float64Array.from(p.old, (x, t) => x + 0.05 * Math.sin(t));
@@ -122,7 +102,7 @@ describe('rollout correction against verl (compute_rollout_correction_weights)',
 
   it('options that map to no verl setting are refused', () => {
     const c = file.cases[0]!;
-    const p = padded(c);
+    const p = paddedRollout(c);
     const base = { rolloutLogprob: p.roll };
     const code = (f: () => unknown) => { try { f(); return 'none'; } catch (e) { return (e as rl.GearError).code; } };
     expect(code(() => rl.rolloutCorrectionWeights(p.old, p.offsets, p.mask, { ...base, mode: 'mask' }))).toBe('ERR_OPTION'); // IcePop needs its lower bound

@@ -5,7 +5,8 @@
 // the options that map to no verl setting.
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
-import { type PeerCase, data, expectCloseScalar, loadPeer } from '../helpers/peer.js';
+import { mulberry32 as rng } from '../../ts/core/prng.js';
+import { data, expectCloseScalar, loadPeer, packedRollout, paddedRollout } from '../helpers/peer.js';
 
 const file = loadPeer('verl_rollout_rejection.json');
 
@@ -27,24 +28,6 @@ function criteria(rs: string, spec: number | string): Criterion[] {
   });
 }
 
-function padded(c: PeerCase) {
-  const [B, T] = c.inputs.old_log_prob.shape as [number, number];
-  const old = Float64Array.from(data(c.inputs.old_log_prob));
-  const roll = Float64Array.from(data(c.inputs.rollout_log_prob));
-  const mask = Uint8Array.from(data(c.inputs.response_mask), (x: number) => (x ? 1 : 0));
-  const offsets = Int32Array.from({ length: B + 1 }, (_, i) => i * T);
-  return { B, T, old, roll, mask, offsets };
-}
-
-function packed(p: ReturnType<typeof padded>) {
-  const idx: number[] = [];
-  const offsets = [0];
-  for (let i = 0; i < p.B; i++) {
-    for (let t = i * p.T; t < (i + 1) * p.T; t++) if (p.mask[t]) idx.push(t);
-    offsets.push(idx.length);
-  }
-  return { idx, old: Float64Array.from(idx, (t) => p.old[t]!), roll: Float64Array.from(idx, (t) => p.roll[t]!), offsets: Int32Array.from(offsets) };
-}
 
 /** Metrics verl reduces with `.float().mean()` (float32) get the README's float32 tolerance. */
 const rtolOf = (key: string, c: Criterion[] | null) => {
@@ -79,7 +62,7 @@ describe('rollout rejection sampling against verl (compute_rollout_rejection_mas
     if (c.error !== undefined) {
       if (c.name === 'threshold_count_mismatch') continue; // each criterion carries its own threshold: no library form
       it(`${c.name}: refused as the peer refuses it (${c.error.split(':')[0]})`, () => {
-        const p = padded(c);
+        const p = paddedRollout(c);
         const code = c.error!.includes('at least one valid token') ? 'ERR_SHAPE' : 'ERR_OPTION';
         let err: unknown;
         try {
@@ -95,7 +78,7 @@ describe('rollout rejection sampling against verl (compute_rollout_rejection_mas
       continue;
     }
     it(`${c.name}: modified mask and metrics, padded and packed`, () => {
-      const p = padded(c);
+      const p = paddedRollout(c);
       const crit = criteria(c.params.rollout_rs, c.params.rollout_rs_threshold);
       const want = data(c.outputs!.modified_response_mask) as number[];
       const wantMetrics = c.outputs!.metrics as Record<string, unknown>;
@@ -105,7 +88,7 @@ describe('rollout rejection sampling against verl (compute_rollout_rejection_mas
       expectMetrics(r.metrics, wantMetrics, crit, c.name);
 
       // packed without padding: rows keep their order, an all-masked row becomes empty
-      const q = packed(p);
+      const q = packedRollout(p);
       const r2 = rl.rolloutCorrectionWeights(q.old, q.offsets, undefined, { rolloutLogprob: q.roll, level: null, rejection: crit });
       expect(Array.from(r2.mask!)).toEqual(q.idx.map((t) => want[t]!));
       expectMetrics(r2.metrics, wantMetrics, crit, `${c.name} packed`);
@@ -114,7 +97,7 @@ describe('rollout rejection sampling against verl (compute_rollout_rejection_mas
 
   it('with importance weights too: the weights and their metrics are those without rejection, the metrics merge', () => {
     for (const c of file.cases.filter((x) => !x.error).slice(0, 12)) {
-      const p = padded(c);
+      const p = paddedRollout(c);
       const crit = criteria(c.params.rollout_rs, c.params.rollout_rs_threshold);
       for (const is of [{ level: 'token' as const, threshold: 2 }, { level: 'sequence' as const, mode: 'mask' as const, lower: 0.5, threshold: 2 }]) {
         const both = rl.rolloutCorrectionWeights(p.old, p.offsets, p.mask, { rolloutLogprob: p.roll, ...is, rejection: crit });
@@ -133,7 +116,7 @@ describe('rollout rejection sampling against verl (compute_rollout_rejection_mas
     let checked = 0;
     for (const c of file.cases) {
       if (c.error !== undefined) continue;
-      const p = padded(c);
+      const p = paddedRollout(c);
       const n = p.old.length;
       const crit = criteria(c.params.rollout_rs, c.params.rollout_rs_threshold);
       const peerMask = Uint8Array.from(data(c.outputs!.modified_response_mask) as number[]);
@@ -180,18 +163,6 @@ function reference(old: ArrayLike<number>, roll: ArrayLike<number>, offsets: Int
     }
   }
   return keep;
-}
-
-/** Seeded uniform numbers in [0, 1) (mulberry32). */
-function rng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 describe('rollout rejection sampling: float64 reference and refusals', () => {

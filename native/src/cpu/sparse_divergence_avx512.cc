@@ -186,19 +186,31 @@ struct TeacherRow {
   }
 };
 
+// Eight student entries from i and, where they are shared (tix >= 0), the teacher's values at tix: the
+// loads both the shared sums and the tail-bucket gradient start from.
+struct SharedLanes {
+  __mmask8 m, hit;
+  __m512d a, p, cc, q;
+  SharedLanes(const TeacherRow& tr, const float* slp, const double* ps, const int32_t* tix, int64_t ks, int64_t i) {
+    m = lanes8(ks, i);
+    const __m256i ix = _mm256_maskz_loadu_epi32(m, tix + i);
+    hit = _mm256_mask_cmpge_epi32_mask(m, ix, _mm256_setzero_si256());
+    a = _mm512_cvtps_pd(_mm256_maskz_loadu_ps(hit, slp + i));
+    p = _mm512_maskz_loadu_pd(hit, ps + i);
+    cc = _mm512_maskz_mov_pd(hit, tr.c_at(ix));
+    q = _mm512_maskz_mov_pd(hit, tr.q_at(ix));
+  }
+};
+
 // BucketGradFn, eight student entries at a time with the teacher's values at tix (dterm lane by lane).
 void bucket_grad(const float* slp, const double* ps, int64_t ks, const float* tlp, const double* pt, int64_t kt,
                  const int32_t* tix, int kind, double beta, double g, double hb, float* o) {
   const TeacherRow tr(tlp, pt, kt);
   const __m512d zero = _mm512_setzero_pd(), gv = splat(g), hv = splat(hb), w0 = splat(1.0 - beta), w1 = splat(beta);
   for (int64_t i = 0; i < ks; i += 8) {
-    const __mmask8 m = lanes8(ks, i);
-    const __m256i ix = _mm256_maskz_loadu_epi32(m, tix + i);
-    const __mmask8 hit = _mm256_mask_cmpge_epi32_mask(m, ix, _mm256_setzero_si256());
-    const __m512d a = _mm512_cvtps_pd(_mm256_maskz_loadu_ps(hit, slp + i));
-    const __m512d p = _mm512_maskz_loadu_pd(hit, ps + i);
-    const __m512d cc = _mm512_maskz_mov_pd(hit, tr.c_at(ix));
-    const __m512d q = _mm512_maskz_mov_pd(hit, tr.q_at(ix));
+    const SharedLanes sl(tr, slp, ps, tix, ks, i);
+    const __mmask8 m = sl.m, hit = sl.hit;
+    const __m512d a = sl.a, p = sl.p, cc = sl.cc, q = sl.q;
     const __mmask8 pp = _mm512_mask_cmp_pd_mask(hit, p, zero, _CMP_GT_OQ);
     __m512d d;
     if (kind == 0) {
@@ -224,13 +236,9 @@ void shared_sums(const float* slp, const double* ps, int64_t ks, const float* tl
   const __m512d zero = _mm512_setzero_pd();
   const __m512d w0 = splat(1.0 - beta), w1 = splat(beta);
   for (int64_t i = 0; i < ks; i += 8) {
-    const __mmask8 m = lanes8(ks, i);
-    const __m256i ix = _mm256_maskz_loadu_epi32(m, tix + i);
-    const __mmask8 hit = _mm256_mask_cmpge_epi32_mask(m, ix, _mm256_setzero_si256());
-    const __m512d a = _mm512_cvtps_pd(_mm256_maskz_loadu_ps(hit, slp + i));
-    const __m512d p = _mm512_maskz_loadu_pd(hit, ps + i);
-    const __m512d cc = _mm512_maskz_mov_pd(hit, tr.c_at(ix));
-    const __m512d q = _mm512_maskz_mov_pd(hit, tr.q_at(ix));
+    const SharedLanes sl(tr, slp, ps, tix, ks, i);
+    const __mmask8 hit = sl.hit;
+    const __m512d a = sl.a, p = sl.p, cc = sl.cc, q = sl.q;
     ms = add(ms, p);
     mt = add(mt, q);
     const __mmask8 pp = _mm512_mask_cmp_pd_mask(hit, p, zero, _CMP_GT_OQ);
