@@ -35,17 +35,17 @@ export default async function run({ rl, quick, h }) {
       }
       for (const kind of ['reverse_kl', 'forward_kl', 'jsd']) {
         if (kind !== 'reverse_kl' && !quick && dtype !== 'float32') continue;
-        const t = await h.time(() => rl.divergence(S, T, { kind }), { reps });
+        const t = await h.time(() => rl.divergence(S, T, { kind }), { reps, localFloor: true });
         const p = kind === 'reverse_kl' && dtype === 'float32' ? best('rkl') : undefined;
-        h.row({ op: `divergence(${kind})`, dtype, shape: [N, V], ms: t.ms, bytes: 2 * es * elems,
+        h.row({ op: `divergence(${kind})`, dtype, shape: [N, V], ms: t.ms, time: t, bytes: 2 * es * elems,
           peer: p && `${p} rkl`, peerMs: p && (peer[p].rkl * elems) / 1e6, note: p ? note : kind === 'jsd' ? 'two passes per row' : undefined });
       }
       const stats = rl.divergence(S, T, { kind: 'reverse_kl' });
       const g = new Float32Array(N).fill(1);
       const out = new Float32Array(elems);
-      const t = await h.time(() => rl.divergenceBackward(S, T, g, { stats, out }), { reps });
+      const t = await h.time(() => rl.divergenceBackward(S, T, g, { stats, out }), { reps, localFloor: true });
       const p = dtype === 'float32' ? best('bwd') : undefined;
-      h.row({ op: 'divergenceBackward(reverse_kl, stats)', dtype, shape: [N, V], ms: t.ms, bytes: (2 * es + 4) * elems,
+      h.row({ op: 'divergenceBackward(reverse_kl, stats)', dtype, shape: [N, V], ms: t.ms, time: t, bytes: (2 * es + 4) * elems,
         peer: p && `${p} rkl_backward`, peerMs: p && (peer[p].bwd * elems) / 1e6, note: p ? note : undefined });
     }
   }

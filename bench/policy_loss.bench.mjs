@@ -69,14 +69,14 @@ export default async function run({ rl, quick, h }) {
   const torch = h.python(TORCH, [b.n, 2048, h.threads, quick ? 3 : 5]);
   const peer = torch.error ? `torch unavailable: ${torch.error}` : `torch ${torch.torch} CPU (verl vanilla, fwd+bwd, ${torch.B}x${torch.T} padded)`;
 
-  let t = await h.time(() => rl.policyLoss({ ...args, agg: 'token-mean' }), { reps });
-  h.row({ op: 'policyLoss(ppo, token-mean)', dtype: 'float32', shape, ms: t.ms, bytes, peer, peerMs: torch.error ? undefined : torch.ms, note });
+  let t = await h.time(() => rl.policyLoss({ ...args, agg: 'token-mean' }), { reps, localFloor: true });
+  h.row({ op: 'policyLoss(ppo, token-mean)', dtype: 'float32', shape, ms: t.ms, time: t, bytes, peer, peerMs: torch.error ? undefined : torch.ms, note });
   // The same into a reused gradient array (a training loop's buffer): no allocation or page faults.
   const out = new Float32Array(b.n);
-  t = await h.time(() => rl.policyLoss({ ...args, agg: 'token-mean', out }), { reps });
-  h.row({ op: 'policyLoss(ppo, token-mean, out)', dtype: 'float32', shape, ms: t.ms, bytes, note: `${note}, reused gradient array` });
-  t = await h.time(() => rl.policyLoss({ ...args, agg: 'seq-mean-token-mean' }), { reps });
-  h.row({ op: 'policyLoss(ppo, seq-mean-token-mean)', dtype: 'float32', shape, ms: t.ms, bytes, note });
+  t = await h.time(() => rl.policyLoss({ ...args, agg: 'token-mean', out }), { reps, localFloor: true });
+  h.row({ op: 'policyLoss(ppo, token-mean, out)', dtype: 'float32', shape, ms: t.ms, time: t, bytes, note: `${note}, reused gradient array` });
+  t = await h.time(() => rl.policyLoss({ ...args, agg: 'seq-mean-token-mean' }), { reps, localFloor: true });
+  h.row({ op: 'policyLoss(ppo, seq-mean-token-mean)', dtype: 'float32', shape, ms: t.ms, time: t, bytes, note });
 
   // The float64 TypeScript path on a tenth of the tokens, for scale (it serves the other kinds).
   const m = Math.floor(b.n / 10);

@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { createHarness, measureFloor, ROOT } from './lib/harness.mjs';
+import { createHarness, floorProbe, measureFloor, ROOT } from './lib/harness.mjs';
 import { renderMarkdown } from './lib/report.mjs';
 
 function parseArgs(argv) {
@@ -96,7 +96,7 @@ async function main() {
   console.log(`floor: read ${floor.readGBs} GB/s (1 stream ${floor.read1GBs}, 2 streams ${floor.read2GBs}), ` +
     `copy (non-temporal) ${floor.copyGBs} GB/s, ${floor.threads} threads`);
 
-  const h = createHarness({ floor, threads: opts.threads, quick: opts.quick, peers: opts.peers });
+  const h = createHarness({ floor, threads: opts.threads, quick: opts.quick, peers: opts.peers, probe: floorProbe(rl, opts.threads) });
   const benchResults = [];
   for (const b of benches) {
     console.log(`\n[${b.name}]`);

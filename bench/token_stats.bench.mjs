@@ -71,28 +71,28 @@ export default async function run({ rl, quick, h }) {
       const data = dtype === 'float32' ? f32 : toHalf(f32, dtype);
       const L = { data, rows: N, vocab: V, ...(dtype === 'float32' ? {} : { dtype }) };
       const es = BF16[dtype];
-      let t = await h.time(() => rl.tokenStats(L, targets), { reps });
+      let t = await h.time(() => rl.tokenStats(L, targets), { reps, localFloor: true });
       let p = dtype === 'float32' ? best('fwd') : undefined;
-      h.row({ op: 'tokenStats', dtype, shape: [N, V], ms: t.ms, bytes: es * elems, peer: p && `${p} logprob+entropy`,
+      h.row({ op: 'tokenStats', dtype, shape: [N, V], ms: t.ms, time: t, bytes: es * elems, peer: p && `${p} logprob+entropy`,
         peerMs: p && (peers[p].fwd * elems) / 1e6, note: p ? peerNote : undefined });
       const stats = rl.tokenStats(L, targets);
       const g = new Float32Array(N).fill(1);
       if (dtype === 'float32') {
-        const tAsync = await h.time(() => rl.tokenStatsAsync(L, targets), { reps });
-        h.row({ op: 'tokenStatsAsync', dtype, shape: [N, V], ms: tAsync.ms, bytes: es * elems });
+        const tAsync = await h.time(() => rl.tokenStatsAsync(L, targets), { reps, localFloor: true });
+        h.row({ op: 'tokenStatsAsync', dtype, shape: [N, V], ms: tAsync.ms, time: tAsync, bytes: es * elems });
       }
       let out = new Float32Array(elems);
-      t = await h.time(() => rl.tokenStatsBackward(L, targets, { logprob: g, entropy: g }, { stats, out }), { reps });
+      t = await h.time(() => rl.tokenStatsBackward(L, targets, { logprob: g, entropy: g }, { stats, out }), { reps, localFloor: true });
       p = dtype === 'float32' ? best('bwd') : undefined;
-      h.row({ op: 'tokenStatsBackward(stats)', dtype, shape: [N, V], ms: t.ms, bytes: (es + 4) * elems,
+      h.row({ op: 'tokenStatsBackward(stats)', dtype, shape: [N, V], ms: t.ms, time: t, bytes: (es + 4) * elems,
         peer: p && `${p} logprob_backward`, peerMs: p && (peers[p].bwd * elems) / 1e6, note: p ? peerNote : undefined });
       out = null;
       if (dtype === 'float32') {
         // in place: each rep overwrites the logits with a gradient, which is then the next rep's input
         // (finite, so the work is the same)
         const buf = Float32Array.from(f32);
-        t = await h.time(() => rl.tokenStatsBackward({ data: buf, rows: N, vocab: V }, targets, { logprob: g }, { inPlace: true }), { reps });
-        h.row({ op: 'tokenStatsBackward(inPlace)', dtype, shape: [N, V], ms: t.ms, bytes: 8 * elems, note: 'no stats: forward + backward per row' });
+        t = await h.time(() => rl.tokenStatsBackward({ data: buf, rows: N, vocab: V }, targets, { logprob: g }, { inPlace: true }), { reps, localFloor: true });
+        h.row({ op: 'tokenStatsBackward(inPlace)', dtype, shape: [N, V], ms: t.ms, time: t, bytes: 8 * elems, note: 'no stats: forward + backward per row' });
       }
     }
   }

@@ -71,10 +71,19 @@ export function measureFloor(rl, { threads = 2, quick = false } = {}) {
 }
 
 /**
- * Creates the harness handed to every bench.
- * @param {{ floor: object, threads: number, quick: boolean, peers?: boolean, log?: (s: string) => void }} cfg
+ * A short read-bandwidth probe (one sample, one stream per thread, 512 MiB) for `h.time`'s `localFloor`:
+ * the bandwidth of this moment, not of the run's start.
  */
-export function createHarness({ floor, threads, quick, peers = true, log = (s) => console.log(s) }) {
+export function floorProbe(rl, threads) {
+  return () => rl.memoryBandwidth({ mode: 'read', bytes: 512 * 2 ** 20, threads, reps: 1 }).gbs;
+}
+
+/**
+ * Creates the harness handed to every bench.
+ * @param {{ floor: object, threads: number, quick: boolean, peers?: boolean, log?: (s: string) => void,
+ *   probe?: () => number }} cfg
+ */
+export function createHarness({ floor, threads, quick, peers = true, log = (s) => console.log(s), probe }) {
   const rows = [];
   const peerCache = new Map();
   let current = '';
@@ -92,17 +101,25 @@ export function createHarness({ floor, threads, quick, peers = true, log = (s) =
     /**
      * Median wall time of `fn` over `reps` runs after `warmup` untimed runs. Collects garbage before
      * each run when node runs with --expose-gc, so a previous run's garbage is not billed to the next.
+     * With `localFloor`, a short bandwidth probe runs before each run and after the last (`floors[i]`, the
+     * higher of the two probes around run i): the machine's bandwidth drifts by tens of percent within
+     * minutes, and a row given this timing also reports its % of the floor of its own moment (`h.row`).
      */
-    async time(fn, { reps = 5, warmup = 1, gc = true } = {}) {
+    async time(fn, { reps = 5, warmup = 1, gc = true, localFloor = false } = {}) {
       for (let i = 0; i < warmup; i++) await fn();
       const samples = [];
+      const probes = [];
+      const sample = localFloor && probe ? probe : undefined;
       for (let i = 0; i < reps; i++) {
         if (gc && globalThis.gc) globalThis.gc();
+        if (sample) probes.push(sample());
         const t0 = process.hrtime.bigint();
         await fn();
         samples.push(Number(process.hrtime.bigint() - t0) / 1e6);
       }
-      return { ms: median(samples), min: Math.min(...samples), samples };
+      if (sample) probes.push(sample());
+      const floors = sample ? samples.map((_, i) => Math.max(probes[i], probes[i + 1])) : undefined;
+      return { ms: median(samples), min: Math.min(...samples), samples, floors };
     },
 
     /**
@@ -150,7 +167,7 @@ export function createHarness({ floor, threads, quick, peers = true, log = (s) =
      * % of the floor (read bandwidth, or copy bandwidth with `floorKind: 'copy'`), ns per element (from
      * a numeric `shape` or `elems`), and the peer ratio (peerMs / ms: how many times faster we are).
      */
-    row({ op, dtype, shape, ms, bytes, peerMs, peer, note, elems, floorKind = 'read', ...extra }) {
+    row({ op, dtype, shape, ms, bytes, peerMs, peer, note, elems, floorKind = 'read', time, ...extra }) {
       const shapeArr = Array.isArray(shape) ? shape : undefined;
       const n = elems ?? (shapeArr && shapeArr.every((x) => typeof x === 'number') ? shapeArr.reduce((a, b) => a * b, 1) : undefined);
       const f = floorKind === 'copy' ? floor.copyGBs : floor.readGBs;
@@ -166,6 +183,10 @@ export function createHarness({ floor, threads, quick, peers = true, log = (s) =
         gbs: gbs === undefined ? undefined : +gbs.toFixed(2),
         pctFloor: gbs === undefined || !f ? undefined : +((100 * gbs) / f).toFixed(1),
         floorKind,
+        // each run's GB/s over the bandwidth probed around it, the median over the runs (h.time's localFloor)
+        pctLocalFloor: bytes && time?.floors && floorKind === 'read'
+          ? +median(time.samples.map((t, i) => (100 * bytes) / t / 1e6 / time.floors[i])).toFixed(1) : undefined,
+        localFloorGBs: time?.floors ? +median(time.floors).toFixed(2) : undefined,
         peer,
         peerMs: peerMs === undefined ? undefined : +Number(peerMs).toFixed(3),
         speedup: peerMs && ms ? +(peerMs / ms).toFixed(2) : undefined,
@@ -175,6 +196,7 @@ export function createHarness({ floor, threads, quick, peers = true, log = (s) =
       rows.push(r);
       const parts = [`  ${op}`, dtype, r.shape, `${r.ms} ms`];
       if (r.gbs !== undefined) parts.push(`${r.gbs} GB/s`, `${r.pctFloor}% of floor`);
+      if (r.pctLocalFloor !== undefined) parts.push(`${r.pctLocalFloor}% of the local floor (${r.localFloorGBs} GB/s)`);
       if (r.speedup !== undefined) parts.push(`${r.speedup}x vs ${peer}`);
       if (note) parts.push(`(${note})`);
       log(parts.filter((x) => x !== undefined).join('  '));

@@ -14,13 +14,17 @@ export function renderMarkdown(r) {
   if (r.earlierRuns?.length) out.push(`* Rows of ${r.earlierRuns.length} earlier run(s) on this commit are merged in; their % of floor uses their own run's floor.`);
   out.push('');
   out.push('GB/s = bytes the op must move (read + written) / time. % of floor = that over the read floor (or the copy');
-  out.push('floor where the row says so). Speedup = peer ms / our ms, measured in the same run.');
+  out.push('floor where the row says so). % local = each repetition\'s GB/s over the higher of the read bandwidths probed');
+  out.push('just before and just after it (512 MiB, one stream per thread), the median over the repetitions: the machine\'s');
+  out.push('bandwidth drifts within minutes, so this is the steadier figure. Rows of the computeCeiling bench give the');
+  out.push('highest % of floor an op can reach on this machine (see bench/README.md). Speedup = peer ms / our ms, same run.');
   out.push('');
-  out.push('| bench | op | dtype | shape | ms | ns/elem | GB/s | % floor | peer | peer ms | speedup | note |');
-  out.push('| --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- |');
+  out.push('| bench | op | dtype | shape | ms | ns/elem | GB/s | % floor | % local | peer | peer ms | speedup | note |');
+  out.push('| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- |');
   for (const x of r.rows) {
     const pct = x.pctFloor === undefined ? '' : `${x.pctFloor}${x.floorKind === 'copy' ? ' (copy)' : ''}`;
-    out.push(`| ${[x.bench, x.op, x.dtype, x.shape, x.ms, x.nsPerElem, x.gbs, pct, x.peer, x.peerMs, x.speedup ? `${x.speedup}x` : '', x.note]
+    const local = x.pctLocalFloor === undefined ? '' : `${x.pctLocalFloor} (${x.localFloorGBs} GB/s)`;
+    out.push(`| ${[x.bench, x.op, x.dtype, x.shape, x.ms, x.nsPerElem, x.gbs, pct, local, x.peer, x.peerMs, x.speedup ? `${x.speedup}x` : '', x.note]
       .map(cell).join(' | ')} |`);
   }
   const failed = r.benches.filter((b) => b.error);
