@@ -32,7 +32,7 @@ export default async function run({ rl, quick, h }) {
     const row = (op, dtype, ns, bytesPerElem, shape = full, elems = fullElems) => {
       h.row({
         op: `ceiling: ${op}`, dtype, shape, ms: (ns * elems) / threads / 1e6, bytes: bytesPerElem * elems, elems,
-        note: `${isa}: ${ns.toFixed(3)} ns per ${elems === fullElems ? 'logit' : 'token'} on one thread in L2, x ${threads} threads`,
+        note: `${isa}: ${ns.toFixed(3)} ns per ${shape.length === 2 && shape[0] === 4096 ? 'logit' : 'token'} on one thread in L2, x ${threads} threads`,
         nsOneThread: +ns.toFixed(4),
       });
     };
@@ -54,6 +54,25 @@ export default async function run({ rl, quick, h }) {
       const ts = tiny(dtype), tt = tiny(dtype);
       row('divergence(reverse_kl)', dtype, await perElem(() => rl.divergence(S, T, { kind: 'reverse_kl' }),
         () => rl.divergence(ts, tt, { kind: 'reverse_kl' }), 2 * 40960), 2 * es);
+    }
+    // policyLoss (ppo, token-mean) over 32,768 tokens (17 bytes each: 544 KiB), into a reused gradient
+    {
+      const n = 32768;
+      let seed = 5;
+      const rnd = () => ((seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+      const logprob = new Float32Array(n), oldLogprob = new Float32Array(n), advantages = new Float32Array(n), mask = new Uint8Array(n);
+      for (let i = 0; i < n; i++) {
+        oldLogprob[i] = -0.05 - rnd() * 3;
+        logprob[i] = oldLogprob[i] + (rnd() * 2 - 1) * 0.4;
+        advantages[i] = Math.floor(i / 1000) % 2 ? 1.5 : -0.7;
+        mask[i] = rnd() < 0.8 ? 1 : 0;
+      }
+      const offsets = Int32Array.from({ length: 33 }, (_, r) => Math.min(n, r * 1024));
+      const args = { logprob, oldLogprob, advantages, offsets, mask, clipHigh: 0.28, agg: 'token-mean', out: new Float32Array(n) };
+      const one = { logprob: logprob.subarray(0, 1), oldLogprob: oldLogprob.subarray(0, 1), advantages: advantages.subarray(0, 1),
+        offsets: Int32Array.of(0, 1), mask: mask.subarray(0, 1), clipHigh: 0.28, agg: 'token-mean', out: new Float32Array(1) };
+      const ns = await perElem(() => rl.policyLoss(args), () => rl.policyLoss(one), n);
+      row('policyLoss(ppo, token-mean, out)', 'float32', ns, 17, [10_000_000], 10_000_000);
     }
     // sparse top-20 lists as bench/sparse_divergence makes them: 2,048 tokens (640 KiB of ids and
     // log-probs on both sides) per call
