@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// Runs before `npm test`: makes sure what the suite needs is here — the native addon (built when no
-// prebuild or local build loads), the compiled TypeScript (the packaging test and the demo run from
-// dist/), and the Debian tools of the platform tests, installed in one apt run when root:
+// Runs before `npm test` and `npm run test:platforms`: makes sure what the suites need is here — the
+// native addon (built when no prebuild or local build loads), the compiled TypeScript (the packaging
+// test and the demo run from dist/), and the Debian tools of the platform tests, installed in one apt
+// run when root:
 //   chromium                       the visualiser's browser test (test/gear/visualize.test.ts)
 //   clang, musl-tools              the clang build and the musl link check (test/platform/clang.test.ts,
 //                                  test/packaging/glibc_floor.test.ts)
