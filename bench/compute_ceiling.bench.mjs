@@ -1,4 +1,4 @@
-// The compute ceiling of the logits and sparse kernels: each one's single-thread cost per element on
+// The compute ceiling of the logits, policy-loss and sparse kernels: each one's single-thread cost per element on
 // data that stays in L2 (so memory never limits it), and the time that cost implies at the full bench
 // shape on this run's thread count. A row's "% of floor" then reads as: below 100 % the op is bound by
 // arithmetic on this machine (no memory tuning can bring it nearer the floor than that figure), above
@@ -27,12 +27,12 @@ export default async function run({ rl, quick, h }) {
       const t = (await h.time(loop(fn, inner), { reps })).min / inner;
       return (Math.max(0, t - ovh) * 1e6) / elems;
     };
-    const full = [4096, 151936];
-    const fullElems = full[0] * full[1];
-    const row = (op, dtype, ns, bytesPerElem, shape = full, elems = fullElems) => {
+    // projected to the full shape of the op's own bench: `elems` elements (logits or tokens) of `bytesPerElem`
+    const logits = { shape: [4096, 151936], elems: 4096 * 151936, unit: 'logit' };
+    const row = (op, dtype, ns, bytesPerElem, { shape, elems, unit } = logits) => {
       h.row({
         op: `ceiling: ${op}`, dtype, shape, ms: (ns * elems) / threads / 1e6, bytes: bytesPerElem * elems, elems,
-        note: `${isa}: ${ns.toFixed(3)} ns per ${shape.length === 2 && shape[0] === 4096 ? 'logit' : 'token'} on one thread in L2, x ${threads} threads`,
+        note: `${isa}: ${ns.toFixed(3)} ns per ${unit} on one thread in L2, x ${threads} threads`,
         nsOneThread: +ns.toFixed(4),
       });
     };
@@ -48,10 +48,10 @@ export default async function run({ rl, quick, h }) {
     for (const dtype of ['float32', 'bfloat16', 'float16']) {
       const es = dtype === 'float32' ? 4 : 2;
       const L = lg(2, 65536, 1, dtype), tg = Int32Array.of(5, 7);
-      row('tokenStats', dtype, await perElem(() => rl.tokenStats(L, tg), () => rl.tokenStats(tiny(dtype), one), 2 * 65536), es);
+      const ts = tiny(dtype), tt = tiny(dtype);
+      row('tokenStats', dtype, await perElem(() => rl.tokenStats(L, tg), () => rl.tokenStats(ts, one), 2 * 65536), es);
       if (dtype === 'float16') continue;
       const S = lg(2, 40960, 1, dtype), T = lg(2, 40960, 2, dtype);
-      const ts = tiny(dtype), tt = tiny(dtype);
       row('divergence(reverse_kl)', dtype, await perElem(() => rl.divergence(S, T, { kind: 'reverse_kl' }),
         () => rl.divergence(ts, tt, { kind: 'reverse_kl' }), 2 * 40960), 2 * es);
     }
@@ -72,7 +72,7 @@ export default async function run({ rl, quick, h }) {
       const one = { logprob: logprob.subarray(0, 1), oldLogprob: oldLogprob.subarray(0, 1), advantages: advantages.subarray(0, 1),
         offsets: Int32Array.of(0, 1), mask: mask.subarray(0, 1), clipHigh: 0.28, agg: 'token-mean', out: new Float32Array(1) };
       const ns = await perElem(() => rl.policyLoss(args), () => rl.policyLoss(one), n);
-      row('policyLoss(ppo, token-mean, out)', 'float32', ns, 17, [10_000_000], 10_000_000);
+      row('policyLoss(ppo, token-mean, out)', 'float32', ns, 17, { shape: [10_000_000], elems: 10_000_000, unit: 'token' });
     }
     // sparse top-20 lists as bench/sparse_divergence makes them: 2,048 tokens (640 KiB of ids and
     // log-probs on both sides) per call
@@ -81,7 +81,7 @@ export default async function run({ rl, quick, h }) {
     const s1 = makeTopk(1, K, 2), t1 = makeTopk(1, K, 3);
     const ns = await perElem(() => rl.sparseDivergence(st, te, { kind: 'reverse_kl', vocab: 151936 }),
       () => rl.sparseDivergence(s1, t1, { kind: 'reverse_kl', vocab: 151936 }), N);
-    row('sparseDivergence(reverse_kl, tail)', 'float32', ns, 2 * K * 8 + 8 * 4, [1_000_000, K], 1_000_000);
+    row('sparseDivergence(reverse_kl, tail)', 'float32', ns, 2 * K * 8 + 8 * 4, { shape: [1_000_000, K], elems: 1_000_000, unit: 'token' });
   } finally {
     rl.setNumThreads(threads);
   }
