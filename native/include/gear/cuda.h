@@ -1,50 +1,54 @@
-// CUDA implementations of the logits and segment kernels, with the same signatures and semantics as the
-// CPU ones (gear/token_stats.h, gear/divergence.h, gear/segment.h). Pointers are HOST pointers: each
-// function moves bounded chunks of rows to the device, runs there and copies the results back, polling
-// ctx.abort between chunks (ctx.pool is not used). Compiled only into the separate gear_rl_cuda module.
+// The CUDA module's device backend: one `gear::cuda::op` per op of GEAR_DEVICE_OPS (gear/backend.h),
+// declared with the type of the public function it stands behind (as the CPU backend's are), and the
+// device services the bindings use: devices, uploads and downloads, pinned host memory, the pool.
+// Compiled only into the separate gear_rl_cuda module.
+//
+// The ops run on device ExecContext::device with checked arguments (native/src/core/backend.cc): logits
+// views with `on_device` are device memory, others host memory staged through pinned memory; per-row
+// arrays are host memory; a backward's rows x vocab output is device memory when ctx.out_on_device.
 #pragma once
 #include <cstdint>
 #include <string>
 
 #include "gear/backend.h"
 #include "gear/types.h"
-#include "gear/divergence.h"
-#include "gear/segment.h"
 
 namespace gear {
 namespace cuda {
 
+#define GEAR_CUDA_DECLARE(op) decltype(::gear::op) op;
+GEAR_DEVICE_OPS(GEAR_CUDA_DECLARE)
+#undef GEAR_CUDA_DECLARE
+
+// The device table (cuda_backend.cc) and the memory services behind gear::DeviceApi (device.cu).
+const Backend& backend();
+const DeviceApi& device_api_impl();
+
 // Number of usable devices; on failure (no driver, no device) 0 with the CUDA error in *err.
 int device_count(std::string* err);
-// "sm_<major><minor>" and the name of device 0 (empty when there is none).
-std::string device_arch();
-std::string device_name();
 
-// The CUDA module's backend table (cuda_backend.cc): the functions below, and the CPU entries for the ops
-// without a device kernel (merge_token_stats: per-row math on small arrays). Installed at module init.
-const Backend& backend();
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  std::string arch;  // "sm_90"
+  int multiprocessors = 0;
+  int64_t total_bytes = 0;
+  int64_t free_bytes = 0;
+  int64_t pool_reserved_bytes = 0;  // held by the stream-ordered pool (in use or cached)
+  int64_t pool_used_bytes = 0;      // of which in use
+};
+Status device_info(int ordinal, DeviceInfo* out);
+// Returns the pool's cached memory (and the call arena) to the device.
+Status trim(int ordinal);
 
-Status token_stats(const LogitsView& logits, const int32_t* targets, double temperature, float* logprob,
-                   float* entropy, float* lse, const ExecContext& ctx);
-Status token_stats_backward(const LogitsView& logits, const int32_t* targets, const float* grad_logprob,
-                            const float* grad_entropy, double temperature, const float* lse, const float* entropy,
-                            float* out, const ExecContext& ctx);
-Status token_stats_partial(const LogitsView& shard, const int32_t* targets, int64_t vocab_start,
-                           double temperature, double* max, double* sum_exp, double* sum_exp_x, double* target_logit,
-                           const ExecContext& ctx);
-
-Status divergence(const LogitsView& student, const LogitsView& teacher, DivKind kind, double beta,
-                  double temperature, double kl_cap, const int32_t* targets, const DivergenceOut& out,
-                  const ExecContext& ctx);
-Status divergence_backward(const LogitsView& student, const LogitsView& teacher, DivKind kind, double beta,
-                           double temperature, double kl_cap, const float* grad, const float* value,
-                           const float* student_lse, const float* teacher_lse, float* out, const ExecContext& ctx);
-
-Status segment_reduce(const float* v32, const double* v64, int64_t n, const int32_t* offsets, int64_t rows,
-                      const uint8_t* mask, SegOp op, double* out, const ExecContext& ctx);
-// reused_out: accepted for the CPU signature; the result is copied from the device either way.
-Status segment_broadcast(const double* row_values, const int32_t* offsets, int64_t rows, int64_t n,
-                         const uint8_t* mask, float* out, const ExecContext& ctx, bool reused_out = false);
+// Copies `bytes` of host memory to a new device allocation (*out; freed with DeviceApi::free). Pinned
+// sources are copied directly, pageable ones through the staging ring.
+Status upload(int ordinal, const void* src, int64_t bytes, void** out, const ExecContext& ctx);
+// Copies `bytes` of device memory to host memory.
+Status download(int ordinal, void* dst, const void* src, int64_t bytes, const ExecContext& ctx);
+// Page-locked host memory (freed with free_host).
+Status alloc_host(int64_t bytes, void** out);
+void free_host(void* p);
 
 }  // namespace cuda
 }  // namespace gear

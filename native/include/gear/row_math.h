@@ -28,6 +28,7 @@ constexpr double kLog2e = 1.4426950408889634073599246810018921;
 
 GEAR_HD double neg_inf() { return -HUGE_VAL; }
 GEAR_HD double pos_inf() { return HUGE_VAL; }
+GEAR_HD double quiet_nan() { return NAN; }
 
 // Softmax statistics of one row, or of one vocabulary range of a row.
 struct SoftmaxStats {

@@ -30,6 +30,9 @@ enum class Code : int {
   Aborted,      // ERR_ABORTED
   State,        // ERR_STATE
   Internal,     // ERR_NATIVE
+  Busy,         // ERR_BUSY (a device tensor claimed by a running call)
+  Device,       // ERR_DEVICE (no CUDA module or device, a tensor of another device, host and device mixed)
+  OutOfMemory,  // ERR_OUT_OF_MEMORY (device memory)
 };
 
 inline const char* code_name(Code c) {
@@ -43,6 +46,9 @@ inline const char* code_name(Code c) {
     case Code::Offsets: return "ERR_OFFSETS";
     case Code::Aborted: return "ERR_ABORTED";
     case Code::State: return "ERR_STATE";
+    case Code::Busy: return "ERR_BUSY";
+    case Code::Device: return "ERR_DEVICE";
+    case Code::OutOfMemory: return "ERR_OUT_OF_MEMORY";
     default: return "ERR_NATIVE";
   }
 }
@@ -57,6 +63,13 @@ struct Status {
 
 inline Status error(Code c, std::string msg) { return Status{c, std::move(msg)}; }
 
+// Returns the status of `expr` from the enclosing function when it is an error.
+#define GEAR_TRY(expr)                  \
+  do {                                  \
+    const ::gear::Status gear_st_ = (expr); \
+    if (!gear_st_.is_ok()) return gear_st_; \
+  } while (0)
+
 // A number as the error messages print it: NaN and ±Infinity spelled as JavaScript does, else %.<digits>g.
 inline std::string number_text(double x, int digits = 9) {
   if (std::isnan(x)) return "NaN";
@@ -66,12 +79,14 @@ inline std::string number_text(double x, int digits = 9) {
   return buf;
 }
 
-// Row-major rows x vocab logits. 64-bit sizes: rows * vocab may exceed 2^31.
+// Row-major rows x vocab logits. 64-bit sizes: rows * vocab may exceed 2^31. `on_device`: `data` is a
+// pointer into the memory of the CUDA device the call runs on (ExecContext::device), not host memory.
 struct LogitsView {
   const void* data = nullptr;
   int64_t rows = 0;
   int64_t vocab = 0;
   DType dtype = DType::F32;
+  bool on_device = false;
 };
 
 class ThreadPool;
@@ -79,10 +94,16 @@ class ThreadPool;
 // Where and how a kernel runs: the pool to split rows over (nullptr = calling thread only) and two
 // flags polled between blocks of rows (nullptr = none): the caller's abort (an AbortSignal) and the
 // binding's cancel (the JS environment that started the work is being torn down).
+//
+// `device` >= 0 runs the call on that CUDA device (the CUDA module's device backend, gear/backend.h);
+// host logits are then staged through pinned memory. The per-row arrays of a call are host memory
+// wherever it runs; the rows x vocab output of a backward is device memory when `out_on_device`.
 struct ExecContext {
   ThreadPool* pool = nullptr;
   const std::atomic<int32_t>* abort = nullptr;
   const std::atomic<int32_t>* cancel = nullptr;
+  int device = -1;
+  bool out_on_device = false;
   bool aborted() const {
     return (abort != nullptr && abort->load(std::memory_order_relaxed) != 0) ||
            (cancel != nullptr && cancel->load(std::memory_order_relaxed) != 0);

@@ -1,6 +1,7 @@
 // divergence / divergenceBackward. The parameter and result objects are declared in
-// ts/core/addon_types.ts; ts/ops/divergence.ts validates first, and everything safety needs is
-// re-checked here and in the kernels (student and teacher agree in shape and dtype: check_pair).
+// ts/core/addon_types.ts; ts/ops/divergence.ts checks types, shapes and options, this layer what memory
+// safety needs, and the public entries (core/backend.cc) the values (student and teacher agree in shape
+// and dtype: check_pair). Student and teacher are both host arrays or both device tensors of one device.
 #include <string>
 #include <vector>
 
@@ -14,18 +15,21 @@ namespace gear::addon {
 
 namespace {
 // The properties shared by the forward and the backward.
-#define GEAR_PAIR_FIELDS "student", "teacher", "kind", "beta", "temperature", "klCap"
+#define GEAR_PAIR_FIELDS "student", "teacher", "kind", "beta", "temperature", "klCap", "device"
 
 struct PairArgs {
   LogitsView s, t;
+  int device;
   DivKind kind;
   double beta, temperature, kl_cap;
 };
 
-PairArgs ReadPair(const Params& p, const Params& sp, const Params& tp) {
+PairArgs ReadPair(const Params& p, const Params& sp, const Params& tp, const Claims& claims) {
   PairArgs a;
-  a.s = ReadLogits(sp);
-  a.t = ReadLogits(tp);
+  int sdev, tdev;
+  a.s = ReadLogits(sp, claims, &sdev);
+  a.t = ReadLogits(tp, claims, &tdev);
+  a.device = CallDevice(p, {{"student", sdev}, {"teacher", tdev}});
   a.kind = static_cast<DivKind>(p.Int("kind", 0, 2));
   a.beta = p.Number("beta");
   a.temperature = p.Number("temperature");
@@ -42,7 +46,8 @@ static Napi::Value Divergence(const Napi::CallbackInfo& info) {
                                        "studentLogprob", "teacherLogprob"};
   // The `out` object's fields too: its getters run before any pointer is taken.
   const Params out = p.Object("out", {kKeys[0], kKeys[1], kKeys[2], kKeys[3], kKeys[4], kKeys[5]}, true);
-  const PairArgs a = ReadPair(p, sp, tp);
+  const Claims claims = std::make_shared<TensorClaims>();
+  const PairArgs a = ReadPair(p, sp, tp, claims);
   const auto tg = p.OptI32Copy("targets", a.s.rows);
   const bool async = p.OptBool("async");
   const auto* abort = p.Abort();
@@ -64,8 +69,9 @@ static Napi::Value Divergence(const Napi::CallbackInfo& info) {
   return Run(env, async,
              {sp.Get("data"), tp.Get("data"), p.Get("targets"), out.Get(kKeys[0]), out.Get(kKeys[1]),
               out.Get(kKeys[2]), out.Get(kKeys[3]), out.Get(kKeys[4]), out.Get(kKeys[5]), p.Get("abort")},
-             [=](const ExecContext& ctx) {
-               return divergence(a.s, a.t, a.kind, a.beta, a.temperature, a.kl_cap, tg.data, o, ctx);
+             [=](const ExecContext& c) {
+               (void)claims;  // held until the work has ended
+               return divergence(a.s, a.t, a.kind, a.beta, a.temperature, a.kl_cap, tg.data, o, OnDevice(c, a.device, false));
              },
              result, abort);
 }
@@ -75,25 +81,34 @@ static Napi::Value DivergenceBackward(const Napi::CallbackInfo& info) {
   const Params p(info, {GEAR_PAIR_FIELDS, "grad", "stats", "out", "async", "abort"});
   const Params sp = LogitsParams(p, "student"), tp = LogitsParams(p, "teacher");
   const Params stats = p.Object("stats", {"value", "studentLogsumexp", "teacherLogsumexp"}, true);
-  const PairArgs a = ReadPair(p, sp, tp);
+  const Params op = OutTensorParams(p);
+  const Claims claims = std::make_shared<TensorClaims>();
+  const PairArgs a = ReadPair(p, sp, tp, claims);
   const float* grad = p.F32("grad", a.s.rows).data;
   const float* value = stats.OptF32("value", a.s.rows).data;
   const float* slse = stats.OptF32("studentLogsumexp", a.s.rows).data;
   const float* tlse = stats.OptF32("teacherLogsumexp", a.s.rows).data;
-  Napi::Float32Array out = OutF32(p, "out", a.s.rows * a.s.vocab);
+  Napi::Value grad_value;
+  const GradOut go = ReadGradOut(p, sp, op, a.s, a.s.on_device ? a.device : -1, a.device, false, claims, &grad_value);
   const bool async = p.OptBool("async");
   const auto* abort = p.Abort();
   Napi::Object result = Napi::Object::New(env);
-  result.Set("gradStudent", out);
-  float* po = a.s.rows * a.s.vocab > 0 ? out.Data() : nullptr;
+  result.Set("gradStudent", grad_value);
+  auto made = std::make_shared<NewTensor>();
+  made->device = a.device, made->rows = a.s.rows, made->vocab = a.s.vocab;
   return Run(env, async,
              {sp.Get("data"), tp.Get("data"), p.Get("grad"), stats.Get("value"), stats.Get("studentLogsumexp"),
-              stats.Get("teacherLogsumexp"), p.Get("out"), p.Get("abort")},
-             [=](const ExecContext& ctx) {
-               return divergence_backward(a.s, a.t, a.kind, a.beta, a.temperature, a.kl_cap, grad, value, slse, tlse,
-                                          po, ctx);
+              stats.Get("teacherLogsumexp"), go.keep, p.Get("abort")},
+             [=](const ExecContext& c) {
+               (void)claims;
+               float* o = go.host != nullptr ? go.host : go.device_ptr;
+               if (go.make) GEAR_TRY(made->alloc(&o));
+               return divergence_backward(a.s, a.t, a.kind, a.beta, a.temperature, a.kl_cap, grad, value, slse, tlse, o,
+                                          OnDevice(c, a.device, go.device_ptr != nullptr || go.make));
              },
-             result, abort);
+             result, abort, [=](Napi::Object r) {
+               if (go.make) r.Set("gradStudent", AdoptTensor(r.Env(), *made));
+             });
 }
 
 #undef GEAR_PAIR_FIELDS

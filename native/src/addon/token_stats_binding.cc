@@ -1,6 +1,7 @@
 // tokenStats / tokenStatsBackward / tokenStatsPartial / mergeTokenStats. The parameter and result
-// objects are declared in ts/core/addon_types.ts; the TS layer in ts/ops/token_stats.ts validates first,
-// and everything safety needs is re-checked here and in the kernels.
+// objects are declared in ts/core/addon_types.ts; the TS layer in ts/ops/token_stats.ts checks types,
+// shapes and options, this layer what memory safety needs, and the public entries (core/backend.cc) the
+// values. Logits may be host arrays or device tensors (logits_args.h).
 #include <vector>
 
 #include "../core/args.h"
@@ -13,11 +14,14 @@ namespace gear::addon {
 
 static Napi::Value TokenStats(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  const Params p(info, {"logits", "targets", "temperature", "out", "async", "abort"});
+  const Params p(info, {"logits", "targets", "temperature", "out", "device", "async", "abort"});
   const Params lp = LogitsParams(p, "logits");
   const Params out = p.Object("out", {"logprob", "entropy", "logsumexp"}, true);
   // Every property is read; pointers from here on.
-  const LogitsView l = ReadLogits(lp);
+  const Claims claims = std::make_shared<TensorClaims>();
+  int ldev;
+  const LogitsView l = ReadLogits(lp, claims, &ldev);
+  const int dev = CallDevice(p, {{"logits", ldev}});
   const auto tg = p.I32Copy("targets", l.rows);  // checked once, read again: a private copy
   const double temperature = p.Number("temperature");
   Napi::Float32Array olp = OutF32(out, "logprob", l.rows);
@@ -35,52 +39,62 @@ static Napi::Value TokenStats(const Napi::CallbackInfo& info) {
   return Run(env, async,
              {lp.Get("data"), p.Get("targets"), out.Get("logprob"), out.Get("entropy"), out.Get("logsumexp"),
               p.Get("abort")},
-             [=](const ExecContext& ctx) { return token_stats(l, tg.data, temperature, plp, pent, plse, ctx); },
+             [=](const ExecContext& c) {
+               const ExecContext ctx = OnDevice(c, dev, false);
+               (void)claims;  // held until the work has ended
+               return token_stats(l, tg.data, temperature, plp, pent, plse, ctx);
+             },
              result, abort);
 }
 
 static Napi::Value TokenStatsBackward(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  const Params p(info, {"logits", "targets", "grad", "temperature", "stats", "out", "inPlace", "async", "abort"});
+  const Params p(info, {"logits", "targets", "grad", "temperature", "stats", "out", "inPlace", "device", "async", "abort"});
   const Params lp = LogitsParams(p, "logits");
   const Params grad = p.Object("grad", {"logprob", "entropy"}, true);
   const Params stats = p.Object("stats", {"logsumexp", "entropy"}, true);
-  const LogitsView l = ReadLogits(lp);
+  const Params op = OutTensorParams(p);
+  const Claims claims = std::make_shared<TensorClaims>();
+  int ldev;
+  const LogitsView l = ReadLogits(lp, claims, &ldev);
+  const int dev = CallDevice(p, {{"logits", ldev}});
   const auto tg = p.OptI32Copy("targets", l.rows);
   const float* gl = grad.OptF32("logprob", l.rows).data;
   const float* ge = grad.OptF32("entropy", l.rows).data;
   const double temperature = p.Number("temperature");
   const float* slse = stats.OptF32("logsumexp", l.rows).data;
   const float* sent = stats.OptF32("entropy", l.rows).data;
-  const bool in_place = p.OptBool("inPlace");
-  const int64_t total = l.rows * l.vocab;
-  Napi::Float32Array out;
-  if (in_place) {
-    if (l.dtype != DType::F32) Throw(env, Code::DType, "inPlace: expected float32 logits (a Float32Array), got a Uint16Array");
-    if (p.Has("out")) Throw(env, Code::Option, "out: expected no out buffer with inPlace, got one");
-    out = lp.Get("data").As<Napi::Float32Array>();
-  } else {
-    out = OutF32(p, "out", total);
-  }
+  Napi::Value grad_value;
+  const GradOut go = ReadGradOut(p, lp, op, l, ldev, dev, p.OptBool("inPlace"), claims, &grad_value);
   const bool async = p.OptBool("async");
   const auto* abort = p.Abort();
   Napi::Object result = Napi::Object::New(env);
-  result.Set("gradLogits", out);
-  float* po = total > 0 ? out.Data() : nullptr;
+  result.Set("gradLogits", grad_value);
+  auto made = std::make_shared<NewTensor>();
+  made->device = dev, made->rows = l.rows, made->vocab = l.vocab;
   return Run(env, async,
              {lp.Get("data"), p.Get("targets"), grad.Get("logprob"), grad.Get("entropy"), stats.Get("logsumexp"),
-              stats.Get("entropy"), p.Get("out"), p.Get("abort")},
-             [=](const ExecContext& ctx) {
-               return token_stats_backward(l, tg.data, gl, ge, temperature, slse, sent, po, ctx);
+              stats.Get("entropy"), go.keep, p.Get("abort")},
+             [=](const ExecContext& c) {
+               const ExecContext ctx = OnDevice(c, dev, go.device_ptr != nullptr || go.make);
+               (void)claims;
+               float* o = go.host != nullptr ? go.host : go.device_ptr;
+               if (go.make) GEAR_TRY(made->alloc(&o));
+               return token_stats_backward(l, tg.data, gl, ge, temperature, slse, sent, o, ctx);
              },
-             result, abort);
+             result, abort, [=](Napi::Object r) {
+               if (go.make) r.Set("gradLogits", AdoptTensor(r.Env(), *made));
+             });
 }
 
 static Napi::Value TokenStatsPartial(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  const Params p(info, {"shard", "targets", "vocabStart", "temperature", "async", "abort"});
+  const Params p(info, {"shard", "targets", "vocabStart", "temperature", "device", "async", "abort"});
   const Params sp = LogitsParams(p, "shard");
-  const LogitsView l = ReadLogits(sp);
+  const Claims claims = std::make_shared<TensorClaims>();
+  int ldev;
+  const LogitsView l = ReadLogits(sp, claims, &ldev);
+  const int dev = CallDevice(p, {{"shard", ldev}});
   const auto tg = p.I32Copy("targets", l.rows);
   const int64_t vocab_start = p.Int("vocabStart", 0, 2147483647);
   const double temperature = p.Number("temperature");
@@ -96,7 +110,9 @@ static Napi::Value TokenStatsPartial(const Napi::CallbackInfo& info) {
   result.Set("targetLogit", tl);
   double *pm = mx.Data(), *ps = se.Data(), *px = sx.Data(), *pt = tl.Data();
   return Run(env, async, {sp.Get("data"), p.Get("targets"), p.Get("abort")},
-             [=](const ExecContext& ctx) {
+             [=](const ExecContext& c) {
+               const ExecContext ctx = OnDevice(c, dev, false);
+               (void)claims;
                return token_stats_partial(l, tg.data, vocab_start, temperature, pm, ps, px, pt, ctx);
              },
              result, abort);

@@ -26,9 +26,19 @@ Status check_logits(const LogitsView& l, const char* what) {
 }
 
 Status bad_row_status(const LogitsView& l, const char* what, int64_t r) {
-  const char* row = static_cast<const char*>(l.data) + r * l.vocab * dtype_size(l.dtype);
-  for (int64_t v = 0; v < l.vocab; ++v) {
-    const float x = kern::to_f32(l.dtype, row, v);
+  return bad_row_at(static_cast<const char*>(l.data) + r * l.vocab * dtype_size(l.dtype), l.vocab, l.dtype, what, r);
+}
+
+Status infinite_divergence_status(int64_t r) {
+  return error(Code::NonFinite, "divergence[row " + std::to_string(r) +
+                                    "]: expected a finite divergence (its gradient is undefined at +Infinity; use a "
+                                    "finite klCap), got Infinity");
+}
+
+Status bad_row_at(const void* row_data, int64_t vocab, DType dtype, const char* what, int64_t r) {
+  const char* row = static_cast<const char*>(row_data);
+  for (int64_t v = 0; v < vocab; ++v) {
+    const float x = kern::to_f32(dtype, row, v);
     if (std::isnan(x) || x == INFINITY)
       return error(Code::NonFinite, std::string(what) + "[row " + std::to_string(r) + ", entry " + std::to_string(v) +
                                         "]: expected a finite logit or -Infinity, got " + number_text(x));

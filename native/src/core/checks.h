@@ -12,7 +12,13 @@ namespace gear {
 // rows >= 0, vocab >= 1, rows * vocab without overflow, data present, known dtype.
 Status check_logits(const LogitsView& l, const char* what);
 // Describes the first NaN / +Infinity entry of row r (or an all -Infinity row) as an ERR_NON_FINITE status.
+// `l` is host memory.
 Status bad_row_status(const LogitsView& l, const char* what, int64_t r);
+// The same for one row of `vocab` logits at `row` (host memory; a device backend copies the row first),
+// named as row r.
+Status bad_row_at(const void* row, int64_t vocab, DType dtype, const char* what, int64_t r);
+// ERR_NON_FINITE for divergenceBackward's row r whose divergence is +Infinity with no finite klCap.
+Status infinite_divergence_status(int64_t r);
 // Every target in [0, vocab).
 Status check_targets(const int32_t* targets, int64_t rows, int64_t vocab, const char* what);
 // A vocabulary shard's start in [0, 2^31) and every target >= 0 (any id may fall outside the shard).

@@ -1,4 +1,4 @@
-// divergence drivers (the CPU backend's entries): argument checks, row-parallel scheduling over the
+// divergence drivers (the CPU backend's entries, called with checked arguments): row-parallel scheduling over the
 // active ISA's kernel table (each row by exactly one task, fixed order: bit-identical for every thread
 // count) and per-row finalisation (row_math.h).
 #include "gear/divergence.h"
@@ -16,10 +16,6 @@
 #include "cpu_backend.h"
 
 namespace gear {
-namespace kern {
-
-}  // namespace kern
-
 namespace {
 
 using kern::atomic_min;
@@ -42,20 +38,8 @@ namespace cpu {
 
 Status divergence(const LogitsView& s, const LogitsView& t, DivKind kind, double beta, double temperature,
                   double kl_cap, const int32_t* targets, const DivergenceOut& out, const ExecContext& ctx) {
-  Status st = check_logits(s, "student");
-  if (!st.is_ok()) return st;
   const int64_t rows = s.rows;
-  auto fail = [&](Status e) {
-    for (float* p : {out.value, out.student_entropy, out.student_lse, out.teacher_lse, out.student_logprob, out.teacher_logprob})
-      fill_nan(p, rows);
-    return e;
-  };
-  if (!(st = check_pair(s, t, kind, beta, temperature, kl_cap)).is_ok()) return fail(st);
-  if ((out.student_logprob || out.teacher_logprob) && targets == nullptr)
-    return fail(error(Code::Shape, "targets: expected an Int32Array of the row count for the log-probs, got none"));
-  if (targets && !(st = check_targets(targets, rows, s.vocab, "targets")).is_ok()) return fail(st);
-
-  const DivKind k = effective_kind(kind, beta);
+  const DivKind k = kind;  // effective kind (core/backend.cc)
   const auto& kt = kern::divergence_kernels();
   const int dt = static_cast<int>(s.dtype);
   const auto pair_fn = kt.pair[dt][pair_want(k)];
@@ -95,29 +79,17 @@ Status divergence(const LogitsView& s, const LogitsView& t, DivKind kind, double
         out.teacher_logprob[r] = static_cast<float>(rowmath::stats_logprob(kern::to_f32(t.dtype, tr, targets[r]), ps.t, inv_t));
     }
   });
-  if (bad.load() != kNoRow) return fail(bad_status(s, t, bad.load()));
-  if (!done) return fail(error(Code::Aborted, "divergence: aborted by the AbortSignal"));
+  if (bad.load() != kNoRow) return bad_status(s, t, bad.load());
+  if (!done) return error(Code::Aborted, "divergence: aborted by the AbortSignal");
   return Status::ok();
 }
 
 Status divergence_backward(const LogitsView& s, const LogitsView& t, DivKind kind, double beta, double temperature,
                            double kl_cap, const float* grad, const float* value, const float* student_lse,
                            const float* teacher_lse, float* out, const ExecContext& ctx) {
-  Status st = check_logits(s, "student");
-  if (!st.is_ok()) return st;
   const int64_t rows = s.rows;
-  const int64_t total = rows * s.vocab;
-  auto fail = [&](Status e) {
-    fill_nan(out, total);
-    return e;
-  };
-  if (out == nullptr && total > 0) return error(Code::Shape, "out: expected a Float32Array of rows * vocab, got none");
-  if (!(st = check_backward_args(s, t, kind, beta, temperature, kl_cap, grad, value, student_lse, teacher_lse))
-           .is_ok())
-    return fail(st);
   const int given = (value != nullptr) + (student_lse != nullptr) + (teacher_lse != nullptr);
-
-  const DivKind k = effective_kind(kind, beta);
+  const DivKind k = kind;  // effective kind (core/backend.cc)
   const auto& kt = kern::divergence_kernels();
   const int dt = static_cast<int>(s.dtype);
   const auto pair_fn = kt.pair[dt][pair_want(k)];
@@ -176,12 +148,9 @@ Status divergence_backward(const LogitsView& s, const LogitsView& t, DivKind kin
     }
   });
   const int64_t br = bad.load(), ir = infinite.load();
-  if (br != kNoRow && (ir == kNoRow || (br >> 1) <= ir)) return fail(bad_status(s, t, br));
-  if (ir != kNoRow)
-    return fail(error(Code::NonFinite, "divergence[row " + std::to_string(ir) +
-                                           "]: expected a finite divergence (its gradient is undefined at +Infinity; "
-                                           "use a finite klCap), got Infinity"));
-  if (!done) return fail(error(Code::Aborted, "divergenceBackward: aborted by the AbortSignal"));
+  if (br != kNoRow && (ir == kNoRow || (br >> 1) <= ir)) return bad_status(s, t, br);
+  if (ir != kNoRow) return infinite_divergence_status(ir);
+  if (!done) return error(Code::Aborted, "divergenceBackward: aborted by the AbortSignal");
   return Status::ok();
 }
 

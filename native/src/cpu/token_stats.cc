@@ -1,4 +1,4 @@
-// tokenStats drivers (the CPU backend's entries): argument checks, row-parallel scheduling over the
+// tokenStats drivers (the CPU backend's entries, called with checked arguments): row-parallel scheduling over the
 // active ISA's kernel table and per-row finalisation (row_math.h). Each row is computed by exactly one
 // task in a fixed order, so results are bit-identical for every thread count and batch split.
 #include "gear/token_stats.h"
@@ -34,19 +34,6 @@ namespace cpu {
 
 Status token_stats(const LogitsView& l, const int32_t* targets, double temperature, float* logprob, float* entropy,
                    float* lse, const ExecContext& ctx) {
-  Status st = check_logits(l, "logits");
-  if (!st.is_ok()) return st;
-  auto fail = [&](Status s) {
-    fill_nan(logprob, l.rows);
-    fill_nan(entropy, l.rows);
-    fill_nan(lse, l.rows);
-    return s;
-  };
-  if (!(st = check_temperature(temperature)).is_ok()) return fail(st);
-  if (logprob != nullptr && targets == nullptr)
-    return fail(error(Code::Shape, "targets: expected an Int32Array of the row count for logprob, got none"));
-  if (targets != nullptr && !(st = check_targets(targets, l.rows, l.vocab, "targets")).is_ok()) return fail(st);
-
   const auto fn = kern::token_stats_kernels().stats[static_cast<int>(l.dtype)];
   const auto fn2 = kern::token_stats_kernels().stats2[static_cast<int>(l.dtype)];
   const double inv_t = 1.0 / temperature;
@@ -79,39 +66,15 @@ Status token_stats(const LogitsView& l, const int32_t* targets, double temperatu
       finish(r, s);
     }
   });
-  if (bad.load() != kern::kNoRow) return fail(bad_row_status(l, "logits", bad.load()));
-  if (!done) return fail(error(Code::Aborted, "tokenStats: aborted by the AbortSignal"));
+  if (bad.load() != kern::kNoRow) return bad_row_status(l, "logits", bad.load());
+  if (!done) return error(Code::Aborted, "tokenStats: aborted by the AbortSignal");
   return Status::ok();
 }
 
 Status token_stats_backward(const LogitsView& l, const int32_t* targets, const float* grad_logprob,
                             const float* grad_entropy, double temperature, const float* lse, const float* entropy,
                             float* out, const ExecContext& ctx) {
-  Status st = check_logits(l, "logits");
-  if (!st.is_ok()) return st;
-  const bool in_place = out != nullptr && static_cast<const void*>(out) == l.data;
-  const int64_t total = l.rows * l.vocab;
-  // Before any write: a failed check leaves in-place logits untouched and a separate out NaN-filled.
-  auto fail_early = [&](Status s) {
-    if (!in_place) fill_nan(out, total);
-    return s;
-  };
-  if (out == nullptr && total > 0) return error(Code::Shape, "out: expected a Float32Array of rows * vocab, got none");
-  if (in_place && l.dtype != DType::F32)
-    return error(Code::DType, "inPlace: expected float32 logits, got " + std::string(dtype_name(l.dtype)));
-  if (!(st = check_temperature(temperature)).is_ok()) return fail_early(st);
-  if (grad_logprob != nullptr && !(st = check_targets(targets, l.rows, l.vocab, "targets")).is_ok())
-    return fail_early(st);
-  if (targets != nullptr && !(st = check_targets(targets, l.rows, l.vocab, "targets")).is_ok()) return fail_early(st);
-  if (!(st = check_finite(grad_logprob, l.rows, "grad.logprob")).is_ok()) return fail_early(st);
-  if (!(st = check_finite(grad_entropy, l.rows, "grad.entropy")).is_ok()) return fail_early(st);
-  if (lse == nullptr && entropy != nullptr)
-    return fail_early(error(Code::Shape, "stats.logsumexp: expected a Float32Array with stats.entropy, got none"));
-  if (lse != nullptr && grad_entropy != nullptr && entropy == nullptr)
-    return fail_early(error(Code::Shape, "stats.entropy: expected a Float32Array when grad.entropy is given, got none"));
-  if (!(st = check_finite(lse, l.rows, "stats.logsumexp")).is_ok()) return fail_early(st);
-  if (!(st = check_finite(entropy, l.rows, "stats.entropy")).is_ok()) return fail_early(st);
-
+  const bool in_place = static_cast<const void*>(out) == l.data;  // no streaming stores over the logits
   const auto& k = kern::token_stats_kernels();
   const auto stats_fn = k.stats[static_cast<int>(l.dtype)];
   const auto grad_fn = k.grad[static_cast<int>(l.dtype)];
@@ -145,29 +108,15 @@ Status token_stats_backward(const LogitsView& l, const int32_t* targets, const f
       }
     }
   });
-  Status err;
-  if (bad.load() != kern::kNoRow) err = bad_row_status(l, "logits", bad.load());
-  else if (!done) err = error(Code::Aborted, "tokenStatsBackward: aborted by the AbortSignal");
-  if (!err.is_ok()) {
-    fill_nan(out, total);  // rows already written must not look valid (in place: the logits are gone too)
-    return err;
-  }
+  if (bad.load() != kern::kNoRow) return bad_row_status(l, "logits", bad.load());
+  if (!done) return error(Code::Aborted, "tokenStatsBackward: aborted by the AbortSignal");
   return Status::ok();
 }
 
 Status token_stats_partial(const LogitsView& l, const int32_t* targets, int64_t vocab_start, double temperature,
                            double* max, double* sum_exp, double* sum_exp_x, double* target_logit,
                            const ExecContext& ctx) {
-  Status st = check_logits(l, "shard");
-  if (!st.is_ok()) return st;
   const double qnan = std::numeric_limits<double>::quiet_NaN();
-  auto fail = [&](Status s) {
-    for (double* p : {max, sum_exp, sum_exp_x, target_logit})
-      if (p) std::fill(p, p + l.rows, qnan);
-    return s;
-  };
-  if (!(st = check_temperature(temperature)).is_ok()) return fail(st);
-  if (!(st = check_partial_args(targets, l.rows, vocab_start)).is_ok()) return fail(st);
   const auto fn = kern::token_stats_kernels().stats[static_cast<int>(l.dtype)];
   const double inv_t = 1.0 / temperature;
   const int64_t row_bytes = l.vocab * dtype_size(l.dtype);
@@ -188,8 +137,8 @@ Status token_stats_partial(const LogitsView& l, const int32_t* targets, int64_t 
       target_logit[r] = y >= 0 && y < l.vocab ? static_cast<double>(kern::to_f32(l.dtype, row, y)) : qnan;
     }
   });
-  if (bad.load() != kern::kNoRow) return fail(bad_row_status(l, "shard", bad.load()));
-  if (!done) return fail(error(Code::Aborted, "tokenStatsPartial: aborted by the AbortSignal"));
+  if (bad.load() != kern::kNoRow) return bad_row_status(l, "shard", bad.load());
+  if (!done) return error(Code::Aborted, "tokenStatsPartial: aborted by the AbortSignal");
   return Status::ok();
 }
 
@@ -197,22 +146,16 @@ Status merge_token_stats(int64_t parts, const int64_t* vocab_start, const int64_
                          const double* const* sum_exp, const double* const* sum_exp_x,
                          const double* const* target_logit, int64_t rows, double temperature, float* logprob,
                          float* entropy, float* lse) {
-  auto fail = [&](Status s) {
-    fill_nan(logprob, rows);
-    fill_nan(entropy, rows);
-    fill_nan(lse, rows);
-    return s;
-  };
-  if (parts < 1) return fail(error(Code::Shape, "parts.length: expected at least 1, got " + std::to_string(parts)));
-  Status st = check_temperature(temperature);
-  if (!st.is_ok()) return fail(st);
+  if (parts < 1) return error(Code::Shape, "parts.length: expected at least 1, got " + std::to_string(parts));
+  const Status st = check_temperature(temperature);
+  if (!st.is_ok()) return st;
   int64_t next = 0;
   for (int64_t p = 0; p < parts; ++p) {
     if (vocab_start[p] != next)
-      return fail(error(Code::Shape, "parts[" + std::to_string(p) + "].vocabStart: expected " + std::to_string(next) +
-                                         " (shards must tile the vocabulary in order), got " + std::to_string(vocab_start[p])));
+      return error(Code::Shape, "parts[" + std::to_string(p) + "].vocabStart: expected " + std::to_string(next) +
+                                         " (shards must tile the vocabulary in order), got " + std::to_string(vocab_start[p]));
     if (vocab[p] < 1)
-      return fail(error(Code::Shape, "parts[" + std::to_string(p) + "].vocab: expected >= 1, got " + std::to_string(vocab[p])));
+      return error(Code::Shape, "parts[" + std::to_string(p) + "].vocab: expected >= 1, got " + std::to_string(vocab[p]));
     next += vocab[p];
   }
   const double inv_t = 1.0 / temperature;
@@ -225,9 +168,9 @@ Status merge_token_stats(int64_t parts, const int64_t* vocab_start, const int64_
       const bool ok = !std::isnan(s.m) && s.m != INFINITY && std::isfinite(s.s) && s.s >= 0 && std::isfinite(s.a) &&
                       ((s.s == 0) == (s.m == -INFINITY));
       if (!ok)
-        return fail(error(Code::NonFinite, "parts[" + std::to_string(p) + "] row " + std::to_string(r) +
+        return error(Code::NonFinite, "parts[" + std::to_string(p) + "] row " + std::to_string(r) +
                                                ": expected statistics from tokenStatsPartial, got max " + number_text(s.m) +
-                                               ", sumExp " + number_text(s.s) + ", sumExpX " + number_text(s.a)));
+                                               ", sumExp " + number_text(s.s) + ", sumExpX " + number_text(s.a));
       acc = rowmath::stats_merge(acc, s, inv_t);
       if (!std::isnan(target_logit[p][r])) {
         zy = target_logit[p][r];
@@ -235,10 +178,10 @@ Status merge_token_stats(int64_t parts, const int64_t* vocab_start, const int64_
       }
     }
     if (hits != 1)
-      return fail(error(Code::TargetRange, "targets[" + std::to_string(r) + "]: expected an id inside exactly one shard of [0, " +
-                                               std::to_string(next) + "), got " + std::to_string(hits) + " shards"));
+      return error(Code::TargetRange, "targets[" + std::to_string(r) + "]: expected an id inside exactly one shard of [0, " +
+                                               std::to_string(next) + "), got " + std::to_string(hits) + " shards");
     if (acc.s == 0.0)
-      return fail(error(Code::NonFinite, "row " + std::to_string(r) + ": expected at least one finite logit, got all -Infinity"));
+      return error(Code::NonFinite, "row " + std::to_string(r) + ": expected at least one finite logit, got all -Infinity");
     if (lse) lse[r] = static_cast<float>(rowmath::stats_lse(acc, inv_t));
     if (entropy) entropy[r] = static_cast<float>(rowmath::stats_entropy(acc));
     if (logprob) logprob[r] = static_cast<float>(rowmath::stats_logprob(zy, acc, inv_t));

@@ -1,17 +1,24 @@
-// CUDA module only: installs the CUDA backend table (the logits and segment ops then run on the device),
-// adds cudaDevices() for the loader's probe, and replaces backend() with one reporting the device.
-//   cudaDevices() -> { count, error, arch, name }   (count 0 and the CUDA error when there is no usable GPU)
+// CUDA module only: installs the device table (calls with a device run on it; host calls keep the CPU
+// kernels), adds rl.cuda's native functions, and extends backend() with the device. Parameter and result
+// objects are declared in ts/core/addon_types.ts.
+//   cudaDevices()                                    -> { count, error, runtimeVersion, devices: [...] }
+//   cudaMemory({ device })                           -> { freeBytes, totalBytes, poolReservedBytes, ... }
+//   cudaTrim({ device })
+//   cudaUpload({ logits, device, async, abort })     -> { tensor, device, rows, vocab, dtype, bytes }
+//   cudaDownload({ tensor, out, async, abort })      -> { data }
+//   cudaDispose({ tensor, whenFree })
+//   cudaAllocHost({ bytes })                         -> ArrayBuffer of page-locked memory
 #include <cuda_runtime_api.h>
 
-#include "../addon/args.h"
+#include <memory>
+
+#include "../addon/logits_args.h"
 #include "../addon/ops.h"
+#include "../core/args.h"
+#include "../core/device_tensors.h"
+#include "../core/invoke.h"
 #include "gear/backend.h"
 #include "gear/cuda.h"
-#include "gear/thread_pool.h"
-
-#ifndef GEAR_RL_VERSION
-#define GEAR_RL_VERSION "0.0.0"
-#endif
 
 namespace gear::addon {
 
@@ -22,31 +29,162 @@ static Napi::Value CudaDevices(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("count", n);
   o.Set("error", err);
-  o.Set("arch", n > 0 ? cuda::device_arch() : std::string());
-  o.Set("name", n > 0 ? cuda::device_name() : std::string());
-  int rt = 0;
+  int rt = 0, drv = 0;
   cudaRuntimeGetVersion(&rt);
+  cudaDriverGetVersion(&drv);
   o.Set("runtimeVersion", rt);
+  o.Set("driverVersion", drv);
+  Napi::Array list = Napi::Array::New(env, static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    cudaDeviceProp p;
+    Napi::Object d = Napi::Object::New(env);
+    d.Set("index", i);
+    if (cudaGetDeviceProperties(&p, i) == cudaSuccess) {
+      d.Set("name", p.name);
+      d.Set("arch", "sm_" + std::to_string(p.major) + std::to_string(p.minor));
+      d.Set("multiprocessors", p.multiProcessorCount);
+      d.Set("totalBytes", static_cast<double>(p.totalGlobalMem));
+    } else {
+      cudaGetLastError();
+    }
+    list.Set(static_cast<uint32_t>(i), d);
+  }
+  o.Set("devices", list);
   return o;
 }
 
-static Napi::Value CudaBackend(const Napi::CallbackInfo& info) {
+static Napi::Value CudaMemory(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
+  const Params p(info, {"device"});
+  const int dev = static_cast<int>(p.Int("device", 0, 1 << 20));
+  cuda::DeviceInfo d;
+  Check(env, cuda::device_info(dev, &d));
+  int64_t count = 0, bytes = 0;
+  tensor_table().usage(dev, &count, &bytes);
   Napi::Object o = Napi::Object::New(env);
-  const std::string arch = cuda::device_arch();
-  o.Set("variant", "cuda");
-  o.Set("isa", arch.empty() ? std::string("cuda (no device)") : arch);
-  o.Set("detectedIsa", arch);
-  o.Set("threads", global_pool().threads());
-  o.Set("version", GEAR_RL_VERSION);
+  o.Set("device", dev);
+  o.Set("freeBytes", static_cast<double>(d.free_bytes));
+  o.Set("totalBytes", static_cast<double>(d.total_bytes));
+  o.Set("poolReservedBytes", static_cast<double>(d.pool_reserved_bytes));
+  o.Set("poolUsedBytes", static_cast<double>(d.pool_used_bytes));
+  o.Set("tensors", static_cast<double>(count));
+  o.Set("tensorBytes", static_cast<double>(bytes));
   return o;
+}
+
+static Napi::Value CudaTrim(const Napi::CallbackInfo& info) {
+  const Params p(info, {"device"});
+  Check(info.Env(), cuda::trim(static_cast<int>(p.Int("device", 0, 1 << 20))));
+  return info.Env().Undefined();
+}
+
+static Napi::Value CudaUpload(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const Params p(info, {"logits", "device", "async", "abort"});
+  const Params lp = LogitsParams(p, "logits");
+  const Claims claims = std::make_shared<TensorClaims>();
+  int ldev;
+  const LogitsView l = ReadLogits(lp, claims, &ldev);
+  if (ldev >= 0) Throw(env, Code::Device, "logits: expected host memory to upload, got a device tensor");
+  const int dev = static_cast<int>(p.Int("device", 0, 1 << 20));
+  const bool async = p.OptBool("async");
+  const auto* abort = p.Abort();
+  auto made = std::make_shared<NewTensor>();
+  made->device = dev;
+  const int64_t bytes = l.rows * l.vocab * dtype_size(l.dtype);
+  const DType dtype = l.dtype;
+  Napi::Object result = Napi::Object::New(env);
+  return Run(env, async, {lp.Get("data"), p.Get("abort")},
+             [=](const ExecContext& ctx) { return cuda::upload(dev, l.data, bytes, &made->ptr, ctx); }, result, abort,
+             [=](Napi::Object r) {
+               TensorInfo t;
+               t.device = dev;
+               t.ptr = made->ptr;
+               t.bytes = bytes;
+               t.rows = l.rows;
+               t.vocab = l.vocab;
+               t.dtype = dtype;
+               t.free = device_api()->free;
+               const uint64_t id = tensor_table().add(t, JobsOf(r.Env()).get());
+               made->adopted = true;
+               const Napi::Object o = TensorObject(r.Env(), id, t);
+               for (const char* k : {"tensor", "device", "rows", "vocab", "dtype", "bytes"}) r.Set(k, o.Get(k));
+             });
+}
+
+static Napi::Value CudaDownload(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const Params p(info, {"tensor", "out", "async", "abort"});
+  const Claims claims = std::make_shared<TensorClaims>();
+  int dev;
+  const LogitsView l = ReadTensor(p, claims, Access::Read, &dev);
+  const int64_t n = l.rows * l.vocab;
+  Napi::Value out;
+  void* dst = nullptr;
+  if (l.dtype == DType::F32) {
+    Napi::Float32Array a = OutF32(p, "out", n);
+    dst = n > 0 ? a.Data() : nullptr;
+    out = a;
+  } else if (p.Has("out")) {
+    auto a = U16(p.Get("out"), "out", n);
+    dst = a.data;
+    out = p.Get("out");
+  } else {
+    Napi::Uint16Array a = Napi::Uint16Array::New(env, static_cast<size_t>(n));
+    dst = n > 0 ? a.Data() : nullptr;
+    out = a;
+  }
+  const int64_t bytes = n * dtype_size(l.dtype);
+  const bool async = p.OptBool("async");
+  const auto* abort = p.Abort();
+  Napi::Object result = Napi::Object::New(env);
+  result.Set("data", out);
+  return Run(env, async, {p.Get("out"), p.Get("abort")},
+             [=](const ExecContext& ctx) {
+               (void)claims;
+               return cuda::download(dev, dst, l.data, bytes, ctx);
+             },
+             result, abort);
+}
+
+static Napi::Value CudaDispose(const Napi::CallbackInfo& info) {
+  const Params p(info, {"tensor", "whenFree"});
+  const uint64_t id = static_cast<uint64_t>(p.Int("tensor", 1, kMaxSafeInt));
+  if (p.OptBool("whenFree")) tensor_table().dispose_when_free(id);
+  else Check(info.Env(), tensor_table().dispose(id));
+  return info.Env().Undefined();
+}
+
+static Napi::Value CudaAllocHost(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const Params p(info, {"bytes"});
+  const int64_t bytes = p.Int("bytes", 0, int64_t{1} << 44);
+  void* ptr = nullptr;
+  Check(env, cuda::alloc_host(bytes, &ptr));
+  // Freed when the ArrayBuffer is collected.
+  return Napi::ArrayBuffer::New(env, ptr, static_cast<size_t>(bytes), [](Napi::Env, void* data) { cuda::free_host(data); });
 }
 
 void RegisterCuda(Napi::Env env, Napi::Object exports) {
-  install_backend(cuda::backend());  // module init: before any op can run
+  install_device_backend(cuda::backend(), cuda::device_api_impl());  // module init: before any op can run
   exports.Set("cudaDevices", Napi::Function::New(env, CudaDevices, "cudaDevices"));
-  exports.Set("backend", Napi::Function::New(env, CudaBackend, "backend"));  // replaces the CPU one
+  exports.Set("cudaMemory", Napi::Function::New(env, CudaMemory, "cudaMemory"));
+  exports.Set("cudaTrim", Napi::Function::New(env, CudaTrim, "cudaTrim"));
+  exports.Set("cudaUpload", Napi::Function::New(env, CudaUpload, "cudaUpload"));
+  exports.Set("cudaDownload", Napi::Function::New(env, CudaDownload, "cudaDownload"));
+  exports.Set("cudaDispose", Napi::Function::New(env, CudaDispose, "cudaDispose"));
+  exports.Set("cudaAllocHost", Napi::Function::New(env, CudaAllocHost, "cudaAllocHost"));
+  // backend(): the CPU module's description (its instruction sets stay in effect for host calls) plus
+  // variant 'cuda' and the device count.
+  auto cpu = std::make_shared<Napi::FunctionReference>(Napi::Persistent(exports.Get("backend").As<Napi::Function>()));
+  exports.Set("backend", Napi::Function::New(env, [cpu](const Napi::CallbackInfo&) -> Napi::Value {
+                Napi::Object o = cpu->Call({}).As<Napi::Object>();
+                std::string err;
+                o.Set("variant", "cuda");
+                o.Set("devices", cuda::device_count(&err));
+                return o;
+              }, "backend"));
 }
-GEAR_BINDING_ORDERED(RegisterCuda, kBindingLast);  // after the CPU module's backend(), which it replaces
+GEAR_BINDING_ORDERED(RegisterCuda, kBindingLast);  // after the CPU module's backend(), which it wraps
 
 }  // namespace gear::addon

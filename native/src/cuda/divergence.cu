@@ -1,364 +1,508 @@
-// divergence forward and backward on the GPU: one thread block per row pair. The forward streams both
-// rows once (float32 per-thread pair statistics merged in float64 through gear/row_math.h in a fixed
-// tree order); JSD reads the rows a second time for its log-mixture terms. The backward reuses the
-// forward's statistics when given and writes d/dz_student in one pass (two for JSD).
+// divergence forward and backward on the GPU.
+//
+// Pass 1 (pair_kernel) streams both rows once with 16-byte loads, each thread keeping both sides' online
+// softmax statistics and the cross sum its kind needs (float sums folded into float64, the pivot rescaling
+// of gear/row_math.h); items reduce over their group in a fixed order and a per-row kernel merges the
+// parts in order into the row's values and the backward's per-row parameters. JSD adds a second pass
+// over the rows for its log-mixture terms (jsd_kernel, float64 per entry). The backward (grad_kernel) is
+// one streaming pass writing d/dz_student. No float atomics: results are bit-identical between runs.
 #include <cmath>
 #include <vector>
 
-#include "device_runtime.cuh"
+#include "device.cuh"
 #include "gear/cuda.h"
 
 namespace gear {
 namespace cuda {
 namespace {
 
-enum PairFlag : int32_t { kStudentBad = 1, kTeacherBad = 2, kStudentEmpty = 3, kTeacherEmpty = 4 };
+// Per-row flags: which side was bad (NaN / +Infinity) or empty (no finite logit), and the backward's
+// uncapped +Infinity divergence.
+enum : int32_t { kStudentBad = 1, kTeacherBad = 2, kInfinite = 4 };
+// Which cross sum pass 1 accumulates besides both sides' statistics.
+enum : int { kWantNone = 0, kWantCs = 1, kWantCt = 2 };
 
-struct ThreadPair {
-  float ms = -INFINITY, ss = 0.f, as = 0.f;
-  float mt = -INFINITY, st = 0.f, at = 0.f;
-  float cs = 0.f, ct = 0.f;
+// A row piece's pair statistics: both sides' softmax statistics, the cross sums (finite: a support
+// mismatch is a flag, not an infinity) and problem bits.
+struct PairPart {
+  double ms, ss, as;   // student
+  double mt, st;       // teacher (its entropy is never needed)
+  double cs, ct;       // sum e_s (d_s - d_t), sum e_t (d_t - d_s)
+  int32_t bits;        // 1 student NaN/+inf, 2 teacher NaN/+inf, 4 student mass where the teacher is -inf,
+                       // 8 teacher mass where the student is -inf
+  int32_t pad;
 };
 
-// Adds one (student, teacher) logit pair; the float32 counterpart of rowmath::pair_rescale_* + sums.
-__device__ inline void pair_add(ThreadPair& p, float a, float b, float inv_t) {
-  if (a > p.ms) {
-    if (p.ss > 0.f) {
-      const float r = (p.ms - a) * inv_t, f = __expf(r);
-      p.cs = f * (p.cs + r * p.ss);
-      p.ct = p.ct - r * p.st;
-      p.as = f * (p.as + r * p.ss);
-      p.ss = f * p.ss;
+GEAR_HDI rowmath::PairStats to_pair(const PairPart& p) {
+  return rowmath::PairStats{{p.ms, p.ss, p.as}, {p.mt, p.st, 0.0}, p.cs, p.ct};
+}
+
+GEAR_HDI PairPart pair_merge(const PairPart& x, const PairPart& y, double inv_t) {
+  rowmath::PairStats a = to_pair(x), b = to_pair(y);
+  const double ms = a.s.m > b.s.m ? a.s.m : b.s.m, mt = a.t.m > b.t.m ? a.t.m : b.t.m;
+  rowmath::pair_rescale_student(a, ms, inv_t);
+  rowmath::pair_rescale_student(b, ms, inv_t);
+  rowmath::pair_rescale_teacher(a, mt, inv_t);
+  rowmath::pair_rescale_teacher(b, mt, inv_t);
+  return PairPart{ms, a.s.s + b.s.s, a.s.a + b.s.a, mt, a.t.s + b.t.s, a.cs + b.cs, a.ct + b.ct, x.bits | y.bits, 0};
+}
+
+// A thread's pair statistics (see SoftmaxAcc for the folding and the pivot).
+template <int WANT>
+struct PairAcc {
+  static constexpr int kFold = 8;
+  float ms = -INFINITY, mt = -INFINITY;
+  float ss = 0.f, as = 0.f, st = 0.f, cs = 0.f, ct = 0.f;  // log2 units for as, cs, ct
+  double SS = 0.0, AS = 0.0, ST = 0.0, CS = 0.0, CT = 0.0;
+  int pending = 0;
+  int32_t bits = 0;
+
+  GEAR_HDI void fold() {
+    SS += ss;
+    ST += st;
+    AS += static_cast<double>(as) * rowmath::kLn2;
+    CS += static_cast<double>(cs) * rowmath::kLn2;
+    CT += static_cast<double>(ct) * rowmath::kLn2;
+    ss = as = st = cs = ct = 0.f;
+    pending = 0;
+  }
+  GEAR_HDI rowmath::PairStats folded() const { return rowmath::PairStats{{ms, SS, AS}, {mt, ST, 0.0}, CS, CT}; }
+  GEAR_HDI void store(const rowmath::PairStats& p) {
+    ms = static_cast<float>(p.s.m);  // pivots are raw logits: exact in float
+    mt = static_cast<float>(p.t.m);
+    SS = p.s.s, AS = p.s.a, ST = p.t.s, CS = p.cs, CT = p.ct;
+  }
+  template <int N>
+  GEAR_HDI void add(const float (&a)[N], const float (&b)[N], float c2, double inv_t) {
+    float va = a[0], vb = b[0];
+#pragma unroll
+    for (int k = 1; k < N; ++k) va = fmaxf(va, a[k]), vb = fmaxf(vb, b[k]);
+    if (va > ms || vb > mt) {
+      fold();
+      rowmath::PairStats p = folded();
+      if (va > ms) rowmath::pair_rescale_student(p, va, inv_t);
+      if (vb > mt) rowmath::pair_rescale_teacher(p, vb, inv_t);
+      store(p);
     }
-    p.ms = a;
-  }
-  if (b > p.mt) {
-    if (p.st > 0.f) {
-      const float r = (p.mt - b) * inv_t, f = __expf(r);
-      p.ct = f * (p.ct + r * p.st);
-      p.cs = p.cs - r * p.ss;
-      p.at = f * (p.at + r * p.st);
-      p.st = f * p.st;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const bool xa = a[k] == -INFINITY, xb = b[k] == -INFINITY;  // masked entries
+      // A NaN, or a side whose pivot is +inf, turns these into NaN: caught when the row finishes.
+      const float da = xa ? 0.f : (a[k] - ms) * c2, db = xb ? 0.f : (b[k] - mt) * c2;
+      const float ea = xa ? 0.f : ex2(da), eb = xb ? 0.f : ex2(db);
+      ss += ea;
+      st += eb;
+      as = fmaf(ea, da, as);
+      if (WANT == kWantCs) cs = fmaf(xb ? 0.f : ea, da - db, cs);
+      if (WANT == kWantCt) ct = fmaf(xa ? 0.f : eb, db - da, ct);
+      bits |= (!xa && xb ? 4 : 0) | (!xb && xa ? 8 : 0);
     }
-    p.mt = b;
+    if (++pending == kFold) fold();
   }
-  const float ds = (a - p.ms) * inv_t, dt = (b - p.mt) * inv_t;
-  if (a != -INFINITY) {
-    const float e = __expf(ds);
-    p.ss += e;
-    p.as += e * ds;
-    p.cs += b == -INFINITY ? INFINITY : e * (ds - dt);  // support mismatch: reverse KL is +inf
+  GEAR_HDI PairPart finish() {
+    fold();
+    int32_t b = bits;
+    if (ms == INFINITY || SS != SS || AS != AS) b |= 1;
+    if (mt == INFINITY || ST != ST) b |= 2;
+    // A NaN on one side makes the cross sums NaN: keep them finite for the merge (the row is an error).
+    if (CS != CS) CS = 0.0;
+    if (CT != CT) CT = 0.0;
+    return PairPart{ms, SS, AS, mt, ST, CS, CT, b, 0};
   }
-  if (b != -INFINITY) {
-    const float e = __expf(dt);
-    p.st += e;
-    p.at += e * dt;
-    p.ct += a == -INFINITY ? INFINITY : e * (dt - ds);
-  }
-}
-
-__device__ inline rowmath::PairStats pair_merge(rowmath::PairStats x, rowmath::PairStats y, double inv_t) {
-  const double ms = x.s.m > y.s.m ? x.s.m : y.s.m;
-  const double mt = x.t.m > y.t.m ? x.t.m : y.t.m;
-  rowmath::pair_rescale_student(x, ms, inv_t);
-  rowmath::pair_rescale_student(y, ms, inv_t);
-  rowmath::pair_rescale_teacher(x, mt, inv_t);
-  rowmath::pair_rescale_teacher(y, mt, inv_t);
-  return rowmath::PairStats{{ms, x.s.s + y.s.s, x.s.a + y.s.a}, {mt, x.t.s + y.t.s, x.t.a + y.t.a}, x.cs + y.cs,
-                            x.ct + y.ct};
-}
-
-// Deterministic tree merge of the block's pair statistics (result valid in every thread).
-__device__ inline rowmath::PairStats block_merge_pair(const ThreadPair& p, double inv_t) {
-  __shared__ double sh[8][kBlock];
-  const int i = threadIdx.x;
-  sh[0][i] = p.ms; sh[1][i] = p.ss; sh[2][i] = p.as;
-  sh[3][i] = p.mt; sh[4][i] = p.st; sh[5][i] = p.at;
-  sh[6][i] = p.cs; sh[7][i] = p.ct;
-  __syncthreads();
-  for (int w = kBlock / 2; w > 0; w >>= 1) {
-    if (i < w) {
-      const rowmath::PairStats x{{sh[0][i], sh[1][i], sh[2][i]}, {sh[3][i], sh[4][i], sh[5][i]}, sh[6][i], sh[7][i]};
-      const int j = i + w;
-      const rowmath::PairStats y{{sh[0][j], sh[1][j], sh[2][j]}, {sh[3][j], sh[4][j], sh[5][j]}, sh[6][j], sh[7][j]};
-      const rowmath::PairStats z = pair_merge(x, y, inv_t);
-      sh[0][i] = z.s.m; sh[1][i] = z.s.s; sh[2][i] = z.s.a;
-      sh[3][i] = z.t.m; sh[4][i] = z.t.s; sh[5][i] = z.t.a;
-      sh[6][i] = z.cs; sh[7][i] = z.ct;
-    }
-    __syncthreads();
-  }
-  const rowmath::PairStats r{{sh[0][0], sh[1][0], sh[2][0]}, {sh[3][0], sh[4][0], sh[5][0]}, sh[6][0], sh[7][0]};
-  __syncthreads();
-  return r;
-}
-
-// Deterministic block sum (result valid in every thread).
-__device__ inline double block_sum(double x) {
-  __shared__ double sh[kBlock];
-  const int i = threadIdx.x;
-  sh[i] = x;
-  __syncthreads();
-  for (int w = kBlock / 2; w > 0; w >>= 1) {
-    if (i < w) sh[i] += sh[i + w];
-    __syncthreads();
-  }
-  const double r = sh[0];
-  __syncthreads();
-  return r;
-}
-
-// Row outputs of the forward: value (capped), student entropy, both lse, both target log-probs.
-struct FwdOut {
-  float* value;
-  float* h;
-  float* lse_s;
-  float* lse_t;
-  float* lp_s;
-  float* lp_t;
-  float* raw;  // uncapped value (backward's internal use), may be null
 };
+
+// Pass 1, one thread's share of item (row, part) (see token_stats.cu's stats_thread).
+template <DType D, int WANT>
+__host__ __device__ PairPart pair_thread(const void* zs, const void* zt, int64_t vocab, int64_t row, int64_t part,
+                                         int64_t parts, int lane, int G, float c2, double inv_t) {
+  constexpr int V = Elems<D>::kVec;
+  PairAcc<WANT> acc;
+  const RowSpan sp = row_span<V>(row, vocab, part, parts);
+  if (sp.first && lane < sp.head) {
+    const float a[1] = {load1<D>(zs, sp.e0 + lane)}, b[1] = {load1<D>(zt, sp.e0 + lane)};
+    acc.template add<1>(a, b, c2, inv_t);
+  }
+  for (int64_t j = sp.vb + lane; j < sp.ve; j += G) {
+    float a[V], b[V];
+    load_vec<D>(zs, sp.vec0 + j * V, a);
+    load_vec<D>(zt, sp.vec0 + j * V, b);
+    acc.template add<V>(a, b, c2, inv_t);
+  }
+  if (sp.last && lane < sp.tail) {
+    const int64_t e = sp.vec0 + sp.ve * V + lane;
+    const float a[1] = {load1<D>(zs, e)}, b[1] = {load1<D>(zt, e)};
+    acc.template add<1>(a, b, c2, inv_t);
+  }
+  return acc.finish();
+}
 
 template <DType D>
-__global__ void divergence_kernel(const void* zs, const void* zt, int64_t vocab, int kind, double beta, float inv_t,
-                                  double inv_t_d, double kl_cap, const int32_t* targets, FwdOut o, int32_t* flags) {
-  const int64_t r = blockIdx.x;
-  const int64_t base = r * vocab;
-  ThreadPair p;
-  int bad_s = 0, bad_t = 0;
-  for (int64_t v = threadIdx.x; v < vocab; v += kBlock) {
-    const float a = Logit<D>::at(zs, base + v), b = Logit<D>::at(zt, base + v);
-    const bool ba = isnan(a) || a == INFINITY, bb = isnan(b) || b == INFINITY;
-    bad_s |= ba;
-    bad_t |= bb;
-    if (!ba && !bb) pair_add(p, a, b, inv_t);
-  }
-  bad_s = block_or(bad_s);
-  bad_t = block_or(bad_t);
-  const rowmath::PairStats ps = block_merge_pair(p, inv_t_d);
-  const int32_t flag = bad_s ? kStudentBad : bad_t ? kTeacherBad : ps.s.s == 0.0 ? kStudentEmpty
-                     : ps.t.s == 0.0 ? kTeacherEmpty : kRowOk;
-  if (flag != kRowOk) {  // uniform across the block: every thread leaves here
-    if (threadIdx.x == 0) flags[r] = flag;
-    return;
-  }
-  double v;
-  if (kind == static_cast<int>(DivKind::ReverseKl)) v = rowmath::pair_reverse_kl(ps);
-  else if (kind == static_cast<int>(DivKind::ForwardKl)) v = rowmath::pair_forward_kl(ps);
-  else {
-    const double ls = rowmath::stats_lse(ps.s, inv_t_d), lt = rowmath::stats_lse(ps.t, inv_t_d);
-    double acc = 0.0;
-    for (int64_t i = threadIdx.x; i < vocab; i += kBlock) {
-      const double a = Logit<D>::at(zs, base + i), b = Logit<D>::at(zt, base + i);
-      acc += rowmath::jsd_term(a == -INFINITY ? a : a * inv_t_d - ls, b == -INFINITY ? b : b * inv_t_d - lt, beta);
-    }
-    v = block_sum(acc);
-    if (v < 0.0) v = 0.0;
-  }
-  if (threadIdx.x != 0) return;
-  flags[r] = kRowOk;
-  if (o.value) o.value[r] = static_cast<float>(v < kl_cap ? v : kl_cap);
-  if (o.raw) o.raw[r] = static_cast<float>(v);
-  if (o.h) o.h[r] = static_cast<float>(rowmath::stats_entropy(ps.s));
-  if (o.lse_s) o.lse_s[r] = static_cast<float>(rowmath::stats_lse(ps.s, inv_t_d));
-  if (o.lse_t) o.lse_t[r] = static_cast<float>(rowmath::stats_lse(ps.t, inv_t_d));
-  if (o.lp_s) o.lp_s[r] = static_cast<float>(rowmath::stats_logprob(Logit<D>::at(zs, base + targets[r]), ps.s, inv_t_d));
-  if (o.lp_t) o.lp_t[r] = static_cast<float>(rowmath::stats_logprob(Logit<D>::at(zt, base + targets[r]), ps.t, inv_t_d));
+__host__ __device__ PairPart pair_thread_for(int want, const void* zs, const void* zt, int64_t vocab, int64_t row,
+                                             int64_t part, int64_t parts, int lane, int G, float c2, double inv_t) {
+  if (want == kWantCs) return pair_thread<D, kWantCs>(zs, zt, vocab, row, part, parts, lane, G, c2, inv_t);
+  if (want == kWantCt) return pair_thread<D, kWantCt>(zs, zt, vocab, row, part, parts, lane, G, c2, inv_t);
+  return pair_thread<D, kWantNone>(zs, zt, vocab, row, part, parts, lane, G, c2, inv_t);
 }
 
-// Per-row backward parameters: lse_s, lse_t, value (reverse KL), grad; zero = 1 writes a zero row.
+template <DType D, int G>
+__global__ void __launch_bounds__(kThreads) pair_kernel(const void* zs, const void* zt, int64_t rows, int64_t vocab,
+                                                        int64_t parts, int want, float c2, double inv_t, PairPart* out) {
+  const int lane = threadIdx.x % G;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
+  const bool active = item < rows * parts;  // uniform over the group: an idle one still joins the block's reductions
+  PairPart p = PairAcc<kWantNone>().finish();
+  if (active) p = pair_thread_for<D>(want, zs, zt, vocab, item / parts, item % parts, parts, lane, G, c2, inv_t);
+  p = group_reduce<G>(p, [inv_t](const PairPart& x, const PairPart& y) { return pair_merge(x, y, inv_t); });
+  if (active && lane == 0) out[item] = p;
+}
+
+// Per-row results of pass 1 (and, for JSD, pass 2) that the backward and the forward's outputs need.
 struct RowParams {
-  float lse_s, lse_t, value, grad;
-  int32_t zero;
+  double lse_s, lse_t;
+  double value;  // the uncapped divergence (reverse KL: also the backward's centring term)
+  double k_sm;   // JSD: sum_v p_s (ln p_s - ln M)
 };
 
+// Row r from pass 1's parts (merged in order): flags a bad or empty side; writes the per-row parameters,
+// and the forward's outputs when asked (JSD's value comes from pass 2).
 template <DType D>
-__global__ void divergence_grad_kernel(const void* zs, const void* zt, int64_t vocab, int kind, float beta,
-                                       float inv_t, const RowParams* prm, float* out, int32_t* flags) {
-  const int64_t r = blockIdx.x;
-  const int64_t base = r * vocab;
-  const RowParams q = prm[r];
-  if (q.zero) {
-    for (int64_t v = threadIdx.x; v < vocab; v += kBlock) out[base + v] = 0.f;
-    if (threadIdx.x == 0) flags[r] = kRowOk;
+__host__ __device__ void pair_finish_row(int64_t r, const void* zs, const void* zt, int64_t vocab, int64_t parts,
+                                         int kind, double inv_t, double kl_cap, const PairPart* in,
+                                         const int32_t* targets, RowParams* prm, float* value, float* h, float* lse_s,
+                                         float* lse_t, float* lp_s, float* lp_t, int32_t* flags) {
+  PairPart acc = in[r * parts];
+  for (int64_t p = 1; p < parts; ++p) acc = pair_merge(acc, in[r * parts + p], inv_t);
+  const int32_t f = (acc.bits & 1) || acc.ss == 0.0 ? kStudentBad : (acc.bits & 2) || acc.st == 0.0 ? kTeacherBad : 0;
+  if (f != 0) {
+    flags[r] = f;
     return;
   }
-  const float c = q.grad * inv_t;
-  int bad = 0;
-  float k_sm = 0.f;  // JSD: sum_v p_s (ln p_s - ln M)
-  if (kind == static_cast<int>(DivKind::Jsd)) {
-    double acc = 0.0;
-    for (int64_t v = threadIdx.x; v < vocab; v += kBlock) {
-      const float a = Logit<D>::at(zs, base + v), b = Logit<D>::at(zt, base + v);
-      if (a == -INFINITY || isnan(a) || isnan(b) || a == INFINITY || b == INFINITY) continue;
-      const float lps = a * inv_t - q.lse_s, ps = __expf(lps);
-      const float pt = b == -INFINITY ? 0.f : __expf(b * inv_t - q.lse_t);
-      acc += static_cast<double>(ps) * (lps - __logf((1.f - beta) * ps + beta * pt));
-    }
-    k_sm = static_cast<float>(block_sum(acc));
+  rowmath::PairStats ps = to_pair(acc);
+  double v = 0.0;
+  if (kind == static_cast<int>(DivKind::ReverseKl)) {
+    if (acc.bits & 4) ps.cs = rowmath::pos_inf();
+    v = rowmath::pair_reverse_kl(ps);
+  } else if (kind == static_cast<int>(DivKind::ForwardKl)) {
+    if (acc.bits & 8) ps.ct = rowmath::pos_inf();
+    v = rowmath::pair_forward_kl(ps);
   }
-  for (int64_t v = threadIdx.x; v < vocab; v += kBlock) {
-    const float a = Logit<D>::at(zs, base + v), b = Logit<D>::at(zt, base + v);
-    float g = 0.f;
-    if (isnan(a) || a == INFINITY || isnan(b) || b == INFINITY) bad = 1;
-    else if (a != -INFINITY) {
-      const float lps = a * inv_t - q.lse_s, ps = __expf(lps);
-      const float lpt = b * inv_t - q.lse_t;
-      const float pt = b == -INFINITY ? 0.f : __expf(lpt);
-      if (kind == static_cast<int>(DivKind::ReverseKl)) g = c * ps * ((lps - lpt) - q.value);
-      else if (kind == static_cast<int>(DivKind::ForwardKl)) g = c * (ps - pt);
-      else g = c * ps * (1.f - beta) * ((lps - __logf((1.f - beta) * ps + beta * pt)) - k_sm);
-    } else if (kind == static_cast<int>(DivKind::ForwardKl)) {
-      g = -c * (b == -INFINITY ? 0.f : __expf(b * inv_t - q.lse_t));
-    }
-    out[base + v] = g;
-  }
-  bad = block_or(bad);
-  if (threadIdx.x == 0) flags[r] = bad ? kTeacherBad : kRowOk;
+  const double ls = rowmath::stats_lse(ps.s, inv_t), lt = rowmath::stats_lse(ps.t, inv_t);
+  if (prm) prm[r] = RowParams{ls, lt, v, 0.0};
+  if (value && kind != static_cast<int>(DivKind::Jsd)) value[r] = static_cast<float>(v < kl_cap ? v : kl_cap);
+  if (h) h[r] = static_cast<float>(rowmath::stats_entropy(ps.s));
+  if (lse_s) lse_s[r] = static_cast<float>(ls);
+  if (lse_t) lse_t[r] = static_cast<float>(lt);
+  if (lp_s) lp_s[r] = static_cast<float>(rowmath::stats_logprob(load1<D>(zs, r * vocab + targets[r]), ps.s, inv_t));
+  if (lp_t) lp_t[r] = static_cast<float>(rowmath::stats_logprob(load1<D>(zt, r * vocab + targets[r]), ps.t, inv_t));
 }
 
-Status flag_status(const LogitsView& s, const LogitsView& t, int32_t flag, int64_t r) {
-  return flag == kTeacherBad || flag == kTeacherEmpty ? bad_row_status(t, "teacher", r) : bad_row_status(s, "student", r);
+template <DType D>
+__global__ void pair_finish_kernel(const void* zs, const void* zt, int64_t rows, int64_t vocab, int64_t parts,
+                                   int kind, double inv_t, double kl_cap, const PairPart* in, const int32_t* targets,
+                                   RowParams* prm, float* value, float* h, float* lse_s, float* lse_t, float* lp_s,
+                                   float* lp_t, int32_t* flags) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r < rows)
+    pair_finish_row<D>(r, zs, zt, vocab, parts, kind, inv_t, kl_cap, in, targets, prm, value, h, lse_s, lse_t, lp_s,
+                       lp_t, flags);
 }
 
-struct PairChunk {
-  DeviceBuffer zs, zt, targets, flags, o[7], prm, out;
+// JSD pass 2: per item, sum_v jsd_term(ln p_s, ln p_t) and sum_v p_s (ln p_s - ln M), in float64.
+struct JsdPart {
+  double value, k_sm;
 };
 
-// Copies rows [r0, r0+n) of both sides to the device.
-Status upload_pair(PairChunk& c, const LogitsView& s, const LogitsView& t, int64_t r0, int64_t n) {
-  const int64_t esz = dtype_size(s.dtype), bytes = n * s.vocab * esz, off = r0 * s.vocab * esz;
-  GEAR_TRY(to_device(c.zs.as<void>(), static_cast<const char*>(s.data) + off, bytes));
-  return to_device(c.zt.as<void>(), static_cast<const char*>(t.data) + off, bytes);
+// One thread's share of pass 2 for item (row, part).
+template <DType D>
+__host__ __device__ JsdPart jsd_thread(const void* zs, const void* zt, int64_t vocab, int64_t row, int64_t part,
+                                       int64_t parts, int lane, int G, double beta, double inv_t, double ls, double lt) {
+  constexpr int V = Elems<D>::kVec;
+  JsdPart acc{0.0, 0.0};
+  auto add = [&](float a, float b) {
+    const double la = a == -INFINITY ? rowmath::neg_inf() : a * inv_t - ls;
+    const double lb = b == -INFINITY ? rowmath::neg_inf() : b * inv_t - lt;
+    const double ea = a == -INFINITY ? 0.0 : exp(la), eb = b == -INFINITY ? 0.0 : exp(lb);
+    const double mix = (1.0 - beta) * ea + beta * eb;
+    if (mix == 0.0) return;
+    const double lm = log(mix);
+    if (eb > 0.0) acc.value += beta * eb * (lb - lm);
+    if (ea > 0.0) {
+      acc.value += (1.0 - beta) * ea * (la - lm);
+      acc.k_sm += ea * (la - lm);
+    }
+  };
+  const RowSpan sp = row_span<V>(row, vocab, part, parts);
+  if (sp.first && lane < sp.head) add(load1<D>(zs, sp.e0 + lane), load1<D>(zt, sp.e0 + lane));
+  for (int64_t j = sp.vb + lane; j < sp.ve; j += G) {
+    float a[V], b[V];
+    load_vec<D>(zs, sp.vec0 + j * V, a);
+    load_vec<D>(zt, sp.vec0 + j * V, b);
+#pragma unroll
+    for (int k = 0; k < V; ++k) add(a[k], b[k]);
+  }
+  if (sp.last && lane < sp.tail) {
+    const int64_t e = sp.vec0 + sp.ve * V + lane;
+    add(load1<D>(zs, e), load1<D>(zt, e));
+  }
+  return acc;
+}
+
+template <DType D, int G>
+__global__ void __launch_bounds__(kThreads) jsd_kernel(const void* zs, const void* zt, int64_t rows, int64_t vocab,
+                                                       int64_t parts, double beta, double inv_t,
+                                                       const RowParams* prm, const int32_t* flags, JsdPart* out) {
+  const int lane = threadIdx.x % G;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
+  const bool in_grid = item < rows * parts;  // uniform over the group, as the reduction requires
+  JsdPart acc{0.0, 0.0};
+  if (in_grid && flags[item / parts] == 0) {
+    const int64_t row = item / parts;
+    acc = jsd_thread<D>(zs, zt, vocab, row, item % parts, parts, lane, G, beta, inv_t, prm[row].lse_s, prm[row].lse_t);
+  }
+  acc = group_reduce<G>(acc, [](const JsdPart& x, const JsdPart& y) { return JsdPart{x.value + y.value, x.k_sm + y.k_sm}; });
+  if (in_grid && lane == 0) out[item] = acc;
+}
+
+__host__ __device__ inline void jsd_finish_row(int64_t r, int64_t parts, double kl_cap, const JsdPart* in,
+                                               RowParams* prm, float* value, const int32_t* flags) {
+  if (flags[r] != 0) return;
+  JsdPart acc = in[r * parts];
+  for (int64_t p = 1; p < parts; ++p) acc = JsdPart{acc.value + in[r * parts + p].value, acc.k_sm + in[r * parts + p].k_sm};
+  const double v = acc.value > 0.0 ? acc.value : 0.0;
+  prm[r].value = v;
+  prm[r].k_sm = acc.k_sm;
+  if (value) value[r] = static_cast<float>(v < kl_cap ? v : kl_cap);
+}
+
+__global__ void jsd_finish_kernel(int64_t rows, int64_t parts, double kl_cap, const JsdPart* in, RowParams* prm,
+                                  float* value, const int32_t* flags) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r < rows) jsd_finish_row(r, parts, kl_cap, in, prm, value, flags);
+}
+
+// The backward's constants of one row, as the CPU kernel forms them: log2 p of each side is
+// (z - piv) k + off around its pivot piv = T lse (a float; off carries the rest in float64), and
+//   reverse KL: G p_s ((a - b) - D);  forward KL: G (p_s - p_t);  JSD: G (1-beta) p_s ((a - ln M) - K)
+// with G = grad / T, a = ln p_s, b = ln p_t. Weights below 2^-100 give exact zeros.
+struct DivRow {
+  float piv_s, off_s, piv_t, off_t, k;
+  float c1, c2;              // reverse KL: G ln 2, -G D; forward KL: G; JSD: G (1 - beta), -K
+  bool zero, infinite;       // the clamp is flat (gradient 0); +Infinity with no finite cap
+};
+
+__host__ __device__ inline DivRow div_row(int64_t row, int kind, double beta, double inv_t, double kl_cap,
+                                          const RowParams* prm, const float* g_lse_s, const float* g_lse_t,
+                                          const float* g_value, const float* grad) {
+  double ls, lt, v, k_sm = 0.0;
+  if (prm) ls = prm[row].lse_s, lt = prm[row].lse_t, v = prm[row].value, k_sm = prm[row].k_sm;
+  else ls = g_lse_s[row], lt = g_lse_t[row], v = g_value[row];
+  DivRow d;
+  d.infinite = v == rowmath::pos_inf() && kl_cap == rowmath::pos_inf();
+  d.zero = d.infinite || v >= kl_cap;
+  d.piv_s = static_cast<float>(ls / inv_t);
+  d.piv_t = static_cast<float>(lt / inv_t);
+  d.off_s = static_cast<float>(-(ls - static_cast<double>(d.piv_s) * inv_t) * rowmath::kLog2e);
+  d.off_t = static_cast<float>(-(lt - static_cast<double>(d.piv_t) * inv_t) * rowmath::kLog2e);
+  d.k = static_cast<float>(inv_t * rowmath::kLog2e);
+  const double G = grad[row] * inv_t;
+  const bool rkl = kind == static_cast<int>(DivKind::ReverseKl), fkl = kind == static_cast<int>(DivKind::ForwardKl);
+  d.c1 = static_cast<float>(rkl ? G * rowmath::kLn2 : fkl ? G : G * (1.0 - beta));
+  d.c2 = static_cast<float>(rkl ? -G * v : fkl ? 0.0 : -k_sm);
+  return d;
+}
+
+// One thread's share of d/dz_student of grad[r] * divergence[r] for item (row, part); returns the
+// kStudentBad / kTeacherBad bits of the NaN / +Infinity logits it saw.
+template <DType D>
+__host__ __device__ int32_t div_grad_thread(const void* zs, const void* zt, int64_t vocab, int64_t row, int64_t part,
+                                            int64_t parts, int lane, int G, int kind, float beta, const DivRow& d,
+                                            float* out) {
+  constexpr int V = Elems<D>::kVec;
+  const RowSpan sp = row_span<V>(row, vocab, part, parts);
+  int32_t bad = 0;
+  auto grad1 = [&](float a, float b) -> float {
+    bad |= (a != a || a == INFINITY ? kStudentBad : 0) | (b != b || b == INFINITY ? kTeacherBad : 0);
+    const float ta = fmaf(a - d.piv_s, d.k, d.off_s), tb = fmaf(b - d.piv_t, d.k, d.off_t);  // log2 p_s, log2 p_t
+    const float ps = ta >= -100.f ? ex2(fmaxf(ta, -126.f)) : 0.f;
+    if (kind == static_cast<int>(DivKind::ReverseKl)) return ta >= -100.f ? ps * fmaf(d.c1, ta - tb, d.c2) : 0.f;
+    if (kind == static_cast<int>(DivKind::ForwardKl)) {
+      const float pt = tb >= -100.f ? ex2(fmaxf(tb, -126.f)) : 0.f;
+      return d.c1 * (ps - pt);
+    }
+    const float la = fmaxf(ta * rowmath::kLn2, -87.f), lb = fmaxf(tb * rowmath::kLn2, -87.f);  // ln p, clamped
+    const float lm = logf(fmaf(1.f - beta, ex2(la * kLog2eF), beta * ex2(lb * kLog2eF)));
+    return ta >= -100.f ? d.c1 * ps * ((la - lm) + d.c2) : 0.f;
+  };
+  if (sp.first && lane < sp.head) {
+    const int64_t e = sp.e0 + lane;
+    out[e] = d.zero ? 0.f : grad1(load1<D>(zs, e), load1<D>(zt, e));
+  }
+  for (int64_t j = sp.vb + lane; j < sp.ve; j += G) {
+    float g[V];
+    if (d.zero) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) g[k] = 0.f;
+    } else {
+      float a[V], b[V];
+      load_vec<D>(zs, sp.vec0 + j * V, a);
+      load_vec<D>(zt, sp.vec0 + j * V, b);
+#pragma unroll
+      for (int k = 0; k < V; ++k) g[k] = grad1(a[k], b[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < V / 4; ++k) store4(out + sp.vec0 + j * V + 4 * k, g[4 * k], g[4 * k + 1], g[4 * k + 2], g[4 * k + 3]);
+  }
+  if (sp.last && lane < sp.tail) {
+    const int64_t e = sp.vec0 + sp.ve * V + lane;
+    out[e] = d.zero ? 0.f : grad1(load1<D>(zs, e), load1<D>(zt, e));
+  }
+  return bad;
+}
+
+// A row whose divergence reached kl_cap gets zeros; one whose divergence is +Infinity with no finite cap
+// is flagged kInfinite. `prm` holds pass 1's parameters, or (given statistics) null with the caller's
+// lse / value arrays.
+template <DType D, int G>
+__global__ void __launch_bounds__(kThreads) grad_kernel(const void* zs, const void* zt, int64_t rows, int64_t vocab,
+                                                        int64_t parts, int kind, double beta, double inv_t,
+                                                        double kl_cap, const RowParams* prm, const float* g_lse_s,
+                                                        const float* g_lse_t, const float* g_value, const float* grad,
+                                                        float* out, int32_t* flags) {
+  const int lane = threadIdx.x % G;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
+  if (item >= rows * parts) return;
+  const int64_t row = item / parts;
+  if (flags[row] & (kStudentBad | kTeacherBad)) return;  // pass 1 reports it; the output is NaN-filled
+  const DivRow d = div_row(row, kind, beta, inv_t, kl_cap, prm, g_lse_s, g_lse_t, g_value, grad);
+  if (d.infinite && lane == 0 && item % parts == 0) atomicOr(flags + row, kInfinite);
+  const int32_t bad = div_grad_thread<D>(zs, zt, vocab, row, item % parts, parts, lane, G, kind, static_cast<float>(beta), d, out);
+  if (bad) atomicOr(flags + row, bad);  // integer OR: the same result in any order
+}
+
+int want_of(DivKind k) {
+  return k == DivKind::ReverseKl ? kWantCs : k == DivKind::ForwardKl ? kWantCt : kWantNone;
+}
+
+// The error of the first flagged row, in the CPU backend's order: a bad or empty side before an
+// uncapped +Infinity divergence of a later row.
+Status flagged_status(const LogitsView& s, const LogitsView& t, const std::vector<int32_t>& flags) {
+  int64_t bad = -1, inf = -1;
+  for (int64_t r = 0; r < static_cast<int64_t>(flags.size()) && bad < 0; ++r) {
+    if (flags[r] & (kStudentBad | kTeacherBad)) bad = r;
+    else if ((flags[r] & kInfinite) && inf < 0) inf = r;
+  }
+  if (bad >= 0 && (inf < 0 || bad <= inf))
+    return flags[bad] & kStudentBad ? bad_row(s, "student", bad) : bad_row(t, "teacher", bad);
+  if (inf >= 0) return infinite_divergence_status(inf);
+  return Status::ok();
 }
 
 }  // namespace
 
 Status divergence(const LogitsView& s, const LogitsView& t, DivKind kind, double beta, double temperature,
                   double kl_cap, const int32_t* targets, const DivergenceOut& out, const ExecContext& ctx) {
-  GEAR_TRY(check_logits(s, "student"));
-  const int64_t rows = s.rows;
-  float* outs[6] = {out.value, out.student_entropy, out.student_lse, out.teacher_lse, out.student_logprob,
-                    out.teacher_logprob};
-  auto fail = [&](Status e) {
-    for (float* p : outs) fill_nan(p, rows);
-    return e;
-  };
-  Status st = check_pair(s, t, kind, beta, temperature, kl_cap);
-  if (!st.is_ok()) return fail(st);
-  if ((out.student_logprob || out.teacher_logprob) && targets == nullptr)
-    return fail(error(Code::Shape, "targets: expected an Int32Array of the row count for the log-probs, got none"));
-  if (targets && !(st = check_targets(targets, rows, s.vocab, "targets")).is_ok()) return fail(st);
-  if (rows == 0) return Status::ok();
-
-  const DivKind k = effective_kind(kind, beta);
-  const int64_t esz = dtype_size(s.dtype);
-  const int64_t per = std::min<int64_t>(rows, chunk_rows(2 * s.vocab * esz));
-  PairChunk c;
-  if (!(st = c.zs.alloc(per * s.vocab * esz)).is_ok() || !(st = c.zt.alloc(per * s.vocab * esz)).is_ok() ||
-      !(st = c.targets.alloc(per * 4)).is_ok() || !(st = c.flags.alloc(per * 4)).is_ok())
-    return fail(st);
-  for (int i = 0; i < 6; ++i)
-    if (outs[i] && !(st = c.o[i].alloc(per * 4)).is_ok()) return fail(st);
-  std::vector<int32_t> flags(static_cast<size_t>(per));
+  DeviceLock dev;
+  GEAR_TRY(dev.open(ctx.device));
+  Device& d = *dev;
+  const int64_t rows = s.rows, v = s.vocab;
+  std::vector<int32_t> flags(static_cast<size_t>(rows));
+  RowIO io;
+  io.in[0] = &s;
+  io.in[1] = &t;
+  io.inputs = 2;
+  const int64_t cr = chunk_rows(io);
+  const RowGrid g = row_grid(d, cr, v);
+  const bool jsd = kind == DivKind::Jsd;
+  Call call(d);
+  const int s_tg = call.input(out.student_logprob || out.teacher_logprob ? targets : nullptr, rows * 4);
+  const int s_val = call.output(out.value, rows * 4), s_h = call.output(out.student_entropy, rows * 4);
+  const int s_ls = call.output(out.student_lse, rows * 4), s_lt = call.output(out.teacher_lse, rows * 4);
+  const int s_ps = call.output(out.student_logprob, rows * 4), s_pt = call.output(out.teacher_logprob, rows * 4);
+  const int s_fl = call.output(flags.data(), rows * 4);
+  const int s_parts = call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(PairPart)));
+  const int s_prm = jsd ? call.scratch(cr * static_cast<int64_t>(sizeof(RowParams))) : -1;
+  const int s_jsd = jsd ? call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(JsdPart))) : -1;
+  GEAR_TRY(call.commit());
   const double inv_t = 1.0 / temperature;
-  for (int64_t r0 = 0; r0 < rows; r0 += per) {
-    if (ctx.aborted()) return fail(error(Code::Aborted, "divergence: aborted by the AbortSignal"));
-    const int64_t n = std::min(per, rows - r0);
-    if (!(st = upload_pair(c, s, t, r0, n)).is_ok()) return fail(st);
-    if (targets && !(st = to_device(c.targets.as<void>(), targets + r0, n * 4)).is_ok()) return fail(st);
-    const FwdOut o{c.o[0].as<float>(), c.o[1].as<float>(), c.o[2].as<float>(), c.o[3].as<float>(),
-                   c.o[4].as<float>(), c.o[5].as<float>(), nullptr};
-    GEAR_DISPATCH_DTYPE(s.dtype, divergence_kernel, static_cast<unsigned>(n), kBlock, c.zs.as<void>(), c.zt.as<void>(),
-                        s.vocab, static_cast<int>(k), beta, static_cast<float>(inv_t), inv_t, kl_cap,
-                        targets ? c.targets.as<int32_t>() : nullptr, o, c.flags.as<int32_t>());
-    if (!(st = sync("divergence kernel")).is_ok()) return fail(st);
-    if (!(st = to_host(flags.data(), c.flags.as<void>(), n * 4)).is_ok()) return fail(st);
-    const int64_t b = first_flagged(flags.data(), n);
-    if (b >= 0) return fail(flag_status(s, t, flags[b], r0 + b));
-    for (int i = 0; i < 6; ++i)
-      if (outs[i] && !(st = to_host(outs[i] + r0, c.o[i].as<void>(), n * 4)).is_ok()) return fail(st);
-  }
-  return Status::ok();
+  const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
+  GEAR_TRY(for_each_chunk(call, io, ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float*) {
+    PairPart* parts = call.ptr<PairPart>(s_parts);
+    RowParams* prm = call.ptr<RowParams>(s_prm);
+    int32_t* fl = call.ptr<int32_t>(s_fl) + r0;
+    GEAR_LAUNCH_ROWS(sub_grid(g, n), s.dtype, d.compute, pair_kernel, in[0].data, in[1].data, n, v, g.parts,
+                     want_of(kind), c2, inv_t, parts);
+    GEAR_LAUNCH_PER_ROW(n, s.dtype, d.compute, pair_finish_kernel, in[0].data, in[1].data, n, v, g.parts,
+                        static_cast<int>(kind), inv_t, kl_cap, parts, at(call.ptr<int32_t>(s_tg), r0), prm,
+                        at(call.ptr<float>(s_val), r0), at(call.ptr<float>(s_h), r0), at(call.ptr<float>(s_ls), r0),
+                        at(call.ptr<float>(s_lt), r0), at(call.ptr<float>(s_ps), r0), at(call.ptr<float>(s_pt), r0), fl);
+    if (jsd) {
+      JsdPart* jp = call.ptr<JsdPart>(s_jsd);
+      GEAR_LAUNCH_ROWS(sub_grid(g, n), s.dtype, d.compute, jsd_kernel, in[0].data, in[1].data, n, v, g.parts, beta,
+                       inv_t, prm, fl, jp);
+      const unsigned blocks = static_cast<unsigned>((n + kThreads - 1) / kThreads);
+      jsd_finish_kernel<<<blocks, kThreads, 0, d.compute>>>(n, g.parts, kl_cap, jp, prm, at(call.ptr<float>(s_val), r0), fl);
+    }
+    return Status::ok();
+  }));
+  GEAR_TRY(call.finish());
+  return flagged_status(s, t, flags);
 }
 
 Status divergence_backward(const LogitsView& s, const LogitsView& t, DivKind kind, double beta, double temperature,
                            double kl_cap, const float* grad, const float* value, const float* student_lse,
                            const float* teacher_lse, float* out, const ExecContext& ctx) {
-  GEAR_TRY(check_logits(s, "student"));
-  const int64_t rows = s.rows;
-  const int64_t total = rows * s.vocab;
-  auto fail = [&](Status e) {
-    fill_nan(out, total);
-    return e;
-  };
-  if (out == nullptr && total > 0) return error(Code::Shape, "out: expected a Float32Array of rows * vocab, got none");
-  Status st = check_backward_args(s, t, kind, beta, temperature, kl_cap, grad, value, student_lse, teacher_lse);
-  if (!st.is_ok()) return fail(st);
-  const int given = (value != nullptr) + (student_lse != nullptr) + (teacher_lse != nullptr);
-  if (rows == 0) return Status::ok();
-
-  const DivKind k = effective_kind(kind, beta);
-  const bool recompute = given != 3 || k == DivKind::Jsd;
-  const int64_t esz = dtype_size(s.dtype);
-  const int64_t per = std::min<int64_t>(rows, chunk_rows(s.vocab * (2 * esz + 4)));
-  PairChunk c;
-  if (!(st = c.zs.alloc(per * s.vocab * esz)).is_ok() || !(st = c.zt.alloc(per * s.vocab * esz)).is_ok() ||
-      !(st = c.out.alloc(per * s.vocab * 4)).is_ok() || !(st = c.flags.alloc(per * 4)).is_ok() ||
-      !(st = c.prm.alloc(per * static_cast<int64_t>(sizeof(RowParams)))).is_ok() || !(st = c.o[2].alloc(per * 4)).is_ok() ||
-      !(st = c.o[3].alloc(per * 4)).is_ok() || !(st = c.o[6].alloc(per * 4)).is_ok())
-    return fail(st);
-  std::vector<int32_t> flags(static_cast<size_t>(per));
-  std::vector<float> ls(static_cast<size_t>(per)), lt(static_cast<size_t>(per)), raw(static_cast<size_t>(per));
-  std::vector<RowParams> prm(static_cast<size_t>(per));
+  DeviceLock dev;
+  GEAR_TRY(dev.open(ctx.device));
+  Device& d = *dev;
+  const int64_t rows = s.rows, v = s.vocab;
+  const bool jsd = kind == DivKind::Jsd;
+  const bool recompute = jsd || value == nullptr || student_lse == nullptr || teacher_lse == nullptr;
+  std::vector<int32_t> flags(static_cast<size_t>(rows));
+  RowIO io;
+  io.in[0] = &s;
+  io.in[1] = &t;
+  io.inputs = 2;
+  io.out = out;
+  io.out_on_device = ctx.out_on_device;
+  const int64_t cr = chunk_rows(io);
+  const RowGrid g = row_grid(d, cr, v);
+  Call call(d);
+  const int s_grad = call.input(grad, rows * 4);
+  const int s_val = recompute ? -1 : call.input(value, rows * 4);
+  const int s_ls = recompute ? -1 : call.input(student_lse, rows * 4);
+  const int s_lt = recompute ? -1 : call.input(teacher_lse, rows * 4);
+  const int s_fl = call.output(flags.data(), rows * 4);
+  const int s_parts = recompute ? call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(PairPart))) : -1;
+  const int s_prm = recompute ? call.scratch(cr * static_cast<int64_t>(sizeof(RowParams))) : -1;
+  const int s_jsd = jsd ? call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(JsdPart))) : -1;
+  GEAR_TRY(call.commit());
   const double inv_t = 1.0 / temperature;
-  for (int64_t r0 = 0; r0 < rows; r0 += per) {
-    if (ctx.aborted()) return fail(error(Code::Aborted, "divergenceBackward: aborted by the AbortSignal"));
-    const int64_t n = std::min(per, rows - r0);
-    if (!(st = upload_pair(c, s, t, r0, n)).is_ok()) return fail(st);
+  const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
+  GEAR_TRY(for_each_chunk(call, io, ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float* o) {
+    int32_t* fl = call.ptr<int32_t>(s_fl) + r0;
+    RowParams* prm = call.ptr<RowParams>(s_prm);
     if (recompute) {
-      const FwdOut o{nullptr, nullptr, c.o[2].as<float>(), c.o[3].as<float>(), nullptr, nullptr, c.o[6].as<float>()};
-      GEAR_DISPATCH_DTYPE(s.dtype, divergence_kernel, static_cast<unsigned>(n), kBlock, c.zs.as<void>(), c.zt.as<void>(),
-                          s.vocab, static_cast<int>(k), beta, static_cast<float>(inv_t), inv_t, HUGE_VAL, nullptr, o,
-                          c.flags.as<int32_t>());
-      if (!(st = sync("divergenceBackward statistics")).is_ok()) return fail(st);
-      if (!(st = to_host(flags.data(), c.flags.as<void>(), n * 4)).is_ok()) return fail(st);
-      const int64_t b = first_flagged(flags.data(), n);
-      if (b >= 0) return fail(flag_status(s, t, flags[b], r0 + b));
-      if (!(st = to_host(ls.data(), c.o[2].as<void>(), n * 4)).is_ok() || !(st = to_host(lt.data(), c.o[3].as<void>(), n * 4)).is_ok() ||
-          !(st = to_host(raw.data(), c.o[6].as<void>(), n * 4)).is_ok())
-        return fail(st);
-    } else {
-      for (int64_t i = 0; i < n; ++i) {
-        ls[i] = student_lse[r0 + i];
-        lt[i] = teacher_lse[r0 + i];
-        raw[i] = value[r0 + i];
+      PairPart* parts = call.ptr<PairPart>(s_parts);
+      GEAR_LAUNCH_ROWS(sub_grid(g, n), s.dtype, d.compute, pair_kernel, in[0].data, in[1].data, n, v, g.parts,
+                       want_of(kind), c2, inv_t, parts);
+      GEAR_LAUNCH_PER_ROW(n, s.dtype, d.compute, pair_finish_kernel, in[0].data, in[1].data, n, v, g.parts,
+                          static_cast<int>(kind), inv_t, kl_cap, parts, nullptr, prm, nullptr, nullptr, nullptr,
+                          nullptr, nullptr, nullptr, fl);
+      if (jsd) {
+        JsdPart* jp = call.ptr<JsdPart>(s_jsd);
+        GEAR_LAUNCH_ROWS(sub_grid(g, n), s.dtype, d.compute, jsd_kernel, in[0].data, in[1].data, n, v, g.parts, beta,
+                         inv_t, prm, fl, jp);
+        const unsigned blocks = static_cast<unsigned>((n + kThreads - 1) / kThreads);
+        jsd_finish_kernel<<<blocks, kThreads, 0, d.compute>>>(n, g.parts, kl_cap, jp, prm, nullptr, fl);
       }
     }
-    for (int64_t i = 0; i < n; ++i) {
-      const double v = raw[i];
-      const bool zero = v >= kl_cap;  // capped (or +Infinity under a finite cap): the clamp is flat
-      if (!zero && v == INFINITY)
-        return fail(error(Code::NonFinite, "divergence[row " + std::to_string(r0 + i) +
-                                               "]: expected a finite divergence (its gradient is undefined at +Infinity; "
-                                               "use a finite klCap), got Infinity"));
-      prm[i] = RowParams{ls[i], lt[i], raw[i], grad[r0 + i], zero ? 1 : 0};
-    }
-    if (!(st = to_device(c.prm.as<void>(), prm.data(), n * static_cast<int64_t>(sizeof(RowParams)))).is_ok()) return fail(st);
-    GEAR_DISPATCH_DTYPE(s.dtype, divergence_grad_kernel, static_cast<unsigned>(n), kBlock, c.zs.as<void>(),
-                        c.zt.as<void>(), s.vocab, static_cast<int>(k), static_cast<float>(beta), static_cast<float>(inv_t),
-                        c.prm.as<RowParams>(), c.out.as<float>(), c.flags.as<int32_t>());
-    if (!(st = sync("divergenceBackward kernel")).is_ok()) return fail(st);
-    if (!(st = to_host(flags.data(), c.flags.as<void>(), n * 4)).is_ok()) return fail(st);
-    const int64_t b = first_flagged(flags.data(), n);
-    if (b >= 0) {
-      // the grad kernel cannot tell which side was bad: report the student's first if it has one
-      const LogitsView& side = bad_row_status(s, "student", r0 + b).message.find("all -Infinity") == std::string::npos ? s : t;
-      return fail(bad_row_status(side, &side == &s ? "student" : "teacher", r0 + b));
-    }
-    if (!(st = to_host(out + r0 * s.vocab, c.out.as<void>(), n * s.vocab * 4)).is_ok()) return fail(st);
-  }
-  return Status::ok();
+    GEAR_LAUNCH_ROWS(sub_grid(g, n), s.dtype, d.compute, grad_kernel, in[0].data, in[1].data, n, v, g.parts,
+                     static_cast<int>(kind), beta, inv_t, kl_cap, recompute ? prm : nullptr, at(call.ptr<float>(s_ls), r0), at(call.ptr<float>(s_lt), r0),
+                     at(call.ptr<float>(s_val), r0), call.ptr<float>(s_grad) + r0, o, fl);
+    return Status::ok();
+  }));
+  GEAR_TRY(call.finish());
+  return flagged_status(s, t, flags);
 }
 
 }  // namespace cuda

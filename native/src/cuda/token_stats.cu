@@ -1,271 +1,299 @@
-// tokenStats forward, backward and vocabulary-shard statistics on the GPU. One thread block per row
-// streams the vocabulary once (float32 per-thread running statistics, merged in float64 through
-// gear/row_math.h in a fixed tree order, so results do not depend on scheduling); the backward is one
-// streaming pass per row, one exp per logit, reusing the forward's logsumexp and entropy.
+// tokenStats forward, backward and vocabulary-shard statistics on the GPU.
+//
+// Pass 1 (stats_kernel) streams each row once with 16-byte loads: every (row, part) item keeps online
+// softmax statistics per thread (float sums folded into float64, see SoftmaxAcc) and reduces them over
+// its group of threads in a fixed order; a per-row kernel (finish_kernel) merges the parts in order and
+// computes the outputs through gear/row_math.h, the CPU kernels' own finalisation. The backward
+// (grad_kernel) is one streaming pass per row, one exp per logit, reusing the forward's logsumexp and
+// entropy (or pass 1's when none are given). No float atomics: results are bit-identical between runs.
 #include <cmath>
-#include <limits>
 #include <vector>
 
-#include "device_runtime.cuh"
+#include "device.cuh"
 #include "gear/cuda.h"
 
 namespace gear {
 namespace cuda {
 namespace {
 
-// mode 0: logprob / entropy / lse (an empty row is an error); mode 1: shard statistics (empty allowed).
+enum Mode : int { kStats = 0, kPartial = 1, kBackward = 2 };
+
+// Pass 1, one thread's share of item (row, part): the lanes of a group of G stride through the part's
+// vectors, two in flight per lane; lanes below the head / tail count take those scalars.
 template <DType D>
-__global__ void stats_kernel(const void* z, int64_t vocab, float inv_t, double inv_t_d, const int32_t* targets,
-                             int64_t vocab_start, int mode, float* logprob, float* entropy, float* lse, double* pmax,
-                             double* psum, double* psumx, double* ptarget, int32_t* flags) {
-  const int64_t r = blockIdx.x;
-  const int64_t base = r * vocab;
-  ThreadStats t;
-  int bad = 0;
-  for (int64_t v = threadIdx.x; v < vocab; v += kBlock) {
-    const float x = Logit<D>::at(z, base + v);
-    if (isnan(x) || x == INFINITY) bad = 1;
-    else thread_add(t, x, inv_t);
+__host__ __device__ SoftmaxAcc stats_thread(const void* z, int64_t vocab, int64_t row, int64_t part, int64_t parts,
+                                            int lane, int G, float c2, double inv_t) {
+  constexpr int V = Elems<D>::kVec;
+  constexpr int U = 2;
+  SoftmaxAcc acc;
+  const RowSpan sp = row_span<V>(row, vocab, part, parts);
+  if (sp.first && lane < sp.head) acc.add1(load1<D>(z, sp.e0 + lane), c2, inv_t);
+  for (int64_t i = sp.vb + lane; i < sp.ve; i += U * G) {
+    float x[U][V];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t j = i + u * G;
+      if (j < sp.ve) {
+        load_vec<D>(z, sp.vec0 + j * V, x[u]);
+      } else {
+#pragma unroll
+        for (int k = 0; k < V; ++k) x[u][k] = -INFINITY;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc.add<V>(x[u], c2, inv_t);
   }
-  bad = block_or(bad);
-  const rowmath::SoftmaxStats s = block_merge(t, inv_t_d);
-  if (threadIdx.x != 0) return;
-  if (bad) {
-    flags[r] = kRowNonFinite;
+  if (sp.last && lane < sp.tail) acc.add1(load1<D>(z, sp.vec0 + sp.ve * V + lane), c2, inv_t);
+  return acc;
+}
+
+template <DType D, int G>
+__global__ void __launch_bounds__(kThreads) stats_kernel(const void* z, int64_t rows, int64_t vocab, int64_t parts,
+                                                         float c2, double inv_t, PartStats* out) {
+  const int lane = threadIdx.x % G;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
+  const bool active = item < rows * parts;  // uniform over the group (and over the block when G = block)
+  SoftmaxAcc acc;
+  if (active) acc = stats_thread<D>(z, vocab, item / parts, item % parts, parts, lane, G, c2, inv_t);
+  int bad = 0;
+  const rowmath::SoftmaxStats st = acc.stats(&bad);
+  PartStats ps{st.m, st.s, st.a, bad, 0};
+  ps = group_reduce<G>(ps, [inv_t](const PartStats& x, const PartStats& y) { return part_merge(x, y, inv_t); });
+  if (active && lane == 0) out[item] = ps;
+}
+
+// Row r's outputs from its parts (merged in order) for the mode. A row with a NaN or +Infinity logit, or
+// (kStats, kBackward) without a finite one, is flagged.
+template <DType D>
+__host__ __device__ void finish_row(int64_t r, const void* z, int64_t vocab, int64_t parts, double inv_t,
+                                    const PartStats* in, int mode, const int32_t* targets, int64_t vocab_start,
+                                    float* lp, float* ent, float* lse, double* pmax, double* psum, double* psumx,
+                                    double* ptarget, int32_t* flags) {
+  PartStats acc = in[r * parts];
+  for (int64_t p = 1; p < parts; ++p) acc = part_merge(acc, in[r * parts + p], inv_t);
+  if (acc.bad) {
+    flags[r] = 1;
     return;
   }
-  if (mode == 0) {
-    if (s.s == 0.0) {
-      flags[r] = kRowEmpty;
-      return;
-    }
-    flags[r] = kRowOk;
-    if (lse) lse[r] = static_cast<float>(rowmath::stats_lse(s, inv_t_d));
-    if (entropy) entropy[r] = static_cast<float>(rowmath::stats_entropy(s));
-    if (logprob) logprob[r] = static_cast<float>(rowmath::stats_logprob(Logit<D>::at(z, base + targets[r]), s, inv_t_d));
-  } else {
-    flags[r] = kRowOk;
+  const rowmath::SoftmaxStats s{acc.m, acc.s, acc.a};
+  if (mode == kPartial) {
     pmax[r] = s.m;
     psum[r] = s.s;
     psumx[r] = s.a;
     const int64_t y = static_cast<int64_t>(targets[r]) - vocab_start;
-    ptarget[r] = y >= 0 && y < vocab ? static_cast<double>(Logit<D>::at(z, base + y)) : nan("");
+    ptarget[r] = y >= 0 && y < vocab ? static_cast<double>(load1<D>(z, r * vocab + y)) : rowmath::quiet_nan();
+    return;
   }
+  if (s.s == 0.0) {  // every logit masked
+    flags[r] = 1;
+    return;
+  }
+  if (mode == kBackward) {  // the backward keeps its logsumexp in float64 (pmax's slot), as the CPU does
+    pmax[r] = rowmath::stats_lse(s, inv_t);
+    ent[r] = static_cast<float>(rowmath::stats_entropy(s));
+    return;
+  }
+  if (lse) lse[r] = static_cast<float>(rowmath::stats_lse(s, inv_t));
+  if (ent) ent[r] = static_cast<float>(rowmath::stats_entropy(s));
+  if (lp) lp[r] = static_cast<float>(rowmath::stats_logprob(load1<D>(z, r * vocab + targets[r]), s, inv_t));
 }
 
-// dL/dz_v = p_v (alpha + beta ln p_v) + [v == y] target, with ln p_v = z_v/T - lse (no exp for ln p).
 template <DType D>
-__global__ void grad_kernel(const void* z, int64_t vocab, float inv_t, const float* lse, const double* coef,
-                            const int32_t* y, float* out, int32_t* flags) {
-  const int64_t r = blockIdx.x;
-  const int64_t base = r * vocab;
-  const float l = lse[r];
-  const float alpha = static_cast<float>(coef[3 * r]), beta = static_cast<float>(coef[3 * r + 1]);
-  const float tgt = static_cast<float>(coef[3 * r + 2]);
-  const int64_t yr = y ? y[r] : -1;
-  int bad = 0;
-  for (int64_t v = threadIdx.x; v < vocab; v += kBlock) {
-    const float x = Logit<D>::at(z, base + v);
-    float g = 0.f;
-    if (isnan(x) || x == INFINITY) bad = 1;
-    else if (x != -INFINITY) {
-      const float lnp = x * inv_t - l;
-      g = __expf(lnp) * (alpha + beta * lnp);
-    }
-    if (v == yr) g += tgt;
-    out[base + v] = g;
-  }
-  bad = block_or(bad);
-  if (threadIdx.x == 0) flags[r] = bad ? kRowNonFinite : kRowOk;
+__global__ void finish_kernel(const void* z, int64_t rows, int64_t vocab, int64_t parts, double inv_t,
+                              const PartStats* in, int mode, const int32_t* targets, int64_t vocab_start, float* lp,
+                              float* ent, float* lse, double* pmax, double* psum, double* psumx, double* ptarget,
+                              int32_t* flags) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r < rows)
+    finish_row<D>(r, z, vocab, parts, inv_t, in, mode, targets, vocab_start, lp, ent, lse, pmax, psum, psumx, ptarget,
+                  flags);
 }
 
-// Device buffers for one chunk of rows, allocated once for the largest chunk.
-struct Chunk {
-  DeviceBuffer z, targets, flags, f0, f1, f2, d0, d1, d2, d3, coef, out;
+// The backward's per-row constants, as the CPU kernel forms them: dL/dz_v = p_v (alpha + beta ln p_v) +
+// [v == y] target (rowmath::token_grad_coef), with log2 p_v = (z_v - piv) k + off around the row pivot
+// piv = T lse (a float; off carries the rest in float64), so p stays exact at logits of 1e4.
+struct GradRow {
+  float alpha, beta2, target;  // beta2 = beta ln 2 (it multiplies log2 p)
+  float piv, k, off;
+  int64_t y;                   // the target's column (grad.logprob given), else -1
 };
+
+__host__ __device__ inline GradRow grad_row(int64_t row, double inv_t, const double* lse_d, const float* lse_f,
+                                            const float* ent, const float* gl, const float* ge, const int32_t* targets) {
+  const rowmath::GradCoef c = rowmath::token_grad_coef(gl ? gl[row] : 0.0, ge ? ge[row] : 0.0, ent ? ent[row] : 0.0, inv_t);
+  const double lse = lse_d ? lse_d[row] : static_cast<double>(lse_f[row]);
+  const float piv = static_cast<float>(lse / inv_t);
+  return GradRow{static_cast<float>(c.alpha), static_cast<float>(c.beta * rowmath::kLn2), static_cast<float>(c.target), piv,
+                 static_cast<float>(inv_t * rowmath::kLog2e),
+                 static_cast<float>(-(lse - static_cast<double>(piv) * inv_t) * rowmath::kLog2e), targets ? targets[row] : -1};
+}
+
+// One thread's share of the backward for item (row, part); false when it saw a NaN or +Infinity logit.
+// Probabilities below 2^-100 (masked entries included) give an exact 0, as on the CPU.
+template <DType D>
+__host__ __device__ bool grad_thread(const void* z, int64_t vocab, int64_t row, int64_t part, int64_t parts, int lane,
+                                     int G, const GradRow& c, float* out) {
+  constexpr int V = Elems<D>::kVec;
+  const RowSpan sp = row_span<V>(row, vocab, part, parts);
+  bool bad = false;
+  auto grad1 = [&](float x) {
+    bad |= x != x || x == INFINITY;
+    const float t = fmaf(x - c.piv, c.k, c.off);  // log2 p
+    const float p = ex2(fmaxf(t, -126.f));
+    return t >= -100.f ? p * fmaf(c.beta2, t, c.alpha) : 0.f;
+  };
+  if (sp.first && lane < sp.head) out[sp.e0 + lane] = grad1(load1<D>(z, sp.e0 + lane)) + (lane == c.y ? c.target : 0.f);
+  const int64_t col0 = sp.vec0 - sp.e0;  // column of the first whole vector
+  for (int64_t j = sp.vb + lane; j < sp.ve; j += G) {
+    float x[V], g[V];
+    load_vec<D>(z, sp.vec0 + j * V, x);
+    const int64_t col = col0 + j * V;
+#pragma unroll
+    for (int k = 0; k < V; ++k) g[k] = grad1(x[k]) + (col + k == c.y ? c.target : 0.f);  // unrolled: g stays in registers
+#pragma unroll
+    for (int k = 0; k < V / 4; ++k) store4(out + sp.vec0 + j * V + 4 * k, g[4 * k], g[4 * k + 1], g[4 * k + 2], g[4 * k + 3]);
+  }
+  if (sp.last && lane < sp.tail) {
+    const int64_t e = sp.vec0 + sp.ve * V + lane;
+    out[e] = grad1(load1<D>(z, e)) + (e - sp.e0 == c.y ? c.target : 0.f);
+  }
+  return !bad;
+}
+
+template <DType D, int G>
+__global__ void __launch_bounds__(kThreads) grad_kernel(const void* z, int64_t rows, int64_t vocab, int64_t parts,
+                                                        double inv_t, const double* lse_d, const float* lse_f,
+                                                        const float* ent, const float* gl, const float* ge,
+                                                        const int32_t* targets, float* out, int32_t* flags) {
+  const int lane = threadIdx.x % G;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
+  if (item >= rows * parts) return;
+  const int64_t row = item / parts;
+  if (flags[row] != 0) return;  // pass 1 found the row bad: it reports, the output is NaN-filled
+  const GradRow c = grad_row(row, inv_t, lse_d, lse_f, ent, gl, ge, targets);
+  if (!grad_thread<D>(z, vocab, row, item % parts, parts, lane, G, c, out))
+    atomicOr(flags + row, 1);  // integer OR: the same result in any order
+}
 
 }  // namespace
 
 Status token_stats(const LogitsView& l, const int32_t* targets, double temperature, float* logprob, float* entropy,
                    float* lse, const ExecContext& ctx) {
-  GEAR_TRY(check_logits(l, "logits"));
-  auto fail = [&](Status s) {
-    fill_nan(logprob, l.rows);
-    fill_nan(entropy, l.rows);
-    fill_nan(lse, l.rows);
-    return s;
-  };
-  Status st = check_temperature(temperature);
-  if (!st.is_ok()) return fail(st);
-  if (logprob != nullptr && targets == nullptr)
-    return fail(error(Code::Shape, "targets: expected an Int32Array of the row count for logprob, got none"));
-  if (targets != nullptr && !(st = check_targets(targets, l.rows, l.vocab, "targets")).is_ok()) return fail(st);
-  if (l.rows == 0) return Status::ok();
-
-  const int64_t esz = dtype_size(l.dtype);
-  const int64_t per = std::min<int64_t>(l.rows, chunk_rows(l.vocab * esz));
-  Chunk c;
-  if (!(st = c.z.alloc(per * l.vocab * esz)).is_ok() || !(st = c.targets.alloc(per * 4)).is_ok() ||
-      !(st = c.flags.alloc(per * 4)).is_ok() || !(st = c.f0.alloc(per * 4)).is_ok() || !(st = c.f1.alloc(per * 4)).is_ok() ||
-      !(st = c.f2.alloc(per * 4)).is_ok())
-    return fail(st);
-  std::vector<int32_t> flags(static_cast<size_t>(per));
+  DeviceLock dev;
+  GEAR_TRY(dev.open(ctx.device));
+  Device& d = *dev;
+  const int64_t rows = l.rows, v = l.vocab;
+  std::vector<int32_t> flags(static_cast<size_t>(rows));
+  RowIO io;
+  io.in[0] = &l;
+  const int64_t cr = chunk_rows(io);
+  const RowGrid g = row_grid(d, cr, v);
+  Call call(d);
+  const int s_tg = call.input(logprob ? targets : nullptr, rows * 4);
+  const int s_lp = call.output(logprob, rows * 4), s_en = call.output(entropy, rows * 4), s_ls = call.output(lse, rows * 4);
+  const int s_fl = call.output(flags.data(), rows * 4);
+  const int s_parts = call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(PartStats)));
+  GEAR_TRY(call.commit());
   const double inv_t = 1.0 / temperature;
-  for (int64_t r0 = 0; r0 < l.rows; r0 += per) {
-    if (ctx.aborted()) return fail(error(Code::Aborted, "tokenStats: aborted by the AbortSignal"));
-    const int64_t n = std::min(per, l.rows - r0);
-    const char* src = static_cast<const char*>(l.data) + r0 * l.vocab * esz;
-    if (!(st = to_device(c.z.as<void>(), src, n * l.vocab * esz)).is_ok()) return fail(st);
-    if (targets && !(st = to_device(c.targets.as<void>(), targets + r0, n * 4)).is_ok()) return fail(st);
-    GEAR_DISPATCH_DTYPE(l.dtype, stats_kernel, static_cast<unsigned>(n), kBlock, c.z.as<void>(), l.vocab,
-                        static_cast<float>(inv_t), inv_t, targets ? c.targets.as<int32_t>() : nullptr, int64_t{0}, 0,
-                        logprob ? c.f0.as<float>() : nullptr, entropy ? c.f1.as<float>() : nullptr,
-                        lse ? c.f2.as<float>() : nullptr, nullptr, nullptr, nullptr, nullptr, c.flags.as<int32_t>());
-    if (!(st = sync("tokenStats kernel")).is_ok()) return fail(st);
-    if (!(st = to_host(flags.data(), c.flags.as<void>(), n * 4)).is_ok()) return fail(st);
-    const int64_t b = first_flagged(flags.data(), n);
-    if (b >= 0) return fail(bad_row_status(l, "logits", r0 + b));
-    if ((logprob && !(st = to_host(logprob + r0, c.f0.as<void>(), n * 4)).is_ok()) ||
-        (entropy && !(st = to_host(entropy + r0, c.f1.as<void>(), n * 4)).is_ok()) ||
-        (lse && !(st = to_host(lse + r0, c.f2.as<void>(), n * 4)).is_ok()))
-      return fail(st);
-  }
-  return Status::ok();
+  const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
+  PartStats* parts = call.ptr<PartStats>(s_parts);
+  GEAR_TRY(for_each_chunk(call, io, ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float*) {
+    GEAR_LAUNCH_ROWS(sub_grid(g, n), l.dtype, d.compute, stats_kernel, in[0].data, n, v, g.parts, c2, inv_t, parts);
+    GEAR_LAUNCH_PER_ROW(n, l.dtype, d.compute, finish_kernel, in[0].data, n, v, g.parts, inv_t, parts, kStats,
+                        at(call.ptr<int32_t>(s_tg), r0), int64_t{0}, at(call.ptr<float>(s_lp), r0),
+                        at(call.ptr<float>(s_en), r0), at(call.ptr<float>(s_ls), r0), nullptr, nullptr, nullptr,
+                        nullptr, call.ptr<int32_t>(s_fl) + r0);
+    return Status::ok();
+  }));
+  GEAR_TRY(call.finish());
+  const int64_t b = first_flagged(flags.data(), rows);
+  return b >= 0 ? bad_row(l, "logits", b) : Status::ok();
 }
 
 Status token_stats_backward(const LogitsView& l, const int32_t* targets, const float* grad_logprob,
                             const float* grad_entropy, double temperature, const float* lse, const float* entropy,
                             float* out, const ExecContext& ctx) {
-  GEAR_TRY(check_logits(l, "logits"));
-  const bool in_place = static_cast<const void*>(out) == l.data;
-  const int64_t total = l.rows * l.vocab;
-  auto fail_early = [&](Status s) {
-    if (!in_place) fill_nan(out, total);
-    return s;
-  };
-  if (out == nullptr && total > 0) return error(Code::Shape, "out: expected a Float32Array of rows * vocab, got none");
-  if (in_place && l.dtype != DType::F32)
-    return error(Code::DType, "inPlace: expected float32 logits, got " + std::string(dtype_name(l.dtype)));
-  Status st;
-  if (!(st = check_temperature(temperature)).is_ok()) return fail_early(st);
-  if (grad_logprob != nullptr && !(st = check_targets(targets, l.rows, l.vocab, "targets")).is_ok()) return fail_early(st);
-  if (targets != nullptr && !(st = check_targets(targets, l.rows, l.vocab, "targets")).is_ok()) return fail_early(st);
-  if (!(st = check_finite(grad_logprob, l.rows, "grad.logprob")).is_ok()) return fail_early(st);
-  if (!(st = check_finite(grad_entropy, l.rows, "grad.entropy")).is_ok()) return fail_early(st);
-  if (lse == nullptr && entropy != nullptr)
-    return fail_early(error(Code::Shape, "stats.logsumexp: expected a Float32Array with stats.entropy, got none"));
-  if (lse != nullptr && grad_entropy != nullptr && entropy == nullptr)
-    return fail_early(error(Code::Shape, "stats.entropy: expected a Float32Array when grad.entropy is given, got none"));
-  if (!(st = check_finite(lse, l.rows, "stats.logsumexp")).is_ok()) return fail_early(st);
-  if (!(st = check_finite(entropy, l.rows, "stats.entropy")).is_ok()) return fail_early(st);
-  if (l.rows == 0) return Status::ok();
-
-  // After the first chunk is written, any error must poison the whole output (in place: the logits too).
-  auto fail = [&](Status s) {
-    fill_nan(out, total);
-    return s;
-  };
-  const int64_t esz = dtype_size(l.dtype);
-  const int64_t per = std::min<int64_t>(l.rows, chunk_rows(l.vocab * (esz + 4)));
-  Chunk c;
-  if (!(st = c.z.alloc(per * l.vocab * esz)).is_ok() || !(st = c.out.alloc(per * l.vocab * 4)).is_ok() ||
-      !(st = c.targets.alloc(per * 4)).is_ok() || !(st = c.flags.alloc(per * 4)).is_ok() ||
-      !(st = c.f1.alloc(per * 4)).is_ok() || !(st = c.f2.alloc(per * 4)).is_ok() || !(st = c.coef.alloc(per * 24)).is_ok())
-    return fail_early(st);
-  std::vector<int32_t> flags(static_cast<size_t>(per));
-  std::vector<float> lse_h(static_cast<size_t>(per)), h_h(static_cast<size_t>(per));
-  std::vector<double> coef(static_cast<size_t>(3 * per));
-  const double inv_t = 1.0 / temperature;
+  DeviceLock dev;
+  GEAR_TRY(dev.open(ctx.device));
+  Device& d = *dev;
+  const int64_t rows = l.rows, v = l.vocab;
   const bool recompute = lse == nullptr;
-  for (int64_t r0 = 0; r0 < l.rows; r0 += per) {
-    if (ctx.aborted()) {
-      const Status a = error(Code::Aborted, "tokenStatsBackward: aborted by the AbortSignal");
-      return r0 == 0 ? fail_early(a) : fail(a);
-    }
-    const int64_t n = std::min(per, l.rows - r0);
-    const char* src = static_cast<const char*>(l.data) + r0 * l.vocab * esz;
-    if (!(st = to_device(c.z.as<void>(), src, n * l.vocab * esz)).is_ok()) return fail(st);
+  std::vector<int32_t> flags(static_cast<size_t>(rows));
+  RowIO io;
+  io.in[0] = &l;
+  io.out = out;
+  io.out_on_device = ctx.out_on_device;
+  const int64_t cr = chunk_rows(io);
+  const RowGrid g = row_grid(d, cr, v);
+  Call call(d);
+  const int s_tg = call.input(grad_logprob ? targets : nullptr, rows * 4);
+  const int s_gl = call.input(grad_logprob, rows * 4), s_ge = call.input(grad_entropy, rows * 4);
+  const int s_ls = call.input(lse, rows * 4), s_en = call.input(grad_entropy ? entropy : nullptr, rows * 4);
+  const int s_fl = call.output(flags.data(), rows * 4);
+  const int s_parts = recompute ? call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(PartStats))) : -1;
+  const int s_rls = recompute ? call.scratch(cr * 8) : -1, s_ren = recompute ? call.scratch(cr * 4) : -1;
+  GEAR_TRY(call.commit());
+  const double inv_t = 1.0 / temperature;
+  const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
+  GEAR_TRY(for_each_chunk(call, io, ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float* o) {
+    int32_t* fl = call.ptr<int32_t>(s_fl) + r0;
+    const float* ls = at(call.ptr<float>(s_ls), r0);
+    const double* ls_d = nullptr;
+    const float* en = at(call.ptr<float>(s_en), r0);
     if (recompute) {
-      GEAR_DISPATCH_DTYPE(l.dtype, stats_kernel, static_cast<unsigned>(n), kBlock, c.z.as<void>(), l.vocab,
-                          static_cast<float>(inv_t), inv_t, nullptr, int64_t{0}, 0, nullptr, c.f1.as<float>(),
-                          c.f2.as<float>(), nullptr, nullptr, nullptr, nullptr, c.flags.as<int32_t>());
-      if (!(st = sync("tokenStatsBackward statistics")).is_ok()) return fail(st);
-      if (!(st = to_host(flags.data(), c.flags.as<void>(), n * 4)).is_ok()) return fail(st);
-      const int64_t b = first_flagged(flags.data(), n);
-      if (b >= 0) return fail(bad_row_status(l, "logits", r0 + b));
-      if (!(st = to_host(h_h.data(), c.f1.as<void>(), n * 4)).is_ok() || !(st = to_host(lse_h.data(), c.f2.as<void>(), n * 4)).is_ok())
-        return fail(st);
-    } else {
-      for (int64_t i = 0; i < n; ++i) {
-        lse_h[i] = lse[r0 + i];
-        h_h[i] = entropy ? entropy[r0 + i] : 0.f;
-      }
-      if (!(st = to_device(c.f2.as<void>(), lse_h.data(), n * 4)).is_ok()) return fail(st);
+      PartStats* parts = call.ptr<PartStats>(s_parts);
+      GEAR_LAUNCH_ROWS(sub_grid(g, n), l.dtype, d.compute, stats_kernel, in[0].data, n, v, g.parts, c2, inv_t, parts);
+      GEAR_LAUNCH_PER_ROW(n, l.dtype, d.compute, finish_kernel, in[0].data, n, v, g.parts, inv_t, parts, kBackward,
+                          nullptr, int64_t{0}, nullptr, call.ptr<float>(s_ren), nullptr, call.ptr<double>(s_rls),
+                          nullptr, nullptr, nullptr, fl);
+      ls = nullptr;
+      ls_d = call.ptr<double>(s_rls);
+      en = call.ptr<float>(s_ren);
     }
-    for (int64_t i = 0; i < n; ++i) {
-      const double gl = grad_logprob ? grad_logprob[r0 + i] : 0.0;
-      const double ge = grad_entropy ? grad_entropy[r0 + i] : 0.0;
-      const rowmath::GradCoef k = rowmath::token_grad_coef(gl, ge, h_h[i], inv_t);
-      coef[3 * i] = k.alpha;
-      coef[3 * i + 1] = k.beta;
-      coef[3 * i + 2] = k.target;
-    }
-    if (!(st = to_device(c.coef.as<void>(), coef.data(), n * 24)).is_ok()) return fail(st);
-    if (grad_logprob && !(st = to_device(c.targets.as<void>(), targets + r0, n * 4)).is_ok()) return fail(st);
-    GEAR_DISPATCH_DTYPE(l.dtype, grad_kernel, static_cast<unsigned>(n), kBlock, c.z.as<void>(), l.vocab,
-                        static_cast<float>(inv_t), c.f2.as<float>(), c.coef.as<double>(),
-                        grad_logprob ? c.targets.as<int32_t>() : nullptr, c.out.as<float>(), c.flags.as<int32_t>());
-    if (!(st = sync("tokenStatsBackward kernel")).is_ok()) return fail(st);
-    if (!(st = to_host(flags.data(), c.flags.as<void>(), n * 4)).is_ok()) return fail(st);
-    const int64_t b = first_flagged(flags.data(), n);
-    if (b >= 0) return fail(bad_row_status(l, "logits", r0 + b));
-    if (!(st = to_host(out + r0 * l.vocab, c.out.as<void>(), n * l.vocab * 4)).is_ok()) return fail(st);
-  }
-  return Status::ok();
+    GEAR_LAUNCH_ROWS(sub_grid(g, n), l.dtype, d.compute, grad_kernel, in[0].data, n, v, g.parts, inv_t, ls_d, ls,
+                     grad_entropy ? en : nullptr,
+                     at(call.ptr<float>(s_gl), r0), at(call.ptr<float>(s_ge), r0), at(call.ptr<int32_t>(s_tg), r0),
+                     o, fl);
+    return Status::ok();
+  }));
+  GEAR_TRY(call.finish());
+  const int64_t b = first_flagged(flags.data(), rows);
+  return b >= 0 ? bad_row(l, "logits", b) : Status::ok();
 }
 
 Status token_stats_partial(const LogitsView& l, const int32_t* targets, int64_t vocab_start, double temperature,
                            double* max, double* sum_exp, double* sum_exp_x, double* target_logit,
                            const ExecContext& ctx) {
-  GEAR_TRY(check_logits(l, "shard"));
-  auto fail = [&](Status s) {
-    for (double* p : {max, sum_exp, sum_exp_x, target_logit}) fill_nan(p, l.rows);
-    return s;
-  };
-  Status st = check_temperature(temperature);
-  if (!st.is_ok()) return fail(st);
-  if (!(st = check_partial_args(targets, l.rows, vocab_start)).is_ok()) return fail(st);
-  if (l.rows == 0) return Status::ok();
-  const int64_t esz = dtype_size(l.dtype);
-  const int64_t per = std::min<int64_t>(l.rows, chunk_rows(l.vocab * esz));
-  Chunk c;
-  if (!(st = c.z.alloc(per * l.vocab * esz)).is_ok() || !(st = c.targets.alloc(per * 4)).is_ok() ||
-      !(st = c.flags.alloc(per * 4)).is_ok() || !(st = c.d0.alloc(per * 8)).is_ok() || !(st = c.d1.alloc(per * 8)).is_ok() ||
-      !(st = c.d2.alloc(per * 8)).is_ok() || !(st = c.d3.alloc(per * 8)).is_ok())
-    return fail(st);
-  std::vector<int32_t> flags(static_cast<size_t>(per));
+  DeviceLock dev;
+  GEAR_TRY(dev.open(ctx.device));
+  Device& d = *dev;
+  const int64_t rows = l.rows, v = l.vocab;
+  std::vector<int32_t> flags(static_cast<size_t>(rows));
+  RowIO io;
+  io.in[0] = &l;
+  const int64_t cr = chunk_rows(io);
+  const RowGrid g = row_grid(d, cr, v);
+  Call call(d);
+  const int s_tg = call.input(targets, rows * 4);
+  const int s_mx = call.output(max, rows * 8), s_se = call.output(sum_exp, rows * 8);
+  const int s_sx = call.output(sum_exp_x, rows * 8), s_tl = call.output(target_logit, rows * 8);
+  const int s_fl = call.output(flags.data(), rows * 4);
+  const int s_parts = call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(PartStats)));
+  GEAR_TRY(call.commit());
   const double inv_t = 1.0 / temperature;
-  for (int64_t r0 = 0; r0 < l.rows; r0 += per) {
-    if (ctx.aborted()) return fail(error(Code::Aborted, "tokenStatsPartial: aborted by the AbortSignal"));
-    const int64_t n = std::min(per, l.rows - r0);
-    const char* src = static_cast<const char*>(l.data) + r0 * l.vocab * esz;
-    if (!(st = to_device(c.z.as<void>(), src, n * l.vocab * esz)).is_ok() ||
-        !(st = to_device(c.targets.as<void>(), targets + r0, n * 4)).is_ok())
-      return fail(st);
-    GEAR_DISPATCH_DTYPE(l.dtype, stats_kernel, static_cast<unsigned>(n), kBlock, c.z.as<void>(), l.vocab,
-                        static_cast<float>(inv_t), inv_t, c.targets.as<int32_t>(), vocab_start, 1, nullptr, nullptr,
-                        nullptr, c.d0.as<double>(), c.d1.as<double>(), c.d2.as<double>(), c.d3.as<double>(),
-                        c.flags.as<int32_t>());
-    if (!(st = sync("tokenStatsPartial kernel")).is_ok()) return fail(st);
-    if (!(st = to_host(flags.data(), c.flags.as<void>(), n * 4)).is_ok()) return fail(st);
-    const int64_t b = first_flagged(flags.data(), n);
-    if (b >= 0) return fail(bad_row_status(l, "shard", r0 + b));
-    if (!(st = to_host(max + r0, c.d0.as<void>(), n * 8)).is_ok() || !(st = to_host(sum_exp + r0, c.d1.as<void>(), n * 8)).is_ok() ||
-        !(st = to_host(sum_exp_x + r0, c.d2.as<void>(), n * 8)).is_ok() ||
-        !(st = to_host(target_logit + r0, c.d3.as<void>(), n * 8)).is_ok())
-      return fail(st);
-  }
-  return Status::ok();
+  const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
+  PartStats* parts = call.ptr<PartStats>(s_parts);
+  GEAR_TRY(for_each_chunk(call, io, ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float*) {
+    GEAR_LAUNCH_ROWS(sub_grid(g, n), l.dtype, d.compute, stats_kernel, in[0].data, n, v, g.parts, c2, inv_t, parts);
+    GEAR_LAUNCH_PER_ROW(n, l.dtype, d.compute, finish_kernel, in[0].data, n, v, g.parts, inv_t, parts, kPartial,
+                        call.ptr<int32_t>(s_tg) + r0, vocab_start, nullptr, nullptr, nullptr,
+                        call.ptr<double>(s_mx) + r0, call.ptr<double>(s_se) + r0, call.ptr<double>(s_sx) + r0,
+                        call.ptr<double>(s_tl) + r0, call.ptr<int32_t>(s_fl) + r0);
+    return Status::ok();
+  }));
+  GEAR_TRY(call.finish());
+  const int64_t b = first_flagged(flags.data(), rows);
+  return b >= 0 ? bad_row(l, "shard", b) : Status::ok();
 }
 
 }  // namespace cuda

@@ -1,0 +1,215 @@
+// Host simulation of native/src/cuda/token_stats.cu (see sim.h): tokenStats, tokenStatsPartial and
+// tokenStatsBackward through the kernels' per-thread functions, against float64 references.
+#include "../../../native/src/cuda/token_stats.cu"
+#include "sim.h"
+
+using namespace gear;
+using namespace gear::cuda;
+
+namespace {
+
+struct Out {
+  std::vector<float> lp, ent, lse;
+  std::vector<double> pm, ps, pa, pt;
+  std::vector<int32_t> flags;
+};
+
+template <DType D>
+Out run_stats(const sim::Logits& l, int G, int64_t parts, double T, const int32_t* targets, int mode, int64_t vocab_start) {
+  const int64_t rows = l.rows, vocab = l.vocab;
+  const double inv_t = 1.0 / T;
+  const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
+  std::vector<PartStats> P(static_cast<size_t>(rows * parts));
+  for (int64_t item = 0; item < rows * parts; ++item) {
+    std::vector<PartStats> lanes(static_cast<size_t>(G));
+    for (int lane = 0; lane < G; ++lane) {
+      SoftmaxAcc acc = stats_thread<D>(l.data.get(), vocab, item / parts, item % parts, parts, lane, G, c2, inv_t);
+      int bad = 0;
+      const rowmath::SoftmaxStats st = acc.stats(&bad);
+      lanes[lane] = PartStats{st.m, st.s, st.a, bad, 0};
+    }
+    P[item] = sim::group_reduce(lanes, G, [&](const PartStats& a, const PartStats& b) { return part_merge(a, b, inv_t); });
+  }
+  Out o;
+  const size_t n = static_cast<size_t>(rows);
+  o.lp.assign(n, NAN), o.ent.assign(n, NAN), o.lse.assign(n, NAN);
+  o.pm.assign(n, NAN), o.ps.assign(n, NAN), o.pa.assign(n, NAN), o.pt.assign(n, NAN);
+  o.flags.assign(n, 0);
+  for (int64_t r = 0; r < rows; ++r)
+    finish_row<D>(r, l.data.get(), vocab, parts, inv_t, P.data(), mode, targets, vocab_start,
+                  mode == kStats && targets ? o.lp.data() : nullptr, o.ent.data(), o.lse.data(), o.pm.data(), o.ps.data(),
+                  o.pa.data(), o.pt.data(), o.flags.data());
+  return o;
+}
+
+template <DType D>
+std::vector<float> run_grad(const sim::Logits& l, int G, int64_t parts, double T, const double* lse_d, const float* lse,
+                            const float* ent, const float* gl, const float* ge, const int32_t* targets,
+                            std::vector<int32_t>& flags) {
+  const int64_t rows = l.rows, vocab = l.vocab;
+  sim::Buffer out = sim::aligned(static_cast<size_t>(rows * vocab) * 4);
+  for (int64_t item = 0; item < rows * parts; ++item) {
+    const int64_t row = item / parts;
+    if (flags[row] != 0) continue;
+    const GradRow c = grad_row(row, 1.0 / T, lse_d, lse, ent, gl, ge, gl ? targets : nullptr);
+    for (int lane = 0; lane < G; ++lane)
+      if (!grad_thread<D>(l.data.get(), vocab, row, item % parts, parts, lane, G, c, static_cast<float*>(out.get())))
+        flags[row] |= 1;
+  }
+  const float* p = static_cast<const float*>(out.get());
+  return std::vector<float>(p, p + rows * vocab);
+}
+
+template <typename F>
+auto by_dtype(DType dt, F&& f) {
+  switch (dt) {
+    case DType::F32: return f(std::integral_constant<DType, DType::F32>{});
+    case DType::BF16: return f(std::integral_constant<DType, DType::BF16>{});
+    default: return f(std::integral_constant<DType, DType::F16>{});
+  }
+}
+
+const char* dname(DType d) { return d == DType::F32 ? "f32" : d == DType::BF16 ? "bf16" : "f16"; }
+
+// One case: rows x vocab logits of dtype dt (5% masked), special rows, checked on every grid layout.
+void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, double T) {
+  sim::Rng rng(seed);
+  std::vector<double> z = sim::random_logits(rng, rows * vocab, 3.0, 0.05);
+  // Row 1: a spike the rest underflows against; row 2: every entry masked; row 3: a NaN; row 4: +Infinity.
+  enum { kSpike = 1, kMasked = 2, kNaN = 3, kInf = 4 };
+  if (rows > kSpike) z[kSpike * vocab + (vocab - 1) / 2] = 900;
+  if (rows > kMasked) for (int64_t v = 0; v < vocab; ++v) z[kMasked * vocab + v] = -INFINITY;
+  if (rows > kNaN) z[kNaN * vocab + (vocab * 2) / 3] = NAN;
+  if (rows > kInf) z[kInf * vocab + vocab / 3] = INFINITY;
+  std::vector<int32_t> targets(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t y = static_cast<int64_t>(rng.next() * vocab);
+    for (int64_t k = 0; k < vocab && z[r * vocab + y] == -INFINITY && r != kMasked; ++k) y = (y + 1) % vocab;
+    targets[r] = static_cast<int32_t>(y);
+  }
+  const sim::Logits l = sim::encode(z, dt, rows, vocab);
+  auto bad_row = [&](int64_t r) {
+    bool nan_inf = false, finite = false;
+    for (int64_t v = 0; v < vocab; ++v) {
+      const double x = l.decoded[r * vocab + v];
+      nan_inf |= std::isnan(x) || x == INFINITY;
+      finite |= std::isfinite(x);
+    }
+    return std::make_pair(nan_inf, finite);
+  };
+  // float64 references
+  std::vector<double> ref_lse(rows), ref_ent(rows), ref_lp(rows);
+  std::vector<std::vector<double>> ref_logp(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    ref_logp[r] = sim::log_softmax(&l.decoded[r * vocab], vocab, T, &ref_lse[r]);
+    double h = 0;
+    for (double lp : ref_logp[r])
+      if (lp != -INFINITY) h -= std::exp(lp) * lp;
+    ref_ent[r] = std::max(h, 0.0);
+    ref_lp[r] = ref_logp[r][targets[r]];
+  }
+  std::vector<float> gl(rows), ge(rows), lse32(rows), ent32(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    gl[r] = static_cast<float>(rng.next() * 4 - 2);
+    ge[r] = static_cast<float>(rng.next() * 2 - 1);
+    lse32[r] = static_cast<float>(ref_lse[r]);
+    ent32[r] = static_cast<float>(ref_ent[r]);
+  }
+  const std::string name = std::string(dname(dt)) + " " + std::to_string(rows) + "x" + std::to_string(vocab) +
+                           " T=" + std::to_string(T).substr(0, 4);
+  for (int G : {32, kThreads}) {
+    for (int64_t parts : {int64_t{1}, int64_t{2}, int64_t{5}}) {
+      if (G == 32 && parts > 2) continue;
+      const std::string grid = " G=" + std::to_string(G) + " parts=" + std::to_string(parts);
+      const Out o = by_dtype(dt, [&](auto d) { return run_stats<decltype(d)::value>(l, G, parts, T, targets.data(), kStats, 0); });
+      const Out pt = by_dtype(dt, [&](auto d) { return run_stats<decltype(d)::value>(l, G, parts, T, targets.data(), kPartial, 0); });
+      double e_stats = 0, e_part = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        const auto [nan_inf, finite] = bad_row(r);
+        sim::check((o.flags[r] != 0) == (nan_inf || !finite), "tokenStats flag row " + std::to_string(r) + " " + name + grid);
+        sim::check((pt.flags[r] != 0) == nan_inf, "tokenStatsPartial flag row " + std::to_string(r) + " " + name + grid);
+        if (!nan_inf && finite) {
+          e_stats = std::max({e_stats, sim::scaled_error(o.lse[r], ref_lse[r]), sim::scaled_error(o.ent[r], ref_ent[r]),
+                              sim::scaled_error(o.lp[r], ref_lp[r])});
+        }
+        if (!nan_inf) {
+          double m = -INFINITY, s = 0, a = 0;
+          for (int64_t v = 0; v < vocab; ++v) m = std::max(m, l.decoded[r * vocab + v]);
+          for (int64_t v = 0; v < vocab && m != -INFINITY; ++v) {
+            const double x = l.decoded[r * vocab + v];
+            if (x == -INFINITY) continue;
+            const double d = (x - m) / T, e = std::exp(d);
+            s += e, a += e * d;
+          }
+          sim::check(pt.pm[r] == m, "tokenStatsPartial max row " + std::to_string(r) + " " + name + grid);
+          e_part = std::max({e_part, std::fabs(pt.ps[r] - s) / std::max(1.0, s), std::fabs(pt.pa[r] - a) / std::max(1.0, s)});
+          sim::check(pt.pt[r] == l.decoded[r * vocab + targets[r]], "tokenStatsPartial targetLogit row " + std::to_string(r));
+        }
+      }
+      sim::check(e_stats <= 1e-5, "tokenStats " + name + grid + ": scaled error " + std::to_string(e_stats));
+      sim::check(e_part <= 2e-6, "tokenStatsPartial " + name + grid + ": relative error " + std::to_string(e_part));
+      // backward, with the reference's statistics and with pass 1's (kBackward)
+      for (int given = 0; given < 2; ++given) {
+        std::vector<int32_t> flags(rows, 0);
+        std::vector<float> ent_in = ent32;
+        std::vector<double> lse_d;
+        if (!given) {
+          const Out b = by_dtype(dt, [&](auto d) { return run_stats<decltype(d)::value>(l, G, parts, T, nullptr, kBackward, 0); });
+          flags = b.flags;
+          lse_d = b.pm, ent_in = b.ent;
+        } else {
+          for (int64_t r = 0; r < rows; ++r) flags[r] = bad_row(r).first || !bad_row(r).second ? 2 : 0;
+        }
+        std::vector<float> g = by_dtype(dt, [&](auto d) {
+          return run_grad<decltype(d)::value>(l, G, parts, T, given ? nullptr : lse_d.data(), lse32.data(), ent_in.data(),
+                                              gl.data(), ge.data(), targets.data(), flags);
+        });
+        double e_grad = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          const auto [nan_inf, finite] = bad_row(r);
+          sim::check((flags[r] != 0) == (nan_inf || !finite), "tokenStatsBackward flag row " + std::to_string(r) + " " + name + grid);
+          if (nan_inf || !finite) continue;
+          for (int64_t v = 0; v < vocab; ++v) {
+            const double x = l.decoded[r * vocab + v];
+            const double lp = x == -INFINITY ? -INFINITY : given ? x / T - lse32[r] : ref_logp[r][v];
+            const double p = lp == -INFINITY ? 0.0 : std::exp(lp);
+            double want = (-gl[r] * p - ge[r] * (lp == -INFINITY ? 0.0 : p * (lp + ref_ent[r]))) / T;
+            if (v == targets[r]) want += gl[r] / T;
+            e_grad = std::max(e_grad, sim::scaled_error(g[r * vocab + v], want));
+          }
+        }
+        sim::check(e_grad <= 1e-5, std::string("tokenStatsBackward ") + (given ? "stats given " : "recomputed ") + name + grid +
+                                       ": scaled error " + std::to_string(e_grad));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int sim_token_stats() {
+  int cases = 0;
+  const int64_t shapes[][2] = {{1, 1}, {2, 3}, {6, 33}, {5, 1000}, {6, 3001}, {2, 20011}, {3, 8}, {6, 2048}, {5, 4099}};
+  for (DType dt : {DType::F32, DType::BF16, DType::F16})
+    for (const auto& sh : shapes)
+      for (double T : {1.0, 0.7}) {
+        run_case(static_cast<uint32_t>(sh[0] * 7919 + sh[1] + static_cast<int>(dt) * 31), sh[0], sh[1], dt, T);
+        ++cases;
+      }
+  // A 1 x 1 row at temperature 0.7: the gradient of a one-entry vocabulary is exactly 0.
+  for (DType dt : {DType::F32, DType::BF16}) {
+    const sim::Logits l = sim::encode({2.3712}, dt, 1, 1);
+    const int32_t y = 0;
+    const float gl = 1.1684f, ge = -0.4312f;
+    const Out o = by_dtype(dt, [&](auto d) { return run_stats<decltype(d)::value>(l, 32, 1, 0.7, &y, kStats, 0); });
+    std::vector<int32_t> flags{0};
+    std::vector<float> g = by_dtype(dt, [&](auto d) {
+      return run_grad<decltype(d)::value>(l, 32, 1, 0.7, nullptr, o.lse.data(), o.ent.data(), &gl, &ge, &y, flags);
+    });
+    sim::check(o.ent[0] == 0.f && o.lp[0] == 0.f, "tokenStats 1x1: entropy and log-prob 0");
+    sim::check(std::fabs(g[0]) <= 1e-6, "tokenStatsBackward 1x1 T=0.7 " + std::string(dname(dt)) + ": got " + std::to_string(g[0]));
+    ++cases;
+  }
+  std::printf("tokenStats simulation: %d cases\n", cases);
+  return cases;
+}
