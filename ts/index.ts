@@ -30,6 +30,11 @@ export { divergence, divergenceAsync, divergenceBackward, divergenceBackwardAsyn
 export type {
   Divergence, DivergenceKind, DivergenceOptions, DivergenceBackwardOptions, DivergenceCommonOptions,
 } from './ops/divergence.js';
+// The GPU: logits kept on a CUDA device, pinned host memory, the device pool
+export * as cuda from './cuda/index.js';
+export { DeviceLogits } from './core/device.js';
+export type { AnyLogits } from './core/logits.js';
+export type { Device, HostArray } from './core/device.js';
 export {
   sparseDivergence, sparseDivergenceAsync, sparseDivergenceBackward, sparseDivergenceBackwardAsync, sampledTokenKl,
 } from './ops/sparse_divergence.js';

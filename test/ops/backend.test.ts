@@ -42,9 +42,10 @@ function childBackend(env: Record<string, string>) {
 }
 
 describe('backend()', () => {
-  it('reports the cpu variant, the version of package.json, an ISA and a thread count', () => {
+  it('reports the cpu variant, the version of package.json, an ISA, a thread count and no device', () => {
     const b = rl.backend();
-    expect(Object.keys(b).sort()).toEqual(['isa', 'isas', 'threads', 'variant', 'version']);
+    expect(Object.keys(b).sort()).toEqual(['devices', 'isa', 'isas', 'threads', 'variant', 'version']);
+    expect(b.devices).toEqual([]);
     expect(b.isas).toEqual(ORDER.slice(0, ORDER.indexOf(BEST) + 1));
     expect(b.isas).toContain(b.isa);
     expect(b.variant).toBe('cpu');

@@ -20,10 +20,14 @@ export const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..
 
 const require = createRequire(import.meta.url);
 
-/** Where the optional CUDA module is looked for: `GEAR_RL_CUDA_ADDON`, then a local `npm run build:cuda`. */
+/**
+ * Where the optional CUDA module is looked for: `GEAR_RL_CUDA_ADDON`, a local `npm run build:cuda`, then
+ * the package's CUDA prebuild for this platform.
+ */
 function cudaCandidates(): string[] {
   const env = process.env.GEAR_RL_CUDA_ADDON;
-  return [...(env ? [resolve(env)] : []), resolve(PACKAGE_ROOT, 'build-cuda', 'Release', 'gear_rl_cuda.node')];
+  return [...(env ? [resolve(env)] : []), resolve(PACKAGE_ROOT, 'build-cuda', 'Release', 'gear_rl_cuda.node'),
+    resolve(PACKAGE_ROOT, 'prebuilds', `${process.platform}-${process.arch}`, 'gear-rl.cuda.node')];
 }
 
 /**
@@ -64,25 +68,34 @@ function loadCpu(): NativeAddon {
 
 /**
  * Picks the variant: `GEAR_RL_VARIANT=cpu` (CPU only), `cuda` (the CUDA module, or an ERR_NATIVE
- * saying why not) or `auto` (default: CUDA when its module loads and reports a device, else CPU).
+ * saying why not) or `auto` (default: the CUDA module when it loads and reports a device, else the CPU
+ * module). The CUDA module holds the CPU kernels too, and host arrays stay on them unless a call asks
+ * for the device (`device: 'cuda'`) or passes device tensors, so `auto` is never slower than the CPU.
  */
-function load(): NativeAddon {
+function load(): { addon: NativeAddon; cudaReason: string } {
   const want = process.env.GEAR_RL_VARIANT ?? 'auto';
   if (want !== 'cpu' && want !== 'cuda' && want !== 'auto') {
     throw new GearError('ERR_OPTION', `GEAR_RL_VARIANT: expected 'cpu', 'cuda' or 'auto', got "${want}"`);
   }
   let addon: NativeAddon | undefined;
+  let cudaReason = 'GEAR_RL_VARIANT=cpu';
   if (want !== 'cpu') {
     const cuda = tryCuda();
     if (want === 'cuda' && !cuda.addon) {
       throw new GearError('ERR_NATIVE', `GEAR_RL_VARIANT=cuda: expected a CUDA module that loads and reports a device, got ${cuda.reason}`);
     }
     addon = cuda.addon;
+    cudaReason = cuda.reason;
   }
   addon ??= loadCpu();
   addon.setErrorClass({ errorClass: GearError });
-  return addon;
+  return { addon, cudaReason };
 }
 
+const loaded = load();
+
 /** The loaded addon (loaded once, at import). */
-export const native: NativeAddon = load();
+export const native: NativeAddon = loaded.addon;
+
+/** Why the CUDA module is not in use ('' when it is): shown by the errors of device calls. */
+export const cudaUnavailable: string = loaded.cudaReason;

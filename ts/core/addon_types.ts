@@ -15,12 +15,34 @@ import type { GearErrorCode } from './errors.js';
 /** Native dtype code of a logits buffer: 0 float32 (Float32Array), 1 bfloat16, 2 float16 (Uint16Array). */
 export type DTypeCode = 0 | 1 | 2;
 
-/** A logits buffer of `rows * vocab` elements. */
-export interface NativeLogits {
+/** A logits buffer of `rows * vocab` elements in host memory. */
+export interface NativeHostLogits {
   data: Float32Array | Uint16Array;
   rows: number;
   vocab: number;
   dtype: DTypeCode;
+}
+/** A device tensor, by its id in the CUDA module's tensor table (shape and dtype live there). */
+export interface NativeTensorRef {
+  tensor: number;
+}
+/** Logits in host memory or on a device. */
+export type NativeLogits = NativeHostLogits | NativeTensorRef;
+/** A device tensor as the CUDA module describes it. */
+export interface NativeTensor extends NativeTensorRef {
+  device: number;
+  rows: number;
+  vocab: number;
+  dtype: DTypeCode;
+  bytes: number;
+}
+
+/**
+ * Where a logits call runs: -1 (or absent) the CPU, >= 0 that CUDA device (host logits are staged
+ * through it). Calls on device tensors run on their device.
+ */
+export interface DeviceControl {
+  device?: number;
 }
 
 /**
@@ -49,17 +71,55 @@ export interface BackendResult {
   variant: string;
   isa: string;
   detectedIsa: string;
-  /** Absent in the CUDA module. */
   isas?: string[];
+  /** The CUDA module: its usable device count. */
+  devices?: number;
   threads: number;
   version: string;
 }
+export interface CudaDeviceResult {
+  index: number;
+  name: string;
+  arch: string;
+  multiprocessors: number;
+  totalBytes: number;
+}
 export interface CudaDevicesResult {
   count: number;
+  /** The CUDA error when there is no usable device. */
   error: string;
-  arch: string;
-  name: string;
   runtimeVersion: number;
+  driverVersion: number;
+  devices: CudaDeviceResult[];
+}
+export interface CudaDeviceParams {
+  device: number;
+}
+export interface CudaMemoryResult {
+  device: number;
+  freeBytes: number;
+  totalBytes: number;
+  poolReservedBytes: number;
+  poolUsedBytes: number;
+  tensors: number;
+  tensorBytes: number;
+}
+export interface CudaUploadParams extends AsyncControl {
+  logits: NativeHostLogits;
+  device: number;
+}
+export interface CudaDownloadParams extends AsyncControl, NativeTensorRef {
+  out?: Float32Array | Uint16Array | null;
+}
+export interface CudaDownloadResult {
+  data: Float32Array | Uint16Array;
+}
+export interface CudaDisposeParams extends NativeTensorRef {
+  /** The garbage collector's path: free now, or when the last running call using it ends. */
+  whenFree?: boolean;
+}
+export interface CudaAllocHostParams {
+  bytes: number;
 }
 /** 0 read, 1 read2, 2 copy, 3 copyPlain (ts/ops/bandwidth.ts). */
 export type BandwidthModeCode = 0 | 1 | 2 | 3;
@@ -76,7 +136,7 @@ export interface MemoryBandwidthResult {
 
 // ---- token statistics ----
 
-export interface TokenStatsParams extends AsyncControl {
+export interface TokenStatsParams extends AsyncControl, DeviceControl {
   logits: NativeLogits;
   targets: Int32Array;
   temperature: number;
@@ -87,21 +147,25 @@ export interface TokenStatsResult {
   entropy: Float32Array;
   logsumexp: Float32Array;
 }
-export interface TokenStatsBackwardParams extends AsyncControl {
+export interface TokenStatsBackwardParams extends AsyncControl, DeviceControl {
   logits: NativeLogits;
   targets?: Int32Array | null;
   grad?: { logprob?: Float32Array | null; entropy?: Float32Array | null } | null;
   temperature: number;
   stats?: { logsumexp?: Float32Array | null; entropy?: Float32Array | null } | null;
-  out?: Float32Array | null;
+  /** A host array, or a float32 device tensor of the logits' shape. */
+  out?: Float32Array | NativeTensorRef | null;
   /** Write the gradient over the (float32) logits. */
   inPlace?: boolean;
 }
 export interface TokenStatsBackwardResult {
-  /** dLoss/dlogits, `rows * vocab` (the logits' own array with `inPlace`). */
-  gradLogits: Float32Array;
+  /**
+   * dLoss/dlogits, `rows * vocab`: the host `out` (or a new array) for host results; for device logits
+   * without a host `out`, a new device tensor (or the `out` / logits reference given).
+   */
+  gradLogits: Float32Array | NativeTensor | NativeTensorRef;
 }
-export interface TokenStatsPartialParams extends AsyncControl {
+export interface TokenStatsPartialParams extends AsyncControl, DeviceControl {
   shard: NativeLogits;
   targets: Int32Array;
   vocabStart: number;
@@ -130,7 +194,7 @@ export type MergeTokenStatsResult = TokenStatsResult;
 
 /** 0 reverse KL, 1 forward KL, 2 JSD. */
 export type DivergenceKindCode = 0 | 1 | 2;
-interface DivergencePairParams extends AsyncControl {
+interface DivergencePairParams extends AsyncControl, DeviceControl {
   student: NativeLogits;
   teacher: NativeLogits;
   kind: DivergenceKindCode;
@@ -163,11 +227,12 @@ export interface DivergenceResult {
 export interface DivergenceBackwardParams extends DivergencePairParams {
   grad: Float32Array;
   stats?: { value?: Float32Array | null; studentLogsumexp?: Float32Array | null; teacherLogsumexp?: Float32Array | null } | null;
-  out?: Float32Array | null;
+  /** A host array, or a float32 device tensor of the student's shape. */
+  out?: Float32Array | NativeTensorRef | null;
 }
 export interface DivergenceBackwardResult {
-  /** dLoss/dstudent, `rows * vocab`. */
-  gradStudent: Float32Array;
+  /** dLoss/dstudent, `rows * vocab`: a host array, or (device logits) a device tensor. */
+  gradStudent: Float32Array | NativeTensor | NativeTensorRef;
 }
 
 // ---- sparse (top-k) divergence ----
@@ -439,6 +504,12 @@ export interface NativeAddon {
   sgdStep: AsyncOp<SgdStepParams, StepResult>;
   gradNorm(params: GradNormParams): NormResult;
   clipGradNorm: AsyncOp<ClipGradNormParams, NormResult>;
-  /** The CUDA module only. */
+  // The CUDA module only.
   cudaDevices?: () => CudaDevicesResult;
+  cudaMemory?: (params: CudaDeviceParams) => CudaMemoryResult;
+  cudaTrim?: (params: CudaDeviceParams) => void;
+  cudaUpload?: AsyncOp<CudaUploadParams, NativeTensor>;
+  cudaDownload?: AsyncOp<CudaDownloadParams, CudaDownloadResult>;
+  cudaDispose?: (params: CudaDisposeParams) => void;
+  cudaAllocHost?: (params: CudaAllocHostParams) => ArrayBuffer;
 }

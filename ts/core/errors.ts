@@ -18,9 +18,11 @@ export type GearErrorCode =
   | 'ERR_OFFSETS'        // offsets not starting at 0, decreasing, or exceeding N
   | 'ERR_GROUP'          // inconsistent group / trajectory references
   | 'ERR_ABORTED'        // an async call was aborted through its AbortSignal
-  | 'ERR_BUSY'           // an output buffer is already in use by a pending async call
+  | 'ERR_BUSY'           // a buffer or device tensor in use by a pending async call
   | 'ERR_NATIVE'         // the native addon failed to load or reported an internal error
-  | 'ERR_STATE';         // optimizer state that does not match its parameters
+  | 'ERR_STATE'          // an object in the wrong state: optimizer state that does not match its parameters, a disposed device tensor
+  | 'ERR_DEVICE'         // no CUDA module or device, a tensor of another device, host and device inputs mixed
+  | 'ERR_OUT_OF_MEMORY'; // device memory exhausted (the message names the bytes asked and free)
 
 /**
  * The error thrown by gear-rl. `code` is stable and machine-readable; `kind` tells whether the input had

@@ -7,6 +7,8 @@
  */
 import { fail } from './errors.js';
 import * as v from './validate.js';
+import { DeviceLogits } from './device.js';
+import type { DTypeCode, NativeLogits } from './addon_types.js';
 
 /**
  * Element type of a logits buffer.
@@ -38,17 +40,36 @@ export interface Logits {
 
 const DTYPE_CODE: Record<LogitsDType, number> = { float32: 0, bfloat16: 1, float16: 2 };
 
-/** Validated logits: the native dtype code plus the shape. @internal */
+/**
+ * Logits a logits op reads: host arrays ({@link Logits}) or a device tensor ({@link DeviceLogits}).
+ *
+ * @category Logits kernels
+ */
+export type AnyLogits = Logits | DeviceLogits;
+
+/** Validated logits: the shape, dtype and native form; `data` is null and `device` >= 0 on a device. @internal */
 export interface CheckedLogits {
-  data: Float32Array | Uint16Array;
+  data: Float32Array | Uint16Array | null;
   rows: number;
   vocab: number;
   dtype: LogitsDType;
   code: number;
+  /** -1: host memory. */
+  device: number;
+  /** The object the native call reads. */
+  native: NativeLogits;
+  /** The device tensor, when on a device. */
+  tensor: DeviceLogits | null;
 }
 
-/** Validates a {@link Logits} argument (shape, dtype tag, length). @internal */
+/** Validates a {@link Logits} argument (shape, dtype tag, length) or a live {@link DeviceLogits}. @internal */
 export function checkLogits(l: unknown, what: string): CheckedLogits {
+  if (l instanceof DeviceLogits) {
+    const t = l as DeviceLogits;
+    const ref = t.ref(what);
+    return { data: null, rows: t.rows, vocab: t.vocab, dtype: t.dtype, code: DTYPE_CODE[t.dtype], device: t.device,
+      native: ref, tensor: t };
+  }
   if (typeof l !== 'object' || l === null) fail('ERR_DTYPE', what, 'a Logits object { data, rows, vocab, dtype? }', l);
   v.knownKeys(l, what, ['data', 'rows', 'vocab', 'dtype']);
   const { data, rows, vocab, dtype } = l as Logits;
@@ -71,7 +92,8 @@ export function checkLogits(l: unknown, what: string): CheckedLogits {
   if (rows * vocab !== data.length) {
     fail('ERR_SHAPE', `${what}.data.length`, `rows * vocab = ${rows} * ${vocab} = ${rows * vocab}`, data.length);
   }
-  return { data, rows, vocab, dtype: dt, code: DTYPE_CODE[dt] };
+  const code = DTYPE_CODE[dt];
+  return { data, rows, vocab, dtype: dt, code, device: -1, native: { data, rows, vocab, dtype: code as DTypeCode }, tensor: null };
 }
 
 /** Validates token ids: an Int32Array of `rows` ids in [0, vocab). @internal */

@@ -6,6 +6,7 @@
 import { fail } from '../core/errors.js';
 import { native } from '../core/addon.js';
 import { numOpt } from '../core/validate.js';
+import type { CudaDevice } from '../cuda/index.js';
 
 /**
  * A CPU instruction set of the kernels. x86-64 has `'baseline' < 'avx2' < 'avx512'`, aarch64 has
@@ -21,9 +22,9 @@ export type Isa = 'baseline' | 'avx2' | 'avx512' | 'neon';
  * @category Backend
  */
 export interface BackendInfo {
-  /** `'cpu'` or `'cuda'`. */
+  /** `'cpu'`, or `'cuda'` for the CUDA module (the CPU kernels plus the device ones). */
   variant: 'cpu' | 'cuda';
-  /** Instruction set the kernels use now: one of {@link BackendInfo.isas} (or a GPU architecture). */
+  /** Instruction set the CPU kernels use now: one of {@link BackendInfo.isas}. */
   isa: Isa | string;
   /**
    * Every instruction set this CPU runs, lowest first (`'baseline'` always first): the values
@@ -34,6 +35,11 @@ export interface BackendInfo {
   threads: number;
   /** Package version the binary was built from. */
   version: string;
+  /**
+   * The CUDA devices in use (`variant: 'cuda'`; empty for the CPU module). Host arrays still run on the
+   * CPU kernels of {@link BackendInfo.isa}; device tensors and `device: 'cuda'` calls run on these.
+   */
+  devices: CudaDevice[];
 }
 
 /**
@@ -43,8 +49,9 @@ export interface BackendInfo {
  * ```ts
  * import * as rl from 'gear-rl';
  *
- * const { variant, isa, isas, threads, version } = rl.backend();
+ * const { variant, isa, isas, threads, version, devices } = rl.backend();
  * console.log(`${variant} ${isa} (of ${isas.join(', ')}), ${threads} threads, v${version}`);
+ * for (const d of devices) console.log(`cuda:${d.index} ${d.name} (${d.arch})`);
  * ```
  * @category Backend
  */
@@ -56,6 +63,7 @@ export function backend(): BackendInfo {
     isas: (b.isas ?? [b.isa]) as Isa[],
     threads: b.threads,
     version: b.version,
+    devices: native.cudaDevices?.().devices ?? [],
   };
 }
 

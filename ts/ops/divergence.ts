@@ -21,8 +21,9 @@ import { fail } from '../core/errors.js';
 import { native } from '../core/addon.js';
 import * as v from '../core/validate.js';
 import { type AsyncOptions, callAsync, callSync } from '../core/invoke.js';
-import type { DTypeCode, DivergenceKindCode, NativeLogits } from '../core/addon_types.js';
-import { type Logits, checkLogits, checkTargets, checkTemperature } from '../core/logits.js';
+import type { DivergenceBackwardResult, DivergenceKindCode, NativeTensor } from '../core/addon_types.js';
+import { type AnyLogits, type Logits, checkLogits, checkTemperature } from '../core/logits.js';
+import { type Device, DeviceLogits, adoptTensor, callDevice } from '../core/device.js';
 
 /**
  * Which divergence {@link divergence} computes.
@@ -83,6 +84,11 @@ export interface DivergenceCommonOptions {
    * @defaultValue `Infinity`
    */
   klCap?: number;
+  /**
+   * Where it runs: host arrays go to the CPU kernels unless `'cuda'` (or `'cuda:N'`) asks for the GPU;
+   * {@link DeviceLogits} run on their device (student and teacher on the same one).
+   */
+  device?: Device;
 }
 
 /**
@@ -108,40 +114,45 @@ export interface DivergenceBackwardOptions extends DivergenceCommonOptions {
    * statistics pass (reverse / forward KL; JSD recomputes its mixture term).
    */
   stats?: Pick<Divergence, 'value' | 'studentLogsumexp' | 'teacherLogsumexp'>;
-  /** Output (Float32Array of `rows * vocab`) instead of a new array. */
-  out?: Float32Array;
+  /**
+   * Output instead of a new array: a Float32Array of `rows * vocab`, or a float32 {@link DeviceLogits}
+   * of the student's shape (a call on the device writes it there).
+   */
+  out?: Float32Array | DeviceLogits;
 }
 
-function commonArgs(student: Logits, teacher: Logits, opts: DivergenceCommonOptions | undefined) {
+function commonArgs(student: AnyLogits, teacher: AnyLogits, opts: DivergenceCommonOptions | undefined) {
   const s = checkLogits(student, 'student');
   const t = checkLogits(teacher, 'teacher');
   if (s.rows !== t.rows || s.vocab !== t.vocab) {
     fail('ERR_SHAPE', 'teacher', `the student's shape ${s.rows} x ${s.vocab}`, `${t.rows} x ${t.vocab}`);
   }
   if (s.dtype !== t.dtype) fail('ERR_DTYPE', 'teacher.dtype', `the student's dtype '${s.dtype}'`, t.dtype);
+  if (s.device !== t.device) {
+    const where = (d: number) => (d < 0 ? 'host memory' : `a tensor on cuda:${d}`);
+    fail('ERR_DEVICE', 'teacher', `${where(s.device)}, as the student is`, where(t.device));
+  }
   const kind = v.enumOpt(opts?.kind, 'kind', KINDS, 'reverse_kl');
   const beta = v.numOpt(opts?.beta, 'beta', 0.5, { min: 0, max: 1 });
   const temperature = checkTemperature(opts?.temperature);
   const klCap = v.numOpt(opts?.klCap, 'klCap', Infinity, { min: 0, minOpen: true });
-  return { s, t, kind: KINDS.indexOf(kind) as DivergenceKindCode, beta, temperature, klCap };
-}
-
-function nativeLogits(l: ReturnType<typeof checkLogits>): NativeLogits {
-  return { data: l.data, rows: l.rows, vocab: l.vocab, dtype: l.code as DTypeCode };
+  const device = callDevice(opts?.device, s.device);
+  return { s, t, kind: KINDS.indexOf(kind) as DivergenceKindCode, beta, temperature, klCap, device };
 }
 
 /** The parameters shared by the forward and the backward, in native form. */
 function pairParams(c: ReturnType<typeof commonArgs>) {
-  return { student: nativeLogits(c.s), teacher: nativeLogits(c.t), kind: c.kind, beta: c.beta, temperature: c.temperature,
-    klCap: c.klCap };
+  return { student: c.s.native, teacher: c.t.native, kind: c.kind, beta: c.beta, temperature: c.temperature,
+    klCap: c.klCap, device: c.device };
 }
 
 const OUT_KEYS = ['value', 'studentEntropy', 'studentLogsumexp', 'teacherLogsumexp', 'studentLogprob', 'teacherLogprob'] as const;
 
-function forwardArgs(student: Logits, teacher: Logits, opts: DivergenceOptions | undefined) {
-  v.knownKeys(opts, 'options', ['kind', 'beta', 'temperature', 'klCap', 'targets', 'out', 'signal']);
+function forwardArgs(student: AnyLogits, teacher: AnyLogits, opts: DivergenceOptions | undefined) {
+  v.knownKeys(opts, 'options', ['kind', 'beta', 'temperature', 'klCap', 'targets', 'out', 'signal', 'device']);
   const c = commonArgs(student, teacher, opts);
-  const targets = opts?.targets === undefined ? null : checkTargets(opts.targets, 'targets', c.s.rows, c.s.vocab);
+  // ids in range: checked natively, once
+  const targets = opts?.targets === undefined ? null : v.i32(opts.targets, 'targets', c.s.rows);
   const out = opts?.out;
   v.knownKeys(out, 'out', OUT_KEYS);
   const outs: Partial<Divergence> = {};
@@ -182,7 +193,7 @@ function forwardArgs(student: Logits, teacher: Logits, opts: DivergenceOptions |
  * ```
  * @category Logits kernels
  */
-export function divergence(student: Logits, teacher: Logits, opts?: DivergenceOptions): Divergence {
+export function divergence(student: AnyLogits, teacher: AnyLogits, opts?: DivergenceOptions): Divergence {
   const a = forwardArgs(student, teacher, opts);
   return callSync(a, () => native.divergence({ ...pairParams(a), targets: a.targets, out: a.outs }));
 }
@@ -201,17 +212,16 @@ export function divergence(student: Logits, teacher: Logits, opts?: DivergenceOp
  * ```
  * @category Logits kernels
  */
-export async function divergenceAsync(student: Logits, teacher: Logits, opts?: DivergenceOptions & AsyncOptions): Promise<Divergence> {
+export async function divergenceAsync(student: AnyLogits, teacher: AnyLogits, opts?: DivergenceOptions & AsyncOptions): Promise<Divergence> {
   const a = forwardArgs(student, teacher, opts);
   return callAsync(a, opts?.signal, (abort) =>
     native.divergence({ ...pairParams(a), targets: a.targets, out: a.outs, async: true, abort }));
 }
 
-function backwardArgs(student: Logits, teacher: Logits, grad: Float32Array, opts: DivergenceBackwardOptions | undefined) {
-  v.knownKeys(opts, 'options', ['kind', 'beta', 'temperature', 'klCap', 'stats', 'out', 'signal']);
+function backwardArgs(student: AnyLogits, teacher: AnyLogits, grad: Float32Array, opts: DivergenceBackwardOptions | undefined) {
+  v.knownKeys(opts, 'options', ['kind', 'beta', 'temperature', 'klCap', 'stats', 'out', 'signal', 'device']);
   const c = commonArgs(student, teacher, opts);
-  const g = v.f32(grad, 'grad', c.s.rows);
-  v.allFinite(g, 'grad');
+  const g = v.f32(grad, 'grad', c.s.rows);  // finite: checked natively, once
   let value: Float32Array | null = null;
   let sl: Float32Array | null = null;
   let tl: Float32Array | null = null;
@@ -221,20 +231,39 @@ function backwardArgs(student: Logits, teacher: Logits, grad: Float32Array, opts
     value = v.f32(stats.value, 'stats.value', c.s.rows);
     sl = v.f32(stats.studentLogsumexp, 'stats.studentLogsumexp', c.s.rows);
     tl = v.f32(stats.teacherLogsumexp, 'stats.teacherLogsumexp', c.s.rows);
-    v.allFinite(sl, 'stats.studentLogsumexp');
-    v.allFinite(tl, 'stats.teacherLogsumexp');
   }
-  const out = opts?.out === undefined ? null : v.f32(opts.out, 'out', c.s.rows * c.s.vocab);
-  if (out && (out.buffer === c.s.data.buffer || out.buffer === c.t.data.buffer)) {
-    fail('ERR_OPTION', 'out', 'a buffer other than the student or teacher logits', out);
+  let out: Float32Array | null = null;
+  let outTensor: DeviceLogits | null = null;
+  if (opts?.out instanceof DeviceLogits) {
+    outTensor = opts.out;
+    if (outTensor.dtype !== 'float32') fail('ERR_DTYPE', 'out.dtype', "'float32'", outTensor.dtype);
+    if (outTensor.rows !== c.s.rows || outTensor.vocab !== c.s.vocab) {
+      fail('ERR_SHAPE', 'out', `a ${c.s.rows} x ${c.s.vocab} device tensor`, `${outTensor.rows} x ${outTensor.vocab}`);
+    }
+    if (outTensor === c.s.tensor || outTensor === c.t.tensor) {
+      fail('ERR_OPTION', 'out', 'a tensor other than the student or teacher logits', String(outTensor));
+    }
+  } else if (opts?.out !== undefined) {
+    out = v.f32(opts.out, 'out', c.s.rows * c.s.vocab);
+    if (out.buffer === c.s.data?.buffer || out.buffer === c.t.data?.buffer) {
+      fail('ERR_OPTION', 'out', 'a buffer other than the student or teacher logits', out);
+    }
   }
   const reads: [string, ArrayBufferView | null][] = [['student.data', c.s.data], ['teacher.data', c.t.data], ['grad', g],
     ['stats.value', value], ['stats.studentLogsumexp', sl], ['stats.teacherLogsumexp', tl]];
-  return { ...c, g, value, sl, tl, out, reads, writes: [['out', out]] as [string, Float32Array | null][] };
+  return { ...c, g, value, sl, tl, out, outTensor, reads, writes: [['out', out]] as [string, Float32Array | null][] };
 }
 
 function backwardParams(a: ReturnType<typeof backwardArgs>) {
-  return { ...pairParams(a), grad: a.g, stats: { value: a.value, studentLogsumexp: a.sl, teacherLogsumexp: a.tl }, out: a.out };
+  return { ...pairParams(a), grad: a.g, stats: { value: a.value, studentLogsumexp: a.sl, teacherLogsumexp: a.tl },
+    out: a.outTensor ? a.outTensor.ref('out') : a.out };
+}
+
+/** The gradient a backward returns: the host array, or the device tensor (new, or the `out` given). */
+function gradResult(a: ReturnType<typeof backwardArgs>, g: DivergenceBackwardResult['gradStudent']): Float32Array | DeviceLogits<'float32'> {
+  if (g instanceof Float32Array) return g;
+  if (a.outTensor) return a.outTensor as DeviceLogits<'float32'>;
+  return adoptTensor<'float32'>(g as NativeTensor);
 }
 
 /**
@@ -265,10 +294,20 @@ function backwardParams(a: ReturnType<typeof backwardArgs>) {
  * ```
  * @category Logits kernels
  */
+export function divergenceBackward(student: AnyLogits, teacher: AnyLogits, grad: Float32Array,
+  opts: DivergenceBackwardOptions & { out: DeviceLogits }): DeviceLogits<'float32'>;
+export function divergenceBackward(student: DeviceLogits, teacher: DeviceLogits, grad: Float32Array,
+  opts: DivergenceBackwardOptions & { out: Float32Array }): Float32Array;
+export function divergenceBackward(student: DeviceLogits, teacher: DeviceLogits, grad: Float32Array,
+  opts?: DivergenceBackwardOptions & { out?: undefined }): DeviceLogits<'float32'>;
 export function divergenceBackward(student: Logits, teacher: Logits, grad: Float32Array,
-  opts?: DivergenceBackwardOptions): Float32Array {
+  opts?: DivergenceBackwardOptions & { out?: Float32Array }): Float32Array;
+export function divergenceBackward(student: AnyLogits, teacher: AnyLogits, grad: Float32Array,
+  opts?: DivergenceBackwardOptions): Float32Array | DeviceLogits<'float32'>;
+export function divergenceBackward(student: AnyLogits, teacher: AnyLogits, grad: Float32Array,
+  opts?: DivergenceBackwardOptions): Float32Array | DeviceLogits<'float32'> {
   const a = backwardArgs(student, teacher, grad, opts);
-  return callSync(a, () => native.divergenceBackward(backwardParams(a)).gradStudent);
+  return gradResult(a, callSync(a, () => native.divergenceBackward(backwardParams(a)).gradStudent));
 }
 
 /**
@@ -285,9 +324,19 @@ export function divergenceBackward(student: Logits, teacher: Logits, grad: Float
  * ```
  * @category Logits kernels
  */
+export async function divergenceBackwardAsync(student: AnyLogits, teacher: AnyLogits, grad: Float32Array,
+  opts: DivergenceBackwardOptions & AsyncOptions & { out: DeviceLogits }): Promise<DeviceLogits<'float32'>>;
+export async function divergenceBackwardAsync(student: DeviceLogits, teacher: DeviceLogits, grad: Float32Array,
+  opts: DivergenceBackwardOptions & AsyncOptions & { out: Float32Array }): Promise<Float32Array>;
+export async function divergenceBackwardAsync(student: DeviceLogits, teacher: DeviceLogits, grad: Float32Array,
+  opts?: DivergenceBackwardOptions & AsyncOptions & { out?: undefined }): Promise<DeviceLogits<'float32'>>;
 export async function divergenceBackwardAsync(student: Logits, teacher: Logits, grad: Float32Array,
-  opts?: DivergenceBackwardOptions & AsyncOptions): Promise<Float32Array> {
+  opts?: DivergenceBackwardOptions & AsyncOptions & { out?: Float32Array }): Promise<Float32Array>;
+export async function divergenceBackwardAsync(student: AnyLogits, teacher: AnyLogits, grad: Float32Array,
+  opts?: DivergenceBackwardOptions & AsyncOptions): Promise<Float32Array | DeviceLogits<'float32'>>;
+export async function divergenceBackwardAsync(student: AnyLogits, teacher: AnyLogits, grad: Float32Array,
+  opts?: DivergenceBackwardOptions & AsyncOptions): Promise<Float32Array | DeviceLogits<'float32'>> {
   const a = backwardArgs(student, teacher, grad, opts);
-  return callAsync(a, opts?.signal, async (abort) =>
-    (await native.divergenceBackward({ ...backwardParams(a), async: true, abort })).gradStudent);
+  return gradResult(a, await callAsync(a, opts?.signal, async (abort) =>
+    (await native.divergenceBackward({ ...backwardParams(a), async: true, abort })).gradStudent));
 }

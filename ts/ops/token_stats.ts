@@ -19,10 +19,11 @@ import { GearError, fail } from '../core/errors.js';
 import { native } from '../core/addon.js';
 import * as v from '../core/validate.js';
 import { type AsyncOptions, type BufferUse, callAsync, callSync } from '../core/invoke.js';
-import type { DTypeCode, NativeLogits, TokenStatsParams } from '../core/addon_types.js';
-import { type Logits, type LogitsDType, checkLogits, checkTargets, checkTemperature } from '../core/logits.js';
+import type { NativeTensor, TokenStatsBackwardResult, TokenStatsParams } from '../core/addon_types.js';
+import { type AnyLogits, type Logits, type LogitsDType, checkLogits, checkTemperature } from '../core/logits.js';
+import { type Device, DeviceLogits, adoptTensor, callDevice } from '../core/device.js';
 
-export type { Logits, LogitsDType } from '../core/logits.js';
+export type { AnyLogits, Logits, LogitsDType } from '../core/logits.js';
 
 /**
  * Per-row statistics returned by {@link tokenStats}, each a Float32Array of length `rows`.
@@ -52,6 +53,12 @@ export interface TokenStatsOptions {
   temperature?: number;
   /** Output arrays to fill instead of allocating (each a Float32Array of length `rows`). */
   out?: Partial<TokenStats>;
+  /**
+   * Where it runs: host arrays go to the CPU kernels unless `'cuda'` (or `'cuda:N'`) asks for the GPU
+   * (they are then staged through pinned memory, which pays only when the logits are read there more
+   * than once; see {@link cuda.upload}); {@link DeviceLogits} run on their device.
+   */
+  device?: Device;
 }
 
 /**
@@ -83,8 +90,11 @@ export interface TokenStatsBackwardOptions {
    * reused, saving one pass over each row. Without them each row's statistics are recomputed.
    */
   stats?: Pick<TokenStats, 'logsumexp'> & Partial<TokenStats>;
-  /** Output (Float32Array of `rows * vocab`) instead of a new array. */
-  out?: Float32Array;
+  /**
+   * Output instead of a new array: a Float32Array of `rows * vocab`, or a float32 {@link DeviceLogits}
+   * of the logits' shape (a call on the device writes it there).
+   */
+  out?: Float32Array | DeviceLogits;
   /**
    * Writes the gradient over the (float32) logits themselves, halving peak memory. The logits are gone
    * afterwards; if an error is raised after writing began they are filled with NaN.
@@ -92,6 +102,8 @@ export interface TokenStatsBackwardOptions {
    * @defaultValue `false`
    */
   inPlace?: boolean;
+  /** Where it runs (see {@link TokenStatsOptions.device}). */
+  device?: Device;
 }
 
 /**
@@ -121,29 +133,26 @@ export interface PartialStats {
   targetLogit: Float64Array;
 }
 
-function statsArgs(logits: Logits, targets: Int32Array, opts: TokenStatsOptions | undefined) {
-  v.knownKeys(opts, 'options', ['temperature', 'out', 'signal']);
+function statsArgs(logits: AnyLogits, targets: Int32Array, opts: TokenStatsOptions | undefined) {
+  v.knownKeys(opts, 'options', ['temperature', 'out', 'signal', 'device']);
   const l = checkLogits(logits, 'logits');
-  const t = checkTargets(targets, 'targets', l.rows, l.vocab);
+  // Types and lengths here; the values (token ids in range) natively, in the one pass over a private copy.
+  const t = v.i32(targets, 'targets', l.rows);
   const temperature = checkTemperature(opts?.temperature);
+  const device = callDevice(opts?.device, l.device);
   const out = opts?.out;
   v.knownKeys(out, 'out', ['logprob', 'entropy', 'logsumexp']);
   const lp = out?.logprob === undefined ? null : v.f32(out.logprob, 'out.logprob', l.rows);
   const en = out?.entropy === undefined ? null : v.f32(out.entropy, 'out.entropy', l.rows);
   const ls = out?.logsumexp === undefined ? null : v.f32(out.logsumexp, 'out.logsumexp', l.rows);
-  return { l, t, temperature, lp, en, ls };
-}
-
-/** The native form of checked logits. */
-function nativeLogits(l: ReturnType<typeof checkLogits>): NativeLogits {
-  return { data: l.data, rows: l.rows, vocab: l.vocab, dtype: l.code as DTypeCode };
+  return { l, t, temperature, device, lp, en, ls };
 }
 
 function statsCall(a: ReturnType<typeof statsArgs>): { use: BufferUse; params: Omit<TokenStatsParams, 'async' | 'abort'> } {
   return {
     use: { reads: [['logits.data', a.l.data], ['targets', a.t]],
       writes: [['out.logprob', a.lp], ['out.entropy', a.en], ['out.logsumexp', a.ls]] },
-    params: { logits: nativeLogits(a.l), targets: a.t, temperature: a.temperature,
+    params: { logits: a.l.native, targets: a.t, temperature: a.temperature, device: a.device,
       out: { logprob: a.lp, entropy: a.en, logsumexp: a.ls } },
   };
 }
@@ -171,7 +180,7 @@ function statsCall(a: ReturnType<typeof statsArgs>): { use: BufferUse; params: O
  * ```
  * @category Logits kernels
  */
-export function tokenStats(logits: Logits, targets: Int32Array, opts?: TokenStatsOptions): TokenStats {
+export function tokenStats(logits: AnyLogits, targets: Int32Array, opts?: TokenStatsOptions): TokenStats {
   const c = statsCall(statsArgs(logits, targets, opts));
   return callSync(c.use, () => native.tokenStats(c.params));
 }
@@ -194,47 +203,51 @@ export function tokenStats(logits: Logits, targets: Int32Array, opts?: TokenStat
  * @category Logits kernels
  */
 export async function tokenStatsAsync(
-  logits: Logits, targets: Int32Array, opts?: TokenStatsOptions & AsyncOptions,
+  logits: AnyLogits, targets: Int32Array, opts?: TokenStatsOptions & AsyncOptions,
 ): Promise<TokenStats> {
   const c = statsCall(statsArgs(logits, targets, opts));
   return callAsync(c.use, opts?.signal, (abort) => native.tokenStats({ ...c.params, async: true, abort }));
 }
 
-function backwardArgs(logits: Logits, targets: Int32Array | undefined, grad: TokenStatsGrad,
+function backwardArgs(logits: AnyLogits, targets: Int32Array | undefined, grad: TokenStatsGrad,
   opts: TokenStatsBackwardOptions | undefined) {
-  v.knownKeys(opts, 'options', ['temperature', 'stats', 'out', 'inPlace', 'signal']);
+  v.knownKeys(opts, 'options', ['temperature', 'stats', 'out', 'inPlace', 'signal', 'device']);
   const l = checkLogits(logits, 'logits');
   if (typeof grad !== 'object' || grad === null) fail('ERR_DTYPE', 'grad', 'an object { logprob?, entropy? }', grad);
   v.knownKeys(grad, 'grad', ['logprob', 'entropy']);
+  // Types and lengths here; finiteness and token ids natively, once.
   const gl = grad.logprob === undefined ? null : v.f32(grad.logprob, 'grad.logprob', l.rows);
   const ge = grad.entropy === undefined ? null : v.f32(grad.entropy, 'grad.entropy', l.rows);
-  if (gl) v.allFinite(gl, 'grad.logprob');
-  if (ge) v.allFinite(ge, 'grad.entropy');
-  const t = gl !== null || targets !== undefined ? checkTargets(targets, 'targets', l.rows, l.vocab) : null;
+  const t = gl !== null || targets !== undefined ? v.i32(targets, 'targets', l.rows) : null;
   const temperature = checkTemperature(opts?.temperature);
+  const device = callDevice(opts?.device, l.device);
   const stats = opts?.stats;
   let lse: Float32Array | null = null;
   let ent: Float32Array | null = null;
   if (stats !== undefined) {
     if (typeof stats !== 'object' || stats === null) fail('ERR_DTYPE', 'stats', 'a TokenStats object', stats);
     lse = v.f32(stats.logsumexp, 'stats.logsumexp', l.rows);
-    v.allFinite(lse, 'stats.logsumexp');
-    if (ge) {
-      ent = v.f32(stats.entropy, 'stats.entropy', l.rows);
-      v.allFinite(ent, 'stats.entropy');
-    }
+    if (ge) ent = v.f32(stats.entropy, 'stats.entropy', l.rows);
   }
   const inPlace = opts?.inPlace ?? false;
   if (typeof inPlace !== 'boolean') fail('ERR_OPTION', 'inPlace', 'a boolean', inPlace);
   let out: Float32Array | null = null;
+  let outTensor: DeviceLogits | null = null;
   if (inPlace) {
-    if (!v.isTyped(l.data, Float32Array)) fail('ERR_DTYPE', 'inPlace', 'float32 logits (a Float32Array)', l.data);
+    if (l.dtype !== 'float32') fail('ERR_DTYPE', 'inPlace', 'float32 logits (a Float32Array)', l.data ?? l.dtype);
     if (opts?.out !== undefined) fail('ERR_OPTION', 'out', 'no out buffer with inPlace', opts.out);
+  } else if (opts?.out instanceof DeviceLogits) {
+    outTensor = opts.out;
+    if (outTensor.dtype !== 'float32') fail('ERR_DTYPE', 'out.dtype', "'float32'", outTensor.dtype);
+    if (outTensor.rows !== l.rows || outTensor.vocab !== l.vocab) {
+      fail('ERR_SHAPE', 'out', `a ${l.rows} x ${l.vocab} device tensor`, `${outTensor.rows} x ${outTensor.vocab}`);
+    }
+    if (outTensor === l.tensor) fail('ERR_OPTION', 'out', 'a tensor other than the logits (use inPlace)', String(outTensor));
   } else if (opts?.out !== undefined) {
     out = v.f32(opts.out, 'out', l.rows * l.vocab);
-    if (out.buffer === l.data.buffer) fail('ERR_OPTION', 'out', 'a buffer other than the logits (use inPlace)', out);
+    if (l.data !== null && out.buffer === l.data.buffer) fail('ERR_OPTION', 'out', 'a buffer other than the logits (use inPlace)', out);
   }
-  return { l, t, gl, ge, temperature, lse, ent, inPlace, out };
+  return { l, t, gl, ge, temperature, device, lse, ent, inPlace, out, outTensor };
 }
 
 function backwardCall(a: ReturnType<typeof backwardArgs>) {
@@ -242,9 +255,18 @@ function backwardCall(a: ReturnType<typeof backwardArgs>) {
     ['stats.logsumexp', a.lse], ['stats.entropy', a.ent]];
   if (!a.inPlace) reads.push(['logits.data', a.l.data]);
   const use: BufferUse = { reads, writes: [[a.inPlace ? 'logits.data (inPlace)' : 'out', a.inPlace ? a.l.data : a.out]] };
-  const params = { logits: nativeLogits(a.l), targets: a.t, grad: { logprob: a.gl, entropy: a.ge },
-    temperature: a.temperature, stats: { logsumexp: a.lse, entropy: a.ent }, out: a.out, inPlace: a.inPlace };
+  const params = { logits: a.l.native, targets: a.t, grad: { logprob: a.gl, entropy: a.ge },
+    temperature: a.temperature, device: a.device, stats: { logsumexp: a.lse, entropy: a.ent },
+    out: a.outTensor ? a.outTensor.ref('out') : a.out, inPlace: a.inPlace };
   return { use, params };
+}
+
+/** The gradient a backward returns: the host array, or the device tensor (new, `out`, or the logits in place). */
+function gradResult(a: ReturnType<typeof backwardArgs>, g: TokenStatsBackwardResult['gradLogits']): Float32Array | DeviceLogits<'float32'> {
+  if (g instanceof Float32Array) return g;
+  if (a.outTensor) return a.outTensor as DeviceLogits<'float32'>;
+  if (a.inPlace && a.l.tensor) return a.l.tensor as DeviceLogits<'float32'>;
+  return adoptTensor<'float32'>(g as NativeTensor);
 }
 
 /**
@@ -272,10 +294,21 @@ function backwardCall(a: ReturnType<typeof backwardArgs>) {
  * ```
  * @category Logits kernels
  */
+export function tokenStatsBackward(logits: AnyLogits, targets: Int32Array | undefined, grad: TokenStatsGrad,
+  opts: TokenStatsBackwardOptions & { out: DeviceLogits }): DeviceLogits<'float32'>;
+export function tokenStatsBackward(logits: DeviceLogits, targets: Int32Array | undefined, grad: TokenStatsGrad,
+  opts: TokenStatsBackwardOptions & { out: Float32Array }): Float32Array;
+export function tokenStatsBackward(logits: DeviceLogits, targets: Int32Array | undefined, grad: TokenStatsGrad,
+  opts?: TokenStatsBackwardOptions & { out?: undefined }): DeviceLogits<'float32'>;
 export function tokenStatsBackward(logits: Logits, targets: Int32Array | undefined, grad: TokenStatsGrad,
-  opts?: TokenStatsBackwardOptions): Float32Array {
-  const c = backwardCall(backwardArgs(logits, targets, grad, opts));
-  return callSync(c.use, () => native.tokenStatsBackward(c.params).gradLogits);
+  opts?: TokenStatsBackwardOptions & { out?: Float32Array }): Float32Array;
+export function tokenStatsBackward(logits: AnyLogits, targets: Int32Array | undefined, grad: TokenStatsGrad,
+  opts?: TokenStatsBackwardOptions): Float32Array | DeviceLogits<'float32'>;
+export function tokenStatsBackward(logits: AnyLogits, targets: Int32Array | undefined, grad: TokenStatsGrad,
+  opts?: TokenStatsBackwardOptions): Float32Array | DeviceLogits<'float32'> {
+  const a = backwardArgs(logits, targets, grad, opts);
+  const c = backwardCall(a);
+  return gradResult(a, callSync(c.use, () => native.tokenStatsBackward(c.params).gradLogits));
 }
 
 /**
@@ -292,11 +325,22 @@ export function tokenStatsBackward(logits: Logits, targets: Int32Array | undefin
  * ```
  * @category Logits kernels
  */
+export async function tokenStatsBackwardAsync(logits: AnyLogits, targets: Int32Array | undefined, grad: TokenStatsGrad,
+  opts: TokenStatsBackwardOptions & AsyncOptions & { out: DeviceLogits }): Promise<DeviceLogits<'float32'>>;
+export async function tokenStatsBackwardAsync(logits: DeviceLogits, targets: Int32Array | undefined, grad: TokenStatsGrad,
+  opts: TokenStatsBackwardOptions & AsyncOptions & { out: Float32Array }): Promise<Float32Array>;
+export async function tokenStatsBackwardAsync(logits: DeviceLogits, targets: Int32Array | undefined, grad: TokenStatsGrad,
+  opts?: TokenStatsBackwardOptions & AsyncOptions & { out?: undefined }): Promise<DeviceLogits<'float32'>>;
 export async function tokenStatsBackwardAsync(logits: Logits, targets: Int32Array | undefined, grad: TokenStatsGrad,
-  opts?: TokenStatsBackwardOptions & AsyncOptions): Promise<Float32Array> {
-  const c = backwardCall(backwardArgs(logits, targets, grad, opts));
-  return callAsync(c.use, opts?.signal, async (abort) =>
-    (await native.tokenStatsBackward({ ...c.params, async: true, abort })).gradLogits);
+  opts?: TokenStatsBackwardOptions & AsyncOptions & { out?: Float32Array }): Promise<Float32Array>;
+export async function tokenStatsBackwardAsync(logits: AnyLogits, targets: Int32Array | undefined, grad: TokenStatsGrad,
+  opts?: TokenStatsBackwardOptions & AsyncOptions): Promise<Float32Array | DeviceLogits<'float32'>>;
+export async function tokenStatsBackwardAsync(logits: AnyLogits, targets: Int32Array | undefined, grad: TokenStatsGrad,
+  opts?: TokenStatsBackwardOptions & AsyncOptions): Promise<Float32Array | DeviceLogits<'float32'>> {
+  const a = backwardArgs(logits, targets, grad, opts);
+  const c = backwardCall(a);
+  return gradResult(a, await callAsync(c.use, opts?.signal, async (abort) =>
+    (await native.tokenStatsBackward({ ...c.params, async: true, abort })).gradLogits));
 }
 
 /**
@@ -313,21 +357,22 @@ export interface TokenStatsPartialOptions {
    * @defaultValue `1`
    */
   temperature?: number;
+  /** Where it runs (see {@link TokenStatsOptions.device}). */
+  device?: Device;
 }
 
-function partialArgs(shard: Logits, targets: Int32Array, opts: TokenStatsPartialOptions) {
+function partialArgs(shard: AnyLogits, targets: Int32Array, opts: TokenStatsPartialOptions) {
   if (typeof opts !== 'object' || opts === null) fail('ERR_OPTION', 'options', 'an object with vocabStart', opts);
-  v.knownKeys(opts, 'options', ['vocabStart', 'temperature', 'signal']);
+  v.knownKeys(opts, 'options', ['vocabStart', 'temperature', 'signal', 'device']);
   const l = checkLogits(shard, 'shard');
   const vocabStart = v.numOpt(opts.vocabStart, 'vocabStart', NaN, { min: 0, max: 2 ** 31 - 1, int: true });
   if (Number.isNaN(vocabStart)) fail('ERR_OPTION', 'vocabStart', 'an integer >= 0', opts.vocabStart);
-  const t = v.i32(targets, 'targets', l.rows);
-  for (let r = 0; r < t.length; r++) if (t[r]! < 0) fail('ERR_TARGET_RANGE', `targets[${r}]`, 'a token id >= 0', t[r]);
-  return { l, t, vocabStart, temperature: checkTemperature(opts.temperature) };
+  const t = v.i32(targets, 'targets', l.rows);  // ids >= 0: checked natively
+  return { l, t, vocabStart, temperature: checkTemperature(opts.temperature), device: callDevice(opts.device, l.device) };
 }
 
 function partialParams(a: ReturnType<typeof partialArgs>) {
-  return { shard: nativeLogits(a.l), targets: a.t, vocabStart: a.vocabStart, temperature: a.temperature };
+  return { shard: a.l.native, targets: a.t, vocabStart: a.vocabStart, temperature: a.temperature, device: a.device };
 }
 
 function partialResult(a: ReturnType<typeof partialArgs>, r: Omit<PartialStats, 'vocabStart' | 'vocab' | 'rows' | 'temperature'>): PartialStats {
@@ -353,7 +398,7 @@ function partialResult(a: ReturnType<typeof partialArgs>, r: Omit<PartialStats, 
  * ```
  * @category Logits kernels
  */
-export function tokenStatsPartial(shard: Logits, targets: Int32Array, opts: TokenStatsPartialOptions): PartialStats {
+export function tokenStatsPartial(shard: AnyLogits, targets: Int32Array, opts: TokenStatsPartialOptions): PartialStats {
   const a = partialArgs(shard, targets, opts);
   return partialResult(a, callSync({ reads: [['shard.data', a.l.data], ['targets', a.t]] }, () =>
     native.tokenStatsPartial(partialParams(a))));
@@ -373,7 +418,7 @@ export function tokenStatsPartial(shard: Logits, targets: Int32Array, opts: Toke
  * ```
  * @category Logits kernels
  */
-export async function tokenStatsPartialAsync(shard: Logits, targets: Int32Array,
+export async function tokenStatsPartialAsync(shard: AnyLogits, targets: Int32Array,
   opts: TokenStatsPartialOptions & AsyncOptions): Promise<PartialStats> {
   const a = partialArgs(shard, targets, opts);
   const r = await callAsync({ reads: [['shard.data', a.l.data], ['targets', a.t]] }, opts.signal, (abort) =>
