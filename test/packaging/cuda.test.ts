@@ -44,12 +44,12 @@ describe('CUDA module build', () => {
     expect(existsSync(MODULE)).toBe(true);
     const sources = await import(pathToFileURL(join(ROOT, 'native/sources.mjs')).href) as { cuda: string[] };
     const cu = sources.cuda.filter((s) => s.endsWith('.cu'));
-    expect(cu.map((s) => s.split('/').pop()).sort()).toEqual(['device_query.cu', 'divergence.cu', 'segment.cu', 'token_stats.cu']);
+    expect(cu.map((s) => s.split('/').pop()).sort()).toEqual(['device.cu', 'divergence.cu', 'token_stats.cu']);
     // device code is embedded (fat binary section) and every kernel has its host launch stub
     const sections = run('readelf', ['-S', '-W', MODULE]).stdout;
     expect(sections).toContain('.nv_fatbin');
     const syms = run('strings', [MODULE]).stdout;
-    for (const k of ['stats_kernel', 'grad_kernel', 'divergence_kernel', 'divergence_grad_kernel', 'reduce_kernel', 'broadcast_kernel']) {
+    for (const k of ['stats_kernel', 'finish_kernel', 'grad_kernel', 'pair_kernel', 'pair_finish_kernel', 'jsd_kernel', 'jsd_finish_kernel']) {
       expect(syms, k).toContain(k);
     }
     expect(syms).toContain('sm_80');
@@ -68,35 +68,68 @@ describe('CUDA module build', () => {
     expect(out.dev.count).toBe(0);
     expect(out.dev.error).toMatch(/^cudaError\w+ \(.+\)$/);
     expect(out.dev.runtimeVersion).toBeGreaterThanOrEqual(12000);
+    expect(out.dev.devices).toEqual([]);
+    // backend(): the CPU kernels' instruction sets (host arrays run on them) and the device count
     expect(out.backend.variant).toBe('cuda');
-    expect(out.backend.isa).toBe('cuda (no device)');
-    // the same op surface as the CPU addon, plus the device probe
+    expect(out.backend.devices).toBe(0);
+    expect(out.backend.isas[0]).toBe('baseline');
+    expect(out.backend.isas).toContain(out.backend.isa);
+    // the same op surface as the CPU addon, plus the device functions
     const cpu = child(`import { native } from ${JSON.stringify(pathToFileURL(join(ROOT, 'dist', 'core', 'addon.js')).href)};
       console.log(JSON.stringify(Object.keys(native).sort()));`, { GEAR_RL_VARIANT: 'cpu' });
     expect(cpu.status, cpu.stderr).toBe(0);
     const cpuNames = JSON.parse(cpu.stdout.trim().split('\n').pop()!) as string[];
-    expect(out.names).toEqual([...cpuNames, 'cudaDevices'].sort());
+    expect(out.names).toEqual([...cpuNames, 'cudaAllocHost', 'cudaDevices', 'cudaDispose', 'cudaDownload', 'cudaMemory',
+      'cudaTrim', 'cudaUpload'].sort());
   });
 
-  it('a CUDA op called without a device fails with ERR_NATIVE naming the CUDA error, never a crash', () => {
+  it('host arrays run on the CPU kernels inside the CUDA module: the same bits as the CPU module', () => {
+    const code = (module: string) => `
+      const m = { exports: {} };
+      process.dlopen(m, ${JSON.stringify(module)});
+      const a = m.exports;
+      const V = 3001, R = 5, z = new Float32Array(R * V);
+      for (let i = 0; i < z.length; i++) z[i] = Math.sin(i * 0.37) * 4;
+      const s = a.tokenStats({ logits: { data: z, rows: R, vocab: V, dtype: 0 }, targets: new Int32Array([0, 7, 99, 3000, 12]), temperature: 0.7 });
+      const g = a.tokenStatsBackward({ logits: { data: z, rows: R, vocab: V, dtype: 0 }, targets: new Int32Array([0, 7, 99, 3000, 12]),
+        grad: { logprob: new Float32Array(R).fill(1) }, temperature: 0.7 }).gradLogits;
+      console.log(JSON.stringify([...s.logprob, ...s.entropy, ...s.logsumexp, ...g.subarray(0, 50)]));`;
+    const cpuModule = join(ROOT, 'build', 'Release', 'gear_rl.node');
+    const viaCuda = child(code(MODULE), {}), viaCpu = child(code(cpuModule), {});
+    expect(viaCuda.status, viaCuda.stderr).toBe(0);
+    expect(viaCpu.status, viaCpu.stderr).toBe(0);
+    expect(viaCuda.stdout).toBe(viaCpu.stdout);
+  });
+
+  it('device calls without a device are GearErrors naming why: ERR_DEVICE, ERR_STATE for unknown tensors, never a crash', () => {
     const code = `
       const m = { exports: {} };
       process.dlopen(m, ${JSON.stringify(MODULE)});
       const { GearError } = await import(${JSON.stringify(DIST)});
-      m.exports.setErrorClass({ errorClass: GearError });
-      try {
-        m.exports.segmentReduce({ values: new Float64Array([1, 2, 3]), offsets: new Int32Array([0, 1, 3]), op: 0 });
-        console.log(JSON.stringify({ ok: true }));
-      } catch (e) {
-        console.log(JSON.stringify({ isGear: e instanceof GearError, code: e.code, message: e.message }));
-      }`;
+      const a = m.exports;
+      a.setErrorClass({ errorClass: GearError });
+      const host = { data: new Float32Array(6), rows: 2, vocab: 3, dtype: 0 };
+      const attempt = (f) => { try { f(); return { ok: true }; } catch (e) { return { isGear: e instanceof GearError, code: e.code, message: e.message }; } };
+      console.log(JSON.stringify({
+        stats: attempt(() => a.tokenStats({ logits: host, targets: new Int32Array(2), temperature: 1, device: 0 })),
+        upload: attempt(() => a.cudaUpload({ logits: host, device: 0 })),
+        stale: attempt(() => a.tokenStats({ logits: { tensor: 5 }, targets: new Int32Array(2), temperature: 1 })),
+        mixed: attempt(() => a.divergence({ student: host, teacher: { tensor: 5 }, kind: 0, beta: 0.5, temperature: 1, klCap: Infinity })),
+        dispose: attempt(() => a.cudaDispose({ tensor: 5 })),
+        download: attempt(() => a.cudaDownload({ tensor: 5 })),
+      }));`;
     const r = child(code, {});
     expect(r.status, r.stderr).toBe(0);
     const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
-    expect(out.isGear).toBe(true);
-    expect(out.code).toBe('ERR_NATIVE');
-    expect(out.message).toMatch(/^cudaMalloc: expected cudaSuccess, got cudaError\w+/);
+    expect(out.stats).toMatchObject({ isGear: true, code: 'ERR_DEVICE' });
+    expect(out.stats.message).toMatch(/^device: expected a CUDA device ordinal in \[0, 0\), got 0 \(cudaError\w+/);
+    expect(out.upload).toMatchObject({ isGear: true, code: 'ERR_DEVICE' });
+    expect(out.stale).toEqual({ isGear: true, code: 'ERR_STATE', message: 'logits.tensor: expected a live device tensor, got one that was disposed' });
+    expect(out.mixed).toMatchObject({ isGear: true, code: 'ERR_STATE' });  // the teacher is read (and refused) first
+    expect(out.dispose).toEqual({ ok: true });  // disposing what is not live is a no-op
+    expect(out.download).toMatchObject({ isGear: true, code: 'ERR_STATE' });
   });
+
 });
 
 describe('variant selection (GEAR_RL_VARIANT)', () => {
