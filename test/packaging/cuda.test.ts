@@ -79,8 +79,8 @@ describe('CUDA module build', () => {
       console.log(JSON.stringify(Object.keys(native).sort()));`, { GEAR_RL_VARIANT: 'cpu' });
     expect(cpu.status, cpu.stderr).toBe(0);
     const cpuNames = JSON.parse(cpu.stdout.trim().split('\n').pop()!) as string[];
-    expect(out.names).toEqual([...cpuNames, 'cudaAllocHost', 'cudaDevices', 'cudaDispose', 'cudaDownload', 'cudaMemory',
-      'cudaTrim', 'cudaUpload'].sort());
+    expect(out.names).toEqual([...cpuNames, 'cudaAllocHost', 'cudaBandwidth', 'cudaDevices', 'cudaDispose', 'cudaDownload',
+      'cudaKernelMs', 'cudaMemory', 'cudaTrim', 'cudaUpload'].sort());
   });
 
   it('host arrays run on the CPU kernels inside the CUDA module: the same bits as the CPU module', () => {

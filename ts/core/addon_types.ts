@@ -512,4 +512,8 @@ export interface NativeAddon {
   cudaDownload?: AsyncOp<CudaDownloadParams, CudaDownloadResult>;
   cudaDispose?: (params: CudaDisposeParams) => void;
   cudaAllocHost?: (params: CudaAllocHostParams) => ArrayBuffer;
+  /** Kernel time (ms, CUDA events) of the last call on device logits; -1 when there was none. */
+  cudaKernelMs?: (params: CudaDeviceParams) => number;
+  /** Copy bandwidth per repetition, GB/s: mode 0 device-to-device (read + write), 1 / 2 to the device from pinned / pageable, 3 / 4 back. */
+  cudaBandwidth?: (params: CudaDeviceParams & { mode: 0 | 1 | 2 | 3 | 4; bytes: number; reps: number }) => Float64Array;
 }

@@ -89,6 +89,11 @@ export class DeviceLogits<D extends LogitsDType = LogitsDType> {
     finalizer.register(this, t.tensor, this);
   }
 
+  /** @internal Whether `x` is a DeviceLogits made by the library (not merely one's prototype). */
+  static isDeviceLogits(x: unknown): x is DeviceLogits {
+    return typeof x === 'object' && x !== null && #id in x;
+  }
+
   /** Whether {@link DeviceLogits.dispose} has run. */
   get disposed(): boolean {
     return this.#disposed;
@@ -155,8 +160,8 @@ export function dtypeName(code: DTypeCode): LogitsDType {
 /** Throws ERR_DEVICE when the CUDA module is not in use, saying why. @internal */
 export function requireCuda(what: string): void {
   if (native.cudaUpload === undefined) {
-    fail('ERR_DEVICE', what, 'the CUDA module with a device (GEAR_RL_VARIANT=cuda, or auto on a machine with a GPU)',
-      `none: ${cudaUnavailable}`);
+    throw new GearError('ERR_DEVICE', `${what}: expected the CUDA module with a device (GEAR_RL_VARIANT=cuda, or auto on a ` +
+      `machine with a GPU), got none (${cudaUnavailable})`);
   }
 }
 

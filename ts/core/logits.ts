@@ -64,8 +64,8 @@ export interface CheckedLogits {
 
 /** Validates a {@link Logits} argument (shape, dtype tag, length) or a live {@link DeviceLogits}. @internal */
 export function checkLogits(l: unknown, what: string): CheckedLogits {
-  if (l instanceof DeviceLogits) {
-    const t = l as DeviceLogits;
+  if (DeviceLogits.isDeviceLogits(l)) {
+    const t = l;
     const ref = t.ref(what);
     return { data: null, rows: t.rows, vocab: t.vocab, dtype: t.dtype, code: DTYPE_CODE[t.dtype], device: t.device,
       native: ref, tensor: t };

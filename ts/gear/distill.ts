@@ -10,7 +10,8 @@
 import { fail } from '../core/errors.js';
 import { divergence, divergenceBackward } from '../ops/divergence.js';
 import type { Divergence } from '../ops/divergence.js';
-import type { Logits } from '../ops/token_stats.js';
+import type { AnyLogits, Logits } from '../ops/token_stats.js';
+import type { DeviceLogits } from '../core/device.js';
 import * as v from '../core/validate.js';
 
 /**
@@ -18,11 +19,11 @@ import * as v from '../core/validate.js';
  *
  * @category GEAR
  */
-export interface DistillArgs {
-  /** Student logits, one row per response token (the rows that predict them). */
-  student: Logits;
-  /** Teacher logits at the same positions, same shape and dtype. */
-  teacher: Logits;
+export interface DistillArgs<L extends AnyLogits = Logits> {
+  /** Student logits, one row per response token (the rows that predict them); host arrays or a {@link DeviceLogits}. */
+  student: L;
+  /** Teacher logits at the same positions, same shape, dtype and place. */
+  teacher: L;
   /** Optional 0/1 mask per row: only mask-1 rows count. */
   mask?: Uint8Array;
   /** Loss coefficient (`distill_coef`; >= 0). 0 gives loss 0 and a zero gradient. */
@@ -48,11 +49,11 @@ export interface DistillArgs {
  *
  * @category GEAR
  */
-export interface DistillResult {
+export interface DistillResult<G = Float32Array> {
   /** `distillCoef * sum_t m_t D_t / sum_t m_t` (0 without valid rows). */
   loss: number;
-  /** dLoss/d(student logits), `rows * vocab`, float32. */
-  grad: Float32Array;
+  /** dLoss/d(student logits), `rows * vocab`, float32 (a {@link DeviceLogits} for device logits). */
+  grad: G;
   /** Per row: D_t (capped reverse KL). */
   divergence: Float32Array;
   /** Rows that count (mask 1). */
@@ -82,7 +83,10 @@ export interface DistillResult {
  * ```
  * @category GEAR
  */
-export function distillLoss(a: DistillArgs): DistillResult {
+export function distillLoss(a: DistillArgs<Logits>): DistillResult;
+export function distillLoss(a: DistillArgs<DeviceLogits>): DistillResult<DeviceLogits<'float32'>>;
+export function distillLoss(a: DistillArgs<AnyLogits>): DistillResult<Float32Array | DeviceLogits<'float32'>>;
+export function distillLoss(a: DistillArgs<AnyLogits>): DistillResult<Float32Array | DeviceLogits<'float32'>> {
   if (typeof a !== 'object' || a === null) fail('ERR_OPTION', 'distillLoss(a)', 'an object', a);
   v.knownKeys(a, 'distillLoss(a)', ['student', 'teacher', 'mask', 'distillCoef', 'temperature', 'klCap', 'stats']);
   if (a.distillCoef === undefined) fail('ERR_OPTION', 'distillCoef', 'a number >= 0', undefined);

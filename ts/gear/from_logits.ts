@@ -8,7 +8,8 @@
 import { fail } from '../core/errors.js';
 import { divergence } from '../ops/divergence.js';
 import type { Divergence } from '../ops/divergence.js';
-import type { Logits } from '../ops/token_stats.js';
+import type { AnyLogits, Logits } from '../ops/token_stats.js';
+import type { DeviceLogits } from '../core/device.js';
 import * as v from '../core/validate.js';
 import { distillLoss } from './distill.js';
 import type { DistillResult } from './distill.js';
@@ -20,11 +21,14 @@ import type { GearOptions, GearResult } from './gear.js';
  *
  * @category GEAR
  */
-export interface GearFromLogitsInput {
-  /** Student logits (the rollout policy), one row per packed token: `rows = offsets[R]`. Masked rows must still hold finite logits. */
-  student: Logits;
+export interface GearFromLogitsInput<L extends AnyLogits = AnyLogits> {
+  /**
+   * Student logits (the rollout policy), one row per packed token: `rows = offsets[R]`. Masked rows must
+   * still hold finite logits. Host arrays, or a {@link DeviceLogits} (then the teacher's are too).
+   */
+  student: L;
   /** Ground-truth-conditioned teacher logits at the same positions (see `teacherInput` / `gatherRows`). */
-  teacher: Logits;
+  teacher: L;
   /** The sampled token of each row. */
   targets: Int32Array;
   /** Per row of the batch: the trajectory-level (GRPO) advantage. */
@@ -54,7 +58,7 @@ export interface GearFromLogitsInput {
  *
  * @category GEAR
  */
-export interface GearFromLogitsResult extends GearResult {
+export interface GearFromLogitsResult<G = Float32Array> extends GearResult {
   /** The per-token signals fed to `gear`. */
   signals: {
     /** Capped reverse KL(student ‖ teacher). */
@@ -67,7 +71,7 @@ export interface GearFromLogitsResult extends GearResult {
   /** The full output of the `divergence` pass. */
   stats: Divergence;
   /** The self-distillation term, when `distillCoef > 0`. */
-  distill?: DistillResult;
+  distill?: DistillResult<G>;
 }
 
 /**
@@ -94,7 +98,10 @@ export interface GearFromLogitsResult extends GearResult {
  * ```
  * @category GEAR
  */
-export function gearFromLogits(a: GearFromLogitsInput): GearFromLogitsResult {
+export function gearFromLogits(a: GearFromLogitsInput<Logits>): GearFromLogitsResult;
+export function gearFromLogits(a: GearFromLogitsInput<DeviceLogits>): GearFromLogitsResult<DeviceLogits<'float32'>>;
+export function gearFromLogits(a: GearFromLogitsInput): GearFromLogitsResult<Float32Array | DeviceLogits<'float32'>>;
+export function gearFromLogits(a: GearFromLogitsInput): GearFromLogitsResult<Float32Array | DeviceLogits<'float32'>> {
   if (typeof a !== 'object' || a === null) fail('ERR_OPTION', 'gearFromLogits(a)', 'an object', a);
   v.knownKeys(a, 'gearFromLogits(a)',
     ['student', 'teacher', 'targets', 'advantages', 'offsets', 'mask', 'temperature', 'options', 'distillCoef']);
@@ -111,7 +118,7 @@ export function gearFromLogits(a: GearFromLogitsInput): GearFromLogitsResult {
     advantages: a.advantages, offsets: a.offsets, mask: a.mask, divergence: stats.value, entropy: stats.studentEntropy,
     logratio, options: a.options,
   });
-  const out: GearFromLogitsResult = {
+  const out: GearFromLogitsResult<Float32Array | DeviceLogits<'float32'>> = {
     ...res, signals: { divergence: stats.value, entropy: stats.studentEntropy, logratio }, stats,
   };
   if (distillCoef > 0) {

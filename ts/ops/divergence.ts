@@ -234,8 +234,8 @@ function backwardArgs(student: AnyLogits, teacher: AnyLogits, grad: Float32Array
   }
   let out: Float32Array | null = null;
   let outTensor: DeviceLogits | null = null;
-  if (opts?.out instanceof DeviceLogits) {
-    outTensor = opts.out;
+  if (DeviceLogits.isDeviceLogits(opts?.out)) {
+    outTensor = opts!.out as DeviceLogits;
     if (outTensor.dtype !== 'float32') fail('ERR_DTYPE', 'out.dtype', "'float32'", outTensor.dtype);
     if (outTensor.rows !== c.s.rows || outTensor.vocab !== c.s.vocab) {
       fail('ERR_SHAPE', 'out', `a ${c.s.rows} x ${c.s.vocab} device tensor`, `${outTensor.rows} x ${outTensor.vocab}`);

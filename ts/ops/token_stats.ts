@@ -236,8 +236,8 @@ function backwardArgs(logits: AnyLogits, targets: Int32Array | undefined, grad: 
   if (inPlace) {
     if (l.dtype !== 'float32') fail('ERR_DTYPE', 'inPlace', 'float32 logits (a Float32Array)', l.data ?? l.dtype);
     if (opts?.out !== undefined) fail('ERR_OPTION', 'out', 'no out buffer with inPlace', opts.out);
-  } else if (opts?.out instanceof DeviceLogits) {
-    outTensor = opts.out;
+  } else if (DeviceLogits.isDeviceLogits(opts?.out)) {
+    outTensor = opts!.out as DeviceLogits;
     if (outTensor.dtype !== 'float32') fail('ERR_DTYPE', 'out.dtype', "'float32'", outTensor.dtype);
     if (outTensor.rows !== l.rows || outTensor.vocab !== l.vocab) {
       fail('ERR_SHAPE', 'out', `a ${l.rows} x ${l.vocab} device tensor`, `${outTensor.rows} x ${outTensor.vocab}`);

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gear/backend.h"
 #include "gear/types.h"
@@ -40,6 +41,11 @@ struct DeviceInfo {
 Status device_info(int ordinal, DeviceInfo* out);
 // Returns the pool's cached memory (and the call arena) to the device.
 Status trim(int ordinal);
+// Kernel time (CUDA events) of the last call on `ordinal` whose logits were on the device; -1 otherwise.
+Status kernel_ms(int ordinal, double* out);
+// Copy bandwidth, GB/s per repetition (CUDA events): mode 0 device-to-device (read + write counted),
+// 1 / 2 host-to-device from pinned / pageable memory, 3 / 4 device-to-host into pinned / pageable memory.
+Status bandwidth(int ordinal, int mode, int64_t bytes, int reps, std::vector<double>* gbps);
 
 // Copies `bytes` of host memory to a new device allocation (*out; freed with DeviceApi::free). Pinned
 // sources are copied directly, pageable ones through the staging ring.

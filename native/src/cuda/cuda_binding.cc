@@ -8,6 +8,7 @@
 //   cudaDownload({ tensor, out, async, abort })      -> { data }
 //   cudaDispose({ tensor, whenFree })
 //   cudaAllocHost({ bytes })                         -> ArrayBuffer of page-locked memory
+//   cudaKernelMs({ device }), cudaBandwidth({ device, mode, bytes, reps })   (benchmarks)
 #include <cuda_runtime_api.h>
 
 #include <memory>
@@ -165,6 +166,28 @@ static Napi::Value CudaAllocHost(const Napi::CallbackInfo& info) {
   return Napi::ArrayBuffer::New(env, ptr, static_cast<size_t>(bytes), [](Napi::Env, void* data) { cuda::free_host(data); });
 }
 
+// cudaKernelMs({ device }) -> kernel time of the last call on device logits (ms; -1 when there was none)
+static Napi::Value CudaKernelMs(const Napi::CallbackInfo& info) {
+  const Params p(info, {"device"});
+  double ms = -1.0;
+  Check(info.Env(), cuda::kernel_ms(static_cast<int>(p.Int("device", 0, 1 << 20)), &ms));
+  return Napi::Number::New(info.Env(), ms);
+}
+
+// cudaBandwidth({ device, mode, bytes, reps }) -> Float64Array of GB/s (mode: see gear/cuda.h)
+static Napi::Value CudaBandwidth(const Napi::CallbackInfo& info) {
+  const Params p(info, {"device", "mode", "bytes", "reps"});
+  const int dev = static_cast<int>(p.Int("device", 0, 1 << 20));
+  const int mode = static_cast<int>(p.Int("mode", 0, 4));
+  const int64_t bytes = p.Int("bytes", 1, int64_t{1} << 40);
+  const int reps = static_cast<int>(p.Int("reps", 1, 1000));
+  std::vector<double> gbps;
+  Check(info.Env(), cuda::bandwidth(dev, mode, bytes, reps, &gbps));
+  Napi::Float64Array out = Napi::Float64Array::New(info.Env(), gbps.size());
+  for (size_t i = 0; i < gbps.size(); ++i) out[i] = gbps[i];
+  return out;
+}
+
 void RegisterCuda(Napi::Env env, Napi::Object exports) {
   install_device_backend(cuda::backend(), cuda::device_api_impl());  // module init: before any op can run
   exports.Set("cudaDevices", Napi::Function::New(env, CudaDevices, "cudaDevices"));
@@ -174,6 +197,8 @@ void RegisterCuda(Napi::Env env, Napi::Object exports) {
   exports.Set("cudaDownload", Napi::Function::New(env, CudaDownload, "cudaDownload"));
   exports.Set("cudaDispose", Napi::Function::New(env, CudaDispose, "cudaDispose"));
   exports.Set("cudaAllocHost", Napi::Function::New(env, CudaAllocHost, "cudaAllocHost"));
+  exports.Set("cudaKernelMs", Napi::Function::New(env, CudaKernelMs, "cudaKernelMs"));
+  exports.Set("cudaBandwidth", Napi::Function::New(env, CudaBandwidth, "cudaBandwidth"));
   // backend(): the CPU module's description (its instruction sets stay in effect for host calls) plus
   // variant 'cuda' and the device count.
   auto cpu = std::make_shared<Napi::FunctionReference>(Napi::Persistent(exports.Get("backend").As<Napi::Function>()));

@@ -57,6 +57,8 @@ Status init_device(Device& d, int ordinal) {
   GEAR_CUDA_TRY(cudaStreamCreateWithFlags(&d.copy, cudaStreamNonBlocking));
   GEAR_CUDA_TRY(cudaEventCreateWithFlags(&d.copied, cudaEventDisableTiming));
   GEAR_CUDA_TRY(cudaEventCreateWithFlags(&d.computed, cudaEventDisableTiming));
+  GEAR_CUDA_TRY(cudaEventCreate(&d.kernels_begin));
+  GEAR_CUDA_TRY(cudaEventCreate(&d.kernels_end));
   return Status::ok();
 }
 
@@ -322,12 +324,16 @@ Status for_each_chunk(Call& call, const RowIO& io, const ExecContext& ctx,
   const int64_t rows = first.rows, vocab = first.vocab;
   const bool host_in = !first.on_device;
   const bool host_out = io.out != nullptr && !io.out_on_device;
-  if (!host_in && !host_out) {  // everything on the device: one piece
+  if (!host_in && !host_out) {  // everything on the device: one piece, its kernels timed
     LogitsView v[2];
     for (int i = 0; i < io.inputs; ++i) v[i] = *io.in[i];
+    GEAR_CUDA_TRY(cudaEventRecord(d.kernels_begin, d.compute));
     GEAR_TRY(fn(0, rows, v, io.out));
+    GEAR_CUDA_TRY(cudaEventRecord(d.kernels_end, d.compute));
+    d.last_kernel_ms = 0.f;  // read once the call has synchronised (kernel_ms)
     return cuda_status(cudaGetLastError(), "kernel launch");
   }
+  d.last_kernel_ms = -1.f;
   const int64_t row_bytes = vocab * dtype_size(first.dtype);
   const int64_t chunk = chunk_rows(io);
   // Double-buffered device copies of host inputs, and of a host output.
@@ -500,6 +506,63 @@ Status device_info(int ordinal, DeviceInfo* out) {
     GEAR_CUDA_TRY(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &v));
     out->pool_used_bytes = static_cast<int64_t>(v);
   }
+  return Status::ok();
+}
+
+Status kernel_ms(int ordinal, double* out) {
+  DeviceLock lock;
+  GEAR_TRY(lock.open(ordinal));
+  *out = -1.0;
+  if (lock->last_kernel_ms < 0.f) return Status::ok();
+  float ms = 0.f;
+  GEAR_CUDA_TRY(cudaEventElapsedTime(&ms, lock->kernels_begin, lock->kernels_end));
+  *out = ms;
+  return Status::ok();
+}
+
+Status bandwidth(int ordinal, int mode, int64_t bytes, int reps, std::vector<double>* gbps) {
+  DeviceLock lock;
+  GEAR_TRY(lock.open(ordinal));
+  Device& d = *lock;
+  void *a = nullptr, *b = nullptr, *host = nullptr;
+  std::vector<char> pageable;
+  struct Free {
+    Device& d;
+    void** a;
+    void** b;
+    void** host;
+    ~Free() {
+      cudaStreamSynchronize(d.compute);
+      device_free(d, *a);
+      device_free(d, *b);
+      if (*host) cudaFreeHost(*host);
+      cudaStreamSynchronize(d.compute);
+    }
+  } guard{d, &a, &b, &host};
+  GEAR_TRY(device_alloc(d, bytes, &a));
+  if (mode == 0) GEAR_TRY(device_alloc(d, bytes, &b));
+  if (mode == 1 || mode == 3) GEAR_CUDA_TRY(cudaHostAlloc(&host, static_cast<size_t>(bytes), cudaHostAllocPortable));
+  if (mode == 2 || mode == 4) pageable.assign(static_cast<size_t>(bytes), 1);
+  void* h = mode == 1 || mode == 3 ? host : pageable.data();
+  GEAR_CUDA_TRY(cudaMemsetAsync(a, 0, static_cast<size_t>(bytes), d.compute));
+  GEAR_CUDA_TRY(cudaStreamSynchronize(d.compute));
+  for (int r = 0; r < reps; ++r) {
+    GEAR_CUDA_TRY(cudaEventRecord(d.kernels_begin, d.compute));
+    cudaError_t e = cudaSuccess;
+    switch (mode) {
+      case 0: e = cudaMemcpyAsync(b, a, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, d.compute); break;
+      case 1: case 2: e = cudaMemcpyAsync(a, h, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, d.compute); break;
+      default: e = cudaMemcpyAsync(h, a, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, d.compute); break;
+    }
+    GEAR_CUDA_TRY(e);
+    GEAR_CUDA_TRY(cudaEventRecord(d.kernels_end, d.compute));
+    GEAR_CUDA_TRY(cudaEventSynchronize(d.kernels_end));
+    float ms = 0.f;
+    GEAR_CUDA_TRY(cudaEventElapsedTime(&ms, d.kernels_begin, d.kernels_end));
+    // a device copy reads and writes every byte (the HBM floor counts both, as device copy rates do)
+    gbps->push_back((mode == 0 ? 2.0 : 1.0) * static_cast<double>(bytes) / (ms * 1e6));
+  }
+  d.last_kernel_ms = -1.f;
   return Status::ok();
 }
 

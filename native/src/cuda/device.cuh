@@ -62,6 +62,9 @@ struct Device {
   int64_t pinned_bytes = 0;
   char* arena = nullptr;
   int64_t arena_bytes = 0;
+  // Kernel time of the last call (ms, CUDA events around its kernels; -1 when it was staged in chunks).
+  cudaEvent_t kernels_begin = nullptr, kernels_end = nullptr;
+  float last_kernel_ms = -1.f;
   // The staging ring (allocated at the first large host transfer).
   char* ring[kRingSlots] = {};
   cudaEvent_t ring_done[kRingSlots] = {};  // the slot's last transfer finished

@@ -1,0 +1,212 @@
+#!/usr/bin/env node
+// The GPU bench: `npm run bench:cuda [-- --quick] [--out DIR] [--no-torch]`. Needs the CUDA module with a
+// device (GEAR_RL_VARIANT=cuda or auto); elsewhere it says so and measures nothing.
+//
+// In one run: the floors (device-to-device copy = HBM, host-to-device and back from pinned and pageable
+// memory, host memory read and copy with every core), uploads (pageable through the staging ring, and from
+// pinned memory), every logits op on device tensors (kernel time from CUDA events and wall time per call),
+// host-array calls on the device end to end against their upload, the per-call cost on a small tensor,
+// the CPU kernels on the same arrays, and PyTorch eager / torch.compile on the same GPU when Python has
+// torch (bench/cuda_torch.py). Results: bench/results/cuda.{md,json}, newest run first (or --out DIR).
+import { execSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const rl = await import(join(ROOT, 'dist', 'index.js'));
+const { native } = await import(join(ROOT, 'dist', 'core', 'addon.js'));
+
+const args = process.argv.slice(2);
+const quick = args.includes('--quick');
+const withTorch = !args.includes('--no-torch');
+const outArg = args.indexOf('--out') >= 0 ? resolve(args[args.indexOf('--out') + 1]) : null;
+
+if (!rl.cuda.available()) {
+  console.log(`bench:cuda: no CUDA device in use (${rl.cuda.unavailableReason()}); nothing measured`);
+  process.exit(0);
+}
+
+const R = quick ? 256 : 4096, V = quick ? 32000 : 151936;
+const threads = cpus().length;
+rl.setNumThreads(threads);
+const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
+const round = (x, d = 3) => (x === null || x === undefined ? null : +x.toFixed(d));
+const now = () => performance.now();
+
+/** Median wall ms and median kernel ms (CUDA events, -1 when staged) of `fn` over `reps` calls after a warm-up. */
+async function time(fn, reps = quick ? 5 : 10) {
+  await fn();
+  const wall = [], kernel = [];
+  for (let i = 0; i < reps; i++) {
+    const t = now();
+    await fn();
+    wall.push(now() - t);
+    kernel.push(native.cudaKernelMs({ device: 0 }));
+  }
+  return { ms: median(wall), kernelMs: median(kernel) };
+}
+
+// ---- floors ----
+const dev = rl.cuda.devices()[0];
+const bw = (mode, bytes, reps) => median(native.cudaBandwidth({ device: 0, mode, bytes, reps }));
+const f32Bytes = R * V * 4;
+const GiB = 2 ** 30;
+const floors = {
+  hbmCopyGBs: bw(0, f32Bytes, 10),
+  h2dPinnedGBs: bw(1, Math.min(f32Bytes, GiB), 3),
+  h2dPageableGBs: bw(2, Math.min(f32Bytes, GiB), 3),
+  d2hPinnedGBs: bw(3, Math.min(f32Bytes, GiB), 3),
+  d2hPageableGBs: bw(4, Math.min(f32Bytes, GiB), 3),
+  hostReadGBs: rl.memoryBandwidth({ mode: 'read2', bytes: GiB, threads, reps: 3 }).gbs,
+  hostCopyGBs: rl.memoryBandwidth({ mode: 'copyPlain', bytes: GiB / 2, threads, reps: 3 }).gbs,
+};
+console.log('floors', JSON.stringify(floors));
+
+// ---- inputs: a random block repeated (cheap to make, the same work per logit as random data) ----
+function logits(seed, n) {
+  const a = new Float32Array(n);
+  const block = Math.min(n, 1 << 20);
+  let s = seed >>> 0;
+  for (let i = 0; i < block; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    a[i] = (s / 2 ** 32 - 0.5) * 16;
+  }
+  for (let filled = block; filled < n; filled *= 2) a.copyWithin(filled, 0, Math.min(filled, n - filled));
+  return a;
+}
+const toBf16 = (f32) => {
+  const u = new Uint32Array(f32.buffer, f32.byteOffset, f32.length), out = new Uint16Array(f32.length);
+  for (let i = 0; i < out.length; i++) out[i] = u[i] >>> 16;
+  return out;
+};
+const zs = logits(1, R * V), zt = logits(2, R * V);
+const student = { data: zs, rows: R, vocab: V }, teacher = { data: zt, rows: R, vocab: V };
+const studentBf16 = { data: toBf16(zs), rows: R, vocab: V, dtype: 'bfloat16' };
+const teacherBf16 = { data: toBf16(zt), rows: R, vocab: V, dtype: 'bfloat16' };
+const targets = Int32Array.from({ length: R }, (_, r) => (r * 7919) % V);
+const rows = [];
+const row = (op, r) => {
+  rows.push({ op, ...r });
+  console.log(op, JSON.stringify(r));
+};
+
+// ---- uploads ----
+{
+  const t = await time(async () => (await rl.cuda.upload(student)).dispose(), 3);
+  row('upload f32, pageable', { ms: round(t.ms), GBs: round(f32Bytes / t.ms / 1e6, 1),
+    pctOfHostCopy: round(100 * f32Bytes / t.ms / 1e6 / floors.hostCopyGBs, 1), target: '>= 80 % of the host copy rate' });
+  const pinned = new Float32Array(rl.cuda.allocHost(f32Bytes));
+  pinned.set(zs);
+  const p = await time(async () => (await rl.cuda.upload({ data: pinned, rows: R, vocab: V })).dispose(), 3);
+  row('upload f32, pinned (allocHost)', { ms: round(p.ms), GBs: round(f32Bytes / p.ms / 1e6, 1),
+    pctOfPinnedH2D: round(100 * f32Bytes / p.ms / 1e6 / floors.h2dPinnedGBs, 1), target: '>= 80 % of pinned host-to-device' });
+}
+
+// ---- device tensors: kernel and wall times against the HBM floor ----
+const hbm = (bytes, ms) => ({ GBs: round(bytes / ms / 1e6, 0), pctOfHbm: round(100 * bytes / ms / 1e6 / floors.hbmCopyGBs, 1) });
+const ds = await rl.cuda.upload(student), dt = await rl.cuda.upload(teacher);
+const dsb = await rl.cuda.upload(studentBf16), dtb = await rl.cuda.upload(teacherBf16);
+const gradOut = await rl.cuda.upload({ data: new Float32Array(R * V), rows: R, vocab: V });
+const deviceOps = [
+  ['tokenStats f32', () => rl.tokenStats(ds, targets), f32Bytes],
+  ['tokenStats bf16', () => rl.tokenStats(dsb, targets), f32Bytes / 2],
+  ['reverse KL f32', () => rl.divergence(ds, dt), 2 * f32Bytes],
+  ['reverse KL bf16', () => rl.divergence(dsb, dtb), f32Bytes],
+];
+const statsF32 = rl.tokenStats(ds, targets);
+const klF32 = rl.divergence(ds, dt);
+const ones = new Float32Array(R).fill(1 / R);
+deviceOps.push(['tokenStatsBackward f32 (stats, out)', () => rl.tokenStatsBackward(ds, targets, { logprob: ones }, { stats: statsF32, out: gradOut }), 2 * f32Bytes]);
+deviceOps.push(['divergenceBackward reverse KL f32 (stats, out)', () => rl.divergenceBackward(ds, dt, ones, { stats: klF32, out: gradOut }), 3 * f32Bytes]);
+for (const [op, fn, bytes] of deviceOps) {
+  const t = await time(fn);
+  row(`${op}, ${R}x${V} device tensor`, { ms: round(t.ms), kernelMs: round(t.kernelMs), ...hbm(bytes, t.kernelMs),
+    target: '>= 80 % of the HBM copy floor, faster than torch.compile' });
+}
+
+// ---- host arrays on the device, end to end, against their upload ----
+{
+  const up = await time(async () => (await rl.cuda.upload(student)).dispose(), 3);
+  const e2e = await time(() => rl.tokenStats(student, targets, { device: 'cuda' }), 3);
+  row('tokenStats f32, host arrays on the device (end to end)', { ms: round(e2e.ms), uploadMs: round(up.ms),
+    ratioToUpload: round(e2e.ms / up.ms, 3), target: '<= 1.25x the upload' });
+}
+
+// ---- per-call cost on a small tensor ----
+{
+  const small = await rl.cuda.upload({ data: logits(3, 8 * 32768), rows: 8, vocab: 32768 });
+  const y = new Int32Array(8);
+  for (let i = 0; i < 200; i++) rl.tokenStats(small, y);
+  const n = quick ? 500 : 2000, laps = [];
+  for (let k = 0; k < 5; k++) {
+    const t = now();
+    for (let i = 0; i < n; i++) rl.tokenStats(small, y);
+    laps.push((now() - t) / n);
+  }
+  row('tokenStats f32, 8x32768 device tensor (per call)', { us: round(median(laps) * 1000, 1), target: '<= 30 us' });
+  small.dispose();
+}
+
+// ---- the CPU kernels on the same host arrays, same process ----
+const cpuOps = [
+  ['tokenStats f32', () => rl.tokenStats(student, targets)],
+  ['tokenStats bf16', () => rl.tokenStats(studentBf16, targets)],
+  ['reverse KL f32', () => rl.divergence(student, teacher)],
+];
+for (const [op, fn] of cpuOps) {
+  const t = await time(fn, 3);
+  row(`${op}, ${R}x${V} host arrays, CPU (${threads} threads, ${rl.backend().isa})`, { ms: round(t.ms) });
+}
+for (const t of [ds, dt, dsb, dtb, gradOut]) t.dispose();
+
+// ---- PyTorch on the same GPU ----
+let torch = null;
+if (withTorch) {
+  const py = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
+  const r = spawnSync(py, [join(ROOT, 'bench', 'cuda_torch.py')], {
+    env: { ...process.env, R: String(R), V: String(V) }, encoding: 'utf8', timeout: 240_000, maxBuffer: 16 * 2 ** 20,
+  });
+  const line = (r.stdout || '').trim().split('\n').filter((l) => l.startsWith('{')).pop();
+  torch = line ? JSON.parse(line) : { error: (r.stderr || r.error?.message || 'no output').trim().split('\n').slice(-3).join(' | ') };
+  console.log('torch', JSON.stringify(torch));
+}
+
+// ---- record ----
+const git = (cmd) => {
+  try {
+    return execSync(`git ${cmd}`, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return 'unknown';
+  }
+};
+const result = {
+  date: new Date().toISOString().slice(0, 10), commit: git('rev-parse --short HEAD'), quick, shape: [R, V],
+  device: dev, cpu: { threads, isa: rl.backend().isa, model: cpus()[0]?.model ?? 'unknown' },
+  floors: Object.fromEntries(Object.entries(floors).map(([k, v]) => [k, round(v, 1)])), rows, torch,
+};
+const md = [
+  `## ${result.date} ${result.commit}: ${dev.name} (${dev.arch}), ${threads} CPU threads${quick ? ' (quick)' : ''}`, '',
+  `Floors, same run: HBM device copy ${result.floors.hbmCopyGBs} GB/s (read + write); host to device ${result.floors.h2dPinnedGBs} GB/s pinned, ` +
+  `${result.floors.h2dPageableGBs} pageable; device to host ${result.floors.d2hPinnedGBs} / ${result.floors.d2hPageableGBs}; host memory read ` +
+  `${result.floors.hostReadGBs} GB/s, copy ${result.floors.hostCopyGBs} GB/s (${threads} threads).`, '',
+  '| op | ms | kernel ms | GB/s | % | target |', '| --- | ---: | ---: | ---: | ---: | --- |',
+  ...rows.map((r) => `| ${r.op} | ${r.ms ?? (r.us !== undefined ? `${r.us} us` : '')} | ${r.kernelMs ?? ''} | ${r.GBs ?? ''} | ${r.pctOfHbm ?? r.pctOfHostCopy ?? r.pctOfPinnedH2D ?? r.ratioToUpload ?? ''} | ${r.target ?? ''} |`),
+  '', torch && !torch.error ? `PyTorch ${torch.torch} on the same GPU (logits already there): ${Object.entries(torch).filter(([k]) => k.endsWith('_ms')).map(([k, v]) => `${k} ${round(v)}`).join(', ')}.` :
+    `PyTorch: ${torch?.error ?? 'not run'}.`, '',
+].join('\n');
+const dir = outArg ?? join(ROOT, 'bench', 'results');
+mkdirSync(dir, { recursive: true });
+if (outArg) {
+  writeFileSync(join(dir, 'cuda.json'), JSON.stringify(result, null, 1));
+  writeFileSync(join(dir, 'cuda.md'), md);
+} else if (!quick) {
+  const jf = join(dir, 'cuda.json'), mf = join(dir, 'cuda.md');
+  const prev = existsSync(jf) ? JSON.parse(readFileSync(jf, 'utf8')) : [];
+  writeFileSync(jf, JSON.stringify([result, ...prev], null, 1));
+  const head = '# bench:cuda results, newest first\n\n';
+  const old = existsSync(mf) ? readFileSync(mf, 'utf8').replace(head, '') : '';
+  writeFileSync(mf, head + md + '\n' + old);
+}
+console.log(md);

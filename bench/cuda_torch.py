@@ -1,0 +1,82 @@
+# PyTorch on the GPU for bench/cuda.mjs: the same logits ops with the logits already on the device (the
+# peers' home), eager and torch.compile, timed with CUDA events (median of 10 after a warm-up).
+# Prints one JSON line. R, V from the environment.
+import json, os, sys, time
+
+try:
+    import torch
+except Exception as e:  # no torch: say so, measure nothing
+    print(json.dumps({'error': f'no torch: {e}'}))
+    sys.exit(0)
+
+R, V = int(os.environ.get('R', 4096)), int(os.environ.get('V', 151936))
+res = {'torch': torch.__version__, 'gpu': torch.cuda.get_device_name(), 'R': R, 'V': V}
+torch.manual_seed(0)
+
+
+def bench(fn, reps=10):
+    fn(); torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(); fn(); b.record(); torch.cuda.synchronize()
+        ts.append(a.elapsed_time(b))
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+z = (torch.rand(R, V, device='cuda') - 0.5) * 16
+z2 = (torch.rand(R, V, device='cuda') - 0.5) * 16
+t = torch.randint(0, V, (R,), device='cuda')
+g = torch.full((R,), 1.0 / R, device='cuda')
+
+
+def stats(z):  # log-prob of the target, entropy, logsumexp (verl's logprobs_from_logits + entropy_from_logits)
+    lse = torch.logsumexp(z.float(), -1)
+    lp = z.gather(-1, t[:, None]).squeeze(-1).float() - lse
+    p = torch.softmax(z.float(), -1)
+    ent = lse - (p * z.float()).sum(-1)
+    return lp, ent, lse
+
+
+def rkl(a, b):
+    la, lb = torch.log_softmax(a.float(), -1), torch.log_softmax(b.float(), -1)
+    return (la.exp() * (la - lb)).sum(-1)
+
+
+def stats_backward(z):  # d(sum g * logprob)/dz with the forward's lse: g (onehot - p)
+    p = torch.softmax(z, -1)
+    out = -g[:, None] * p
+    out.scatter_add_(-1, t[:, None], g[:, None])
+    return out
+
+
+def rkl_backward(a, b):  # d(sum g * KL)/da = g p (la - lb - KL)
+    la, lb = torch.log_softmax(a, -1), torch.log_softmax(b, -1)
+    p = la.exp()
+    kl = (p * (la - lb)).sum(-1, keepdim=True)
+    return g[:, None] * p * (la - lb - kl)
+
+
+zb, z2b = z.to(torch.bfloat16), z2.to(torch.bfloat16)
+ops = {
+    'tokenStats_f32': lambda: stats(z), 'tokenStats_bf16': lambda: stats(zb),
+    'reverseKL_f32': lambda: rkl(z, z2), 'reverseKL_bf16': lambda: rkl(zb, z2b),
+    'tokenStatsBackward_f32': lambda: stats_backward(z), 'divergenceBackward_f32': lambda: rkl_backward(z, z2),
+}
+for name, fn in ops.items():
+    try:
+        res[f'eager_{name}_ms'] = bench(fn)
+    except Exception as e:
+        res[f'eager_{name}_error'] = str(e)[:200]
+compiled = {'tokenStats_f32': (stats, (z,)), 'tokenStats_bf16': (stats, (zb,)), 'reverseKL_f32': (rkl, (z, z2)),
+            'tokenStatsBackward_f32': (stats_backward, (z,)), 'divergenceBackward_f32': (rkl_backward, (z, z2))}
+for name, (fn, xs) in compiled.items():
+    try:
+        c = torch.compile(fn)
+        t0 = time.time(); c(*xs); torch.cuda.synchronize()
+        res[f'compile_{name}_s'] = round(time.time() - t0, 1)
+        res[f'compile_{name}_ms'] = bench(lambda: c(*xs))
+    except Exception as e:
+        res[f'compile_{name}_error'] = str(e)[:200]
+print(json.dumps(res), flush=True)

@@ -1,0 +1,43 @@
+// The parity checks without a test runner, for a GPU machine that has Node but not the dev dependencies
+// (scripts/device-check.sh runs the compiled form):
+//   node run_parity.js [--small] [--filter <regex>] [--out <file.json>]
+// --small: only the checks meant for compute-sanitizer (small shapes). Exit status 1 on any failure.
+import { writeFileSync } from 'node:fs';
+import * as rl from '../../ts/index.js';
+import { parityChecks } from './parity_cases.js';
+
+const args = process.argv.slice(2);
+const opt = (name: string) => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : undefined;
+};
+const filter = opt('--filter') ? new RegExp(opt('--filter')!) : null;
+const small = args.includes('--small');
+const outFile = opt('--out');
+
+if (!rl.cuda.available()) {
+  console.error(`no CUDA device: ${rl.cuda.unavailableReason()}`);
+  process.exit(2);
+}
+const checks = parityChecks().filter((c) => (!small || c.small) && (!filter || filter.test(c.name)));
+const results: { name: string; ok: boolean; ms: number; error?: string }[] = [];
+const t0 = performance.now();
+for (const c of checks) {
+  const t = performance.now();
+  try {
+    await c.run();
+    results.push({ name: c.name, ok: true, ms: performance.now() - t });
+  } catch (e) {
+    const error = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+    results.push({ name: c.name, ok: false, ms: performance.now() - t, error });
+    console.log(`FAIL ${c.name}: ${error}`);
+  }
+}
+const failed = results.filter((r) => !r.ok).length;
+const summary = {
+  devices: rl.cuda.devices(), backend: rl.backend(), checks: results.length, passed: results.length - failed, failed,
+  seconds: (performance.now() - t0) / 1000, small, filter: filter?.source ?? null, results,
+};
+if (outFile) writeFileSync(outFile, JSON.stringify(summary, null, 1));
+console.log(`CUDA parity: ${summary.passed} of ${summary.checks} passed, ${failed} failed (${summary.seconds.toFixed(1)} s)`);
+process.exit(failed ? 1 : 0);
