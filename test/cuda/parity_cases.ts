@@ -443,6 +443,24 @@ export function parityChecks(): ParityCheck[] {
     assert.equal(rl.cuda.memory().tensors, before);
   });
 
+  add("a worker's tensors are freed when it ends, disposed or not", true, async () => {
+    // needs the compiled package (the device runner); under vitest the worker could not import the sources
+    if (!import.meta.url.endsWith('.js')) return;
+    const { Worker } = await import('node:worker_threads');
+    const lib = new URL('../../ts/index.js', import.meta.url).href;
+    const before = rl.cuda.memory().tensors;
+    const w = new Worker(`import(${JSON.stringify(lib)}).then(async (rl) => {
+      const kept = [];
+      for (let i = 0; i < 4; i++) kept.push(await rl.cuda.upload({ data: new Float32Array(1 << 16), rows: 16, vocab: 4096 }));
+      require('node:worker_threads').parentPort.postMessage(rl.cuda.memory().tensors);
+      setInterval(() => {}, 1000);  // stays alive until terminated
+    });`, { eval: true });
+    const during = await new Promise<number>((res, rej) => { w.once('message', res); w.once('error', rej); });
+    assert.equal(during, before + 4);
+    await w.terminate();
+    assert.equal(rl.cuda.memory().tensors, before);
+  });
+
   add('gearFromLogits on device tensors equals it on host arrays', true, async () => {
     const rows = 12, vocab = 301;
     const c = makeCase(77, rows, vocab, 'float32');

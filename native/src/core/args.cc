@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "invoke.h"
+#include "device_tensors.h"
 
 namespace gear::addon {
 
@@ -21,6 +22,8 @@ void TeardownJobs(void* arg) {
     j.cancel.store(1);
     j.idle.wait(lock, [&] { return j.running == 0; });
   }
+  // The environment's device tensors go with it (none of its calls runs any more).
+  tensor_table().dispose_owner(&j);
   delete holder;
 }
 
