@@ -10,7 +10,11 @@
 //  * -Wl,--wrap=<name> for each name of native/sources.mjs `linuxWrap`: references to glibc symbols newer
 //    than the floor go through native/src/compat/glibc_compat.cc, which binds them to old versions.
 import { execSync } from 'node:child_process';
-import { linuxWrap } from './sources.mjs';
+import { linuxWrap, linuxWrapCuda } from './sources.mjs';
+
+// --cuda: the CUDA module's link also wraps its static CUDA runtime's references (linuxWrapCuda) and names
+// libpthread, libdl and librt, where glibc < 2.34 keeps those functions (stubs on later glibc).
+const cudaModule = process.argv.includes('--cuda');
 
 let staticRuntime = false;
 try {
@@ -24,5 +28,6 @@ const flags = [
   '-Wl,-z,nodelete',
   ...(staticRuntime ? ['-static-libstdc++', '-static-libgcc', '-Wl,--exclude-libs,ALL'] : []),
   ...linuxWrap.map((s) => `-Wl,--wrap=${s}`),
+  ...(cudaModule ? [...linuxWrapCuda.map(([s]) => `-Wl,--wrap=${s}`), '-Wl,--no-as-needed', '-l:libpthread.so.0', '-l:libdl.so.2', '-l:librt.so.1', '-Wl,--as-needed'] : []),
 ];
 console.log(flags.join(' '));

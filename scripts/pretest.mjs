@@ -10,10 +10,12 @@
 //   qemu-user                      x86-64 CPU model (test/platform/aarch64.test.ts, avx2_cpu.test.ts)
 //   g++-mingw-w64-x86-64-posix,    the win32-x64 build and its suites under Wine (test/platform/win32.test.ts)
 //   wine64
-// then the foreign Nodes those runs use (npm registry, cached under .cache/).
+// then the foreign Nodes those runs use (npm registry, cached under .cache/). The package list lives in
+// scripts/toolchains.mjs (npm pack checks its own part of it).
 import { execSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { ensureTools } from './toolchains.mjs';
 
 const require = createRequire(import.meta.url);
 const run = (cmd) => execSync(cmd, { stdio: 'inherit' });
@@ -29,31 +31,7 @@ console.log('[pretest] compiling TypeScript');
 run('npx tsc -p tsconfig.json');
 if (existsSync('tsconfig.examples.json')) run('npx tsc -p tsconfig.examples.json');
 
-const onPath = (cmd) => (process.env.PATH ?? '').split(':').some((d) => d && existsSync(`${d}/${cmd}`));
-// [Debian package, what shows it is installed]
-const TOOLS = [
-  ['chromium', () => existsSync('/usr/bin/chromium') || existsSync('/usr/bin/chromium-browser')],
-  ['clang', () => onPath('clang++')],
-  ['musl-tools', () => onPath('musl-gcc')],
-  ['g++-aarch64-linux-gnu', () => onPath('aarch64-linux-gnu-g++')],
-  ['qemu-user', () => onPath('qemu-aarch64') && onPath('qemu-x86_64')],
-  ['g++-mingw-w64-x86-64-posix', () => onPath('x86_64-w64-mingw32-g++-posix')],
-  ['wine64', () => onPath('wine64') || onPath('wine') || existsSync('/usr/lib/wine/wine64')],
-];
-const missing = TOOLS.filter(([, present]) => !present()).map(([pkg]) => pkg);
-if (missing.length) {
-  if (process.getuid && process.getuid() === 0) {
-    console.log(`[pretest] installing Debian packages for the platform tests: ${missing.join(' ')}`);
-    // Chromium with its recommended fonts (the pictures are screenshot); the toolchains without theirs.
-    const withRec = missing.filter((p) => p === 'chromium'), noRec = missing.filter((p) => p !== 'chromium');
-    const apt = 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq';
-    run(['apt-get update -qq', ...(withRec.length ? [`${apt} ${withRec.join(' ')} >/dev/null`] : []),
-      ...(noRec.length ? [`${apt} --no-install-recommends ${noRec.join(' ')} >/dev/null`] : [])].join(' && '));
-  } else {
-    console.error(`[pretest] the platform tests need: sudo apt-get install -y --no-install-recommends ${missing.join(' ')}`);
-    process.exit(1);
-  }
-}
+if (!ensureTools('test')) process.exit(1);
 
 // The Windows Node and its Wine prefix (.cache/win32/), the arm64 Node and the arm64 rolldown binding
 // vitest needs there (.cache/node-arm64/). The cross builds themselves run in the tests.

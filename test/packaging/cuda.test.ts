@@ -1,19 +1,18 @@
-// The optional CUDA module: its sources compile and link (one architecture, cached under
-// build-cuda/test-sm80), and the loader's variant choice on this GPU-less machine: `auto` falls back to
-// the CPU addon, `cuda` forced is a clear ERR_NATIVE, and CMake configures without nvcc.
+// The optional CUDA module: its sources compile and link in the prebuild's configuration (sm_80 and sm_90
+// machine code plus sm_90 PTX, shared with pack.test.ts under build-cuda/prebuild), its surface and errors
+// without a device, and the loader's variant choice on this GPU-less machine: `auto` falls back to the
+// CPU addon, `cuda` forced is a clear ERR_NATIVE, and CMake configures without nvcc.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { delimiter, dirname, join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CUDA_MODULE, NVCC, buildCudaModule, fatbinEntries } from '../helpers/cuda_build.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const OUT = join(ROOT, 'build-cuda', 'test-sm80');
-const MODULE = join(OUT, 'Release', 'gear_rl_cuda.node');
+const MODULE = CUDA_MODULE;
 const DIST = pathToFileURL(join(ROOT, 'dist', 'index.js')).href;
-const NVCC_DIRS = ['/usr/local/cuda/bin', ...(process.env.PATH ?? '').split(delimiter)];
-const nvcc = NVCC_DIRS.map((d) => join(d, 'nvcc')).find((p) => existsSync(p));
 const scratch = mkdtempSync(join(tmpdir(), 'gear-rl-cuda-'));
 
 function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = process.env, cwd = ROOT) {
@@ -28,19 +27,15 @@ function child(code: string, env: Record<string, string>) {
 }
 
 beforeAll(() => {
-  expect(nvcc, 'nvcc in /usr/local/cuda/bin or on PATH').toBeDefined();
+  expect(NVCC, 'nvcc in /usr/local/cuda/bin or on PATH').toBeDefined();
   expect(existsSync(join(ROOT, 'dist', 'index.js')), 'dist/index.js (npm run build:ts)').toBe(true);
-  const env = { ...process.env, PATH: `${dirname(nvcc!)}${delimiter}${process.env.PATH}`, CUDACXX: nvcc! };
-  // Incremental: only changed sources recompile. Serialised with other builds of this folder.
-  const r = run('flock', [join(tmpdir(), 'gear-rl-cuda-build.lock'), 'npx', 'cmake-js', 'build', '--out', OUT,
-    '-T', 'gear_rl_cuda', '-p', '2', '--CDGEAR_CUDA_ARCHS=80-real'], env);
-  if (r.status !== 0) throw new Error(`CUDA build failed:\n${r.stdout.slice(-4000)}\n${r.stderr.slice(-4000)}`);
+  buildCudaModule();  // incremental: only changed sources recompile
 }, 900_000);
 
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe('CUDA module build', () => {
-  it('compiles every .cu of native/sources.mjs to sm_80 device code and links gear_rl_cuda.node', async () => {
+  it('compiles every .cu of native/sources.mjs to sm_80 and sm_90 machine code plus sm_90 PTX and links gear_rl_cuda.node', async () => {
     expect(existsSync(MODULE)).toBe(true);
     const sources = await import(pathToFileURL(join(ROOT, 'native/sources.mjs')).href) as { cuda: string[] };
     const cu = sources.cuda.filter((s) => s.endsWith('.cu'));
@@ -52,7 +47,8 @@ describe('CUDA module build', () => {
     for (const k of ['stats_kernel', 'finish_kernel', 'grad_kernel', 'pair_kernel', 'pair_finish_kernel', 'jsd_kernel', 'jsd_finish_kernel']) {
       expect(syms, k).toContain(k);
     }
-    expect(syms).toContain('sm_80');
+    // the fat binaries: machine code for both architectures and PTX for newer GPUs, nothing else
+    expect(fatbinEntries(MODULE)).toEqual(['ptx sm_90', 'sass sm_80', 'sass sm_90']);
   });
 
   it('loads with every symbol resolved (RTLD_NOW) and reports no device here', () => {

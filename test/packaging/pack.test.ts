@@ -10,6 +10,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { glibcFloorProblems, versionReport } from '../helpers/elf.js';
 import { qemuNodeArgv } from '../../scripts/cross-build.mjs';
+import { buildCudaModule, fatbinEntries } from '../helpers/cuda_build.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const PKG = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { name: string; version: string };
@@ -89,8 +90,9 @@ beforeAll(() => {
   // The project's own dev dependencies (tsc, prebuildify, node-gyp) without a second registry install.
   symlinkSync(join(ROOT, 'node_modules'), join(src, 'node_modules'), 'dir');
   // prepack: tsc + prebuildify (node-gyp in this copy) -> prebuilds/linux-x64/gear-rl.glibc.node,
-  // then scripts/build-win32.mjs --prebuild -> prebuilds/win32-x64/gear-rl.node
-  sh('npm', ['pack', '--pack-destination', work], src);
+  // then scripts/build-win32.mjs --prebuild -> prebuilds/win32-x64/gear-rl.node, the arm64 cross build, and
+  // the CUDA prebuild (the tests' shared build of the module, in the prebuild's configuration)
+  sh('npm', ['pack', '--pack-destination', work], src, { ...baseEnv, GEAR_RL_CUDA_PREBUILT: buildCudaModule() });
   tarball = join(work, `${PKG.name}-${PKG.version}.tgz`);
   files = sh('tar', ['tzf', tarball], work).trim().split('\n');
 }, 600_000);
@@ -113,6 +115,20 @@ describe('npm pack', () => {
     expect(files.filter((f) => /^package\/(test|bench|node_modules|build|scripts)\//.test(f))).toEqual([]);
     // N-API tagged: no ABI-specific prebuild that would only load in one Node version.
     expect(files.filter((f) => f.startsWith('package/prebuilds/') && /\.abi\d+\./.test(f))).toEqual([]);
+    expect(files).toContain('package/prebuilds/linux-x64/gear-rl.cuda.node');
+  });
+
+  it('the CUDA prebuild: sm_80/sm_90 code and PTX, the CPU prebuild\'s glibc floor, static runtimes; the tarball stays small', () => {
+    const dir = join(work, 'cuda-prebuild');
+    mkdirSync(dir);
+    sh('tar', ['xzf', tarball, '-C', dir, 'package/prebuilds/linux-x64/gear-rl.cuda.node', 'package/prebuilds/linux-x64/gear-rl.glibc.node'], work);
+    const cuda = join(dir, 'package/prebuilds/linux-x64/gear-rl.cuda.node');
+    expect(glibcFloorProblems(cuda), versionReport(cuda).join('\n')).toEqual([]);
+    expect(fatbinEntries(cuda)).toEqual(['ptx sm_90', 'sass sm_80', 'sass sm_90']);
+    // sizes: the CUDA prebuild is the largest file; the whole tarball stays a small download
+    const size = (f: string) => Number(sh('stat', ['-c', '%s', f], work).trim());
+    expect(size(cuda)).toBeLessThan(8 * 2 ** 20);
+    expect(size(tarball)).toBeLessThan(12 * 2 ** 20);
   });
 
   it('every linux glibc prebuild (linux-x64 at least) loads on glibc >= 2.28 with no libstdc++/libgcc_s', () => {
@@ -128,6 +144,22 @@ describe('npm pack', () => {
 });
 
 describe('installed from the tarball', () => {
+  it('the CUDA prebuild is not loaded without an NVIDIA driver; forced, it loads and says there is no device', () => {
+    const app = emptyApp('cuda');
+    sh('npm', ['install', '--ignore-scripts', '--prefer-offline', '--no-audit', '--no-fund', tarball], app);
+    const probe = `import * as rl from 'gear-rl'; console.log(JSON.stringify({ variant: rl.backend().variant, why: rl.cuda.unavailableReason() }));`;
+    const env = { ...baseEnv };
+    for (const k of ['GEAR_RL_VARIANT', 'GEAR_RL_CUDA_ADDON', 'GEAR_RL_ADDON']) delete env[k];
+    const auto = JSON.parse(sh(process.execPath, ['--input-type=module', '-e', probe], app, env).trim().split('\n').pop()!);
+    expect(auto.variant).toBe('cpu');
+    expect(auto.why).toMatch(existsSync('/dev/nvidiactl') || existsSync('/proc/driver/nvidia/version') ? /no CUDA device/ : /^no NVIDIA driver/);
+    const forced = spawnSync(process.execPath, ['--input-type=module', '-e', `try { await import('gear-rl'); } catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }`],
+      { cwd: app, env: { ...env, GEAR_RL_VARIANT: 'cuda' }, encoding: 'utf8' });
+    const err = JSON.parse(forced.stdout.trim().split('\n').pop()!);
+    expect(err.code).toBe('ERR_NATIVE');
+    expect(err.message).toMatch(/^GEAR_RL_VARIANT=cuda: expected a CUDA module that loads and reports a device, got no CUDA device \(cudaError\w+/);
+  });
+
   it('loads the prebuild with no compiler available (CC=CXX=/bin/false) and computes', () => {
     const app = emptyApp('prebuilt');
     const env = { ...baseEnv, CC: '/bin/false', CXX: '/bin/false' };

@@ -30,14 +30,23 @@ function cudaCandidates(): string[] {
     resolve(PACKAGE_ROOT, 'prebuilds', `${process.platform}-${process.arch}`, 'gear-rl.cuda.node')];
 }
 
+/** Whether an NVIDIA kernel driver is loaded (Linux): without one the shipped CUDA prebuild is not even opened. */
+function nvidiaDriver(): boolean {
+  return existsSync('/proc/driver/nvidia/version') || existsSync('/dev/nvidiactl');
+}
+
 /**
  * Loads the CUDA module if one exists, loads, and reports a device; otherwise returns why not. A
- * GPU-less machine typically reports `cudaErrorInsufficientDriver` or `cudaErrorNoDevice`.
+ * GPU-less machine typically reports `cudaErrorInsufficientDriver` or `cudaErrorNoDevice`. Under `auto`
+ * the package's own CUDA prebuild is tried only where an NVIDIA driver is loaded (a CPU-only machine
+ * never maps it); a module named by GEAR_RL_CUDA_ADDON or built locally is always tried.
  */
-function tryCuda(): { addon?: NativeAddon; reason: string } {
+function tryCuda(forced: boolean): { addon?: NativeAddon; reason: string } {
+  const prebuild = cudaCandidates().at(-1)!;
   const found = cudaCandidates().filter((p) => existsSync(p));
   if (found.length === 0) return { reason: `no CUDA module (looked for ${cudaCandidates().join(', ')})` };
   const path = found[0]!;
+  if (path === prebuild && !forced && !nvidiaDriver()) return { reason: 'no NVIDIA driver (the CUDA prebuild is not loaded)' };
   let addon: NativeAddon;
   try {
     addon = require(path) as NativeAddon;
@@ -80,7 +89,7 @@ function load(): { addon: NativeAddon; cudaReason: string } {
   let addon: NativeAddon | undefined;
   let cudaReason = 'GEAR_RL_VARIANT=cpu';
   if (want !== 'cpu') {
-    const cuda = tryCuda();
+    const cuda = tryCuda(want === 'cuda');
     if (want === 'cuda' && !cuda.addon) {
       throw new GearError('ERR_NATIVE', `GEAR_RL_VARIANT=cuda: expected a CUDA module that loads and reports a device, got ${cuda.reason}`);
     }

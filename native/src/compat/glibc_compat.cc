@@ -65,6 +65,30 @@ GEAR_WRAP(int, pthread_key_delete, (pthread_key_t key), (key))
 GEAR_WRAP(void*, pthread_getspecific, (pthread_key_t key), (key))
 GEAR_WRAP(int, pthread_setspecific, (pthread_key_t key, const void* v), (key, v))
 
+// The CUDA module's static CUDA runtime (native/sources.mjs linuxWrapCuda): __wrap_<name> is a tail jump
+// to <name>@<version>, whatever the signature. x86-64 only (the CUDA prebuild's platform).
+#if defined(GEAR_RL_CUDA) && defined(__GLIBC__) && defined(__x86_64__)
+#define GEAR_WRAP_JUMP(name, version)                                            \
+  __asm__(".symver gear_glibc_old_" #name "," #name "@" version "\n"            \
+          ".text\n.globl __wrap_" #name "\n.hidden __wrap_" #name "\n"        \
+          ".type __wrap_" #name ",@function\n__wrap_" #name ":\n"              \
+          "jmp gear_glibc_old_" #name "@PLT\n.size __wrap_" #name ",.-__wrap_" #name "\n");
+#define GEAR_WRAP_BASE(name) GEAR_WRAP_JUMP(name, "GLIBC_2.2.5")
+GEAR_WRAP_BASE(dlclose) GEAR_WRAP_BASE(dlerror) GEAR_WRAP_BASE(dlopen) GEAR_WRAP_BASE(dlsym) GEAR_WRAP_BASE(dlvsym)
+GEAR_WRAP_JUMP(dlmopen, "GLIBC_2.3.4")
+GEAR_WRAP_BASE(pthread_condattr_setpshared) GEAR_WRAP_BASE(pthread_kill) GEAR_WRAP_BASE(pthread_mutex_trylock)
+GEAR_WRAP_BASE(pthread_mutexattr_destroy) GEAR_WRAP_BASE(pthread_mutexattr_init)
+GEAR_WRAP_BASE(pthread_mutexattr_setpshared) GEAR_WRAP_BASE(pthread_mutexattr_settype)
+GEAR_WRAP_BASE(pthread_rwlock_destroy) GEAR_WRAP_BASE(pthread_rwlock_init) GEAR_WRAP_BASE(pthread_rwlock_rdlock)
+GEAR_WRAP_BASE(pthread_rwlock_timedrdlock) GEAR_WRAP_BASE(pthread_rwlock_timedwrlock)
+GEAR_WRAP_BASE(pthread_rwlock_tryrdlock) GEAR_WRAP_BASE(pthread_rwlock_trywrlock) GEAR_WRAP_BASE(pthread_rwlock_unlock)
+GEAR_WRAP_BASE(pthread_rwlock_wrlock) GEAR_WRAP_BASE(pthread_rwlockattr_destroy) GEAR_WRAP_BASE(pthread_rwlockattr_init)
+GEAR_WRAP_BASE(pthread_rwlockattr_setpshared) GEAR_WRAP_BASE(pthread_spin_destroy) GEAR_WRAP_BASE(pthread_spin_init)
+GEAR_WRAP_BASE(pthread_spin_lock) GEAR_WRAP_BASE(pthread_spin_trylock) GEAR_WRAP_BASE(pthread_spin_unlock)
+GEAR_WRAP_BASE(sem_destroy) GEAR_WRAP_BASE(sem_init) GEAR_WRAP_BASE(sem_post) GEAR_WRAP_BASE(sem_timedwait)
+GEAR_WRAP_BASE(sem_trywait) GEAR_WRAP_BASE(sem_wait) GEAR_WRAP_BASE(shm_open) GEAR_WRAP_BASE(shm_unlink)
+#endif
+
 #if defined(GEAR_GLIBC_BASE)
 #if __GLIBC_PREREQ(2, 32)
 // libstdc++ skips atomic reference counting while this is nonzero. Ours stays 0 ("maybe threaded"):
