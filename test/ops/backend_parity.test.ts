@@ -1,5 +1,6 @@
 // Backend parity (as ggml's test-backend-ops): every native op, on every instruction-set path this CPU
-// runs, against a float64 reference written in the tests, with one tolerance per output — the same
+// runs (and, for the logits ops, on the CUDA device where the CUDA module has one), against a float64
+// reference written in the tests, with one tolerance per output — the same
 // tolerances as the op's own test file. Each ISA runs with a different thread count, so a kernel that
 // only agrees with itself, or only on one path, fails here. The edge cases that once broke one path
 // (an overflowing float32 ratio times a zero derivative, A = 0 with an overflowing ratio, rows that
@@ -49,6 +50,11 @@ function logitsCase(seed: number, rows: number, vocab: number) {
 const LOGIT_SHAPES: [number, number][] = [[7, 33], [5, 3001], [3, 32000]];
 const DTYPES: DType[] = ['float32', 'bfloat16', 'float16'];
 const cases: OpCase[] = [];
+// The variants besides the CPU's ISAs: the CUDA device (where the CUDA module runs with one), on which the
+// logits ops' cases run again with their host arrays staged through it (device tensors: test/cuda).
+const VARIANTS: string[] = rl.cuda.available() ? ['cuda'] : [];
+const LOGITS_OPS = new Set(['tokenStats', 'tokenStatsPartial+merge', 'tokenStatsBackward', 'divergence', 'divergenceBackward']);
+let DEVICE: rl.Device | undefined;
 
 for (const dtype of DTYPES) {
   for (const [rows, vocab] of LOGIT_SHAPES) {
@@ -59,7 +65,7 @@ for (const dtype of DTYPES) {
     cases.push({
       op: 'tokenStats', name: `${dtype} ${rows}x${vocab}`,
       run() {
-        const got = rl.tokenStats(L, targets, { temperature: T });
+        const got = rl.tokenStats(L, targets, { temperature: T, device: DEVICE });
         const want = refTokenStats(decoded, rows, vocab, targets, T);
         return {
           logprob: { got: got.logprob, want: want.logprob, tol: LOGITS_TOL },
@@ -76,7 +82,7 @@ for (const dtype of DTYPES) {
           const w = v1 - v0;
           const part = dtype === 'float32' ? new Float32Array(rows * w) : new Uint16Array(rows * w);
           for (let r = 0; r < rows; r++) part.set(data.subarray(r * vocab + v0, r * vocab + v1), r * w);
-          return rl.tokenStatsPartial(logits(part, rows, w, dtype), targets, { vocabStart: v0, temperature: T });
+          return rl.tokenStatsPartial(logits(part, rows, w, dtype), targets, { vocabStart: v0, temperature: T, device: DEVICE });
         };
         const got = rl.mergeTokenStats([shard(0, cut), shard(cut, vocab)]);
         const want = refTokenStats(decoded, rows, vocab, targets, T);
@@ -91,7 +97,7 @@ for (const dtype of DTYPES) {
     cases.push({
       op: 'tokenStatsBackward', name: `${dtype} ${rows}x${vocab}`,
       run() {
-        const got = rl.tokenStatsBackward(L, targets, { logprob: gl, entropy: ge }, { temperature: T });
+        const got = rl.tokenStatsBackward(L, targets, { logprob: gl, entropy: ge }, { temperature: T, device: DEVICE });
         const want = refTokenStatsGrad(decoded, rows, vocab, targets, gl, ge, T);
         return { dlogits: { got, want, tol: GRAD_TOL } };
       },
@@ -104,7 +110,7 @@ for (const dtype of DTYPES) {
       cases.push({
         op: 'divergence', name: `${kind} ${dtype} ${rows}x${vocab}`,
         run() {
-          const got = rl.divergence(L, LT, { kind, beta, temperature: T, targets });
+          const got = rl.divergence(L, LT, { kind, beta, temperature: T, targets, device: DEVICE });
           const want = refDivergence(decoded, t.decoded, rows, vocab, kind, beta, T, targets);
           return {
             value: { got: got.value, want: want.value, tol: LOGITS_TOL },
@@ -118,7 +124,7 @@ for (const dtype of DTYPES) {
       cases.push({
         op: 'divergenceBackward', name: `${kind} ${dtype} ${rows}x${vocab}`,
         run() {
-          const got = rl.divergenceBackward(L, LT, g, { kind, beta, temperature: T });
+          const got = rl.divergenceBackward(L, LT, g, { kind, beta, temperature: T, device: DEVICE });
           const want = refDivergenceGrad(decoded, t.decoded, rows, vocab, kind, beta, T, g);
           return { dstudent: { got, want, tol: GRAD_TOL } };
         },
@@ -311,14 +317,20 @@ describe('backend parity: every native op on every ISA against float64', () => {
 
   const ops = [...new Set(cases.map((c) => c.op))];
   for (const op of ops) {
-    it(`${op}: ${ISAS.join(', ')}`, () => {
+    const paths = [...ISAS, ...(LOGITS_OPS.has(op) ? VARIANTS : [])];
+    it(`${op}: ${paths.join(', ')}`, () => {
       for (const c of cases.filter((x) => x.op === op)) {
-        ISAS.forEach((isa, k) => {
-          rl.setIsa(isa);
+        paths.forEach((path, k) => {
+          DEVICE = path === 'cuda' ? 'cuda' : undefined;
+          if (!DEVICE) rl.setIsa(path as rl.Isa);
           rl.setNumThreads(1 + (k % 3)); // a different split per path: results may not depend on it
-          const out = c.run();
-          for (const [field, chk] of Object.entries(out)) {
-            expect(error(chk), `${op} ${c.name} on ${isa}: ${field}`).toBeLessThanOrEqual(chk.tol);
+          try {
+            const out = c.run();
+            for (const [field, chk] of Object.entries(out)) {
+              expect(error(chk), `${op} ${c.name} on ${path}: ${field}`).toBeLessThanOrEqual(chk.tol);
+            }
+          } finally {
+            DEVICE = undefined;
           }
         });
       }
