@@ -185,3 +185,13 @@ export function nameArg(w: unknown, dflt: string): string {
   if (typeof w !== 'string') fail('ERR_OPTION', 'what', 'a string (a name for error messages)', w);
   return w;
 }
+
+/**
+ * The `signal` of an async call's options object (`undefined`, or an object whose `signal` is read
+ * once); `null` or a primitive is `ERR_OPTION`. The signal itself is checked where it is used.
+ */
+export function signalOpt(opts: unknown, what: string): AbortSignal | undefined {
+  if (opts === undefined) return undefined;
+  if (opts === null || typeof opts !== 'object') fail('ERR_OPTION', what, 'an options object ({ signal? })', opts);
+  return (opts as { signal?: AbortSignal }).signal;
+}
