@@ -570,3 +570,13 @@ export function objectArg(a: unknown, what: string): Record<string, unknown> {
   if (typeof a !== 'object' || a === null || Array.isArray(a)) fail('ERR_OPTION', what, 'an options object', a);
   return { ...a } as Record<string, unknown>;
 }
+
+/**
+ * @internal The reward components of a multi-reward estimator: each element of `list` read once (a
+ * hole reads as undefined and is refused) and checked as a reward array; `nan` lets NaN through.
+ */
+export function components(list: unknown[], what: string, nan: boolean): Float64Array[] {
+  const out: Float64Array[] = [];
+  for (let k = 0; k < list.length; k++) out.push(rewardsArg(list[k], `${what}[${k}]`, undefined, nan));
+  return out;
+}

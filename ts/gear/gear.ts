@@ -20,6 +20,8 @@ import { fail } from '../core/errors.js';
 import { native } from '../core/addon.js';
 import type { GearScanOptions } from '../core/addon_types.js';
 import * as v from '../core/validate.js';
+import type { AdvantageEstimatorDefinition } from '../advantages/registry.js';
+import type { OptionsSchema } from '../registry/schema.js';
 
 /**
  * How departure points (divergence spikes) are detected.
@@ -386,7 +388,13 @@ export interface GearResult {
   diagnostics: GearDiagnostics;
 }
 
-const INPUT_KEYS = ['advantages', 'offsets', 'mask', 'divergence', 'entropy', 'logratio', 'options', 'out'] as const;
+/** The arguments of {@link gear}, as its advantage-estimator entry declares them (each checked by gear itself). */
+const GEAR_INPUT = {
+  advantages: { type: 'any', required: true }, offsets: { type: 'any', required: true }, mask: { type: 'any' },
+  divergence: { type: 'any', required: true }, entropy: { type: 'any', required: true }, logratio: { type: 'any' },
+  options: { type: 'object' }, out: { type: 'object' },
+} as const satisfies OptionsSchema;
+const INPUT_KEYS = Object.keys(GEAR_INPUT);
 const ENUM_CODES = {
   peakRule: { zscore: 0, quantile: 1 },
   segmentEnd: { next_fork: 0, entropy_settles: 1 },
@@ -525,3 +533,9 @@ export function gearAdvantages(a: GearInput): GearResult {
 export function gear(a: GearInput): GearResult {
   return gearAdvantages(a);
 }
+
+/** @internal The `gear` advantage estimator (token level). */
+export const gearEstimator: AdvantageEstimatorDefinition<GearInput> = {
+  name: 'gear', level: 'token', description: 'GEAR-proposed divergence-anchored segment reweighting',
+  options: GEAR_INPUT, compute: gearAdvantages,
+};
