@@ -493,14 +493,16 @@ export function ratioAtLeast(a: Int32Array, B: PreparedText, threshold: number, 
  */
 export function similarityClusters(texts: readonly string[], threshold: number): Int32Array {
   v.list(texts, 'texts', 'an array of strings');
-  for (let i = 0; i < texts.length; i++) textArg(texts[i], `texts[${i}]`);
+  // each text read once and checked; the copy is what is clustered
+  const list: string[] = [];
+  for (let i = 0; i < texts.length; i++) list.push(textArg(texts[i], `texts[${i}]`));
   if (threshold === undefined) fail('ERR_OPTION', 'threshold', 'a number in (0, 1)', threshold);
   v.numOpt(threshold, 'threshold', 0, { min: 0, max: 1, minOpen: true, maxOpen: true });
-  const out = new Int32Array(texts.length);
+  const out = new Int32Array(list.length);
   const reps: PreparedText[] = [];
   const seen = new Map<string, number>();
-  for (let i = 0; i < texts.length; i++) {
-    const s = texts[i]!;
+  for (let i = 0; i < list.length; i++) {
+    const s = list[i]!;
     const known = seen.get(s);
     if (known !== undefined) {
       out[i] = known;

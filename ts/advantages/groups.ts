@@ -230,12 +230,12 @@ export function groupStats(
 ): GroupStats {
   const index = checkGroupIndex(idx, 'idx');
   const n = index.ids.length;
-  v.numArray(values, 'values', n);
+  const vals = v.numArray(values, 'values', n);
   v.knownKeys(opts, 'opts', ['skipNaN', 'weights']);
   const { skipNaN, weights } = opts;
   if (skipNaN !== undefined && typeof skipNaN !== 'boolean') fail('ERR_OPTION', 'opts.skipNaN', 'a boolean', skipNaN);
-  if (weights !== undefined) v.numArray(weights, 'opts.weights', n);
-  return groupStatsOf(values, index, { skipNaN, weights });
+  const w = weights === undefined ? undefined : v.numArray(weights, 'opts.weights', n);
+  return groupStatsOf(vals, index, { skipNaN, weights: w });
 }
 
 /**
@@ -477,13 +477,13 @@ function runStats(values: ArrayLike<number>, idx: GroupIndex): GroupStats {
  * @category Advantages
  */
 export function batchStats(values: ArrayLike<number>, skipNaN = false): { mean: number; std: number; count: number } {
-  v.numArray(values, 'values');
+  const vals = v.numArray(values, 'values');
   let s = 0;
   let c = 0;
   let first = NaN;
   let tie = true;
-  for (let i = 0; i < values.length; i++) {
-    const x = values[i]!;
+  for (let i = 0; i < vals.length; i++) {
+    const x = vals[i]!;
     if (skipNaN && x !== x) continue;
     if (c === 0) first = x;
     else if (x !== first) tie = false;
@@ -495,8 +495,8 @@ export function batchStats(values: ArrayLike<number>, skipNaN = false): { mean: 
   if (c < 2) return { mean, std: NaN, count: c };
   if (tie) return { mean, std: 0, count: c };
   let ss = 0;
-  for (let i = 0; i < values.length; i++) {
-    const x = values[i]!;
+  for (let i = 0; i < vals.length; i++) {
+    const x = vals[i]!;
     if (skipNaN && x !== x) continue;
     const d = x - mean;
     ss += d * d;
@@ -551,8 +551,7 @@ export const SINGLETON: readonly SingletonPolicy[] = ['raw', 'zero'];
 
 /** Reads per-row rewards: any numeric array-like, finite values only unless `allowNaN`. */
 export function rewardsArg(x: unknown, what: string, rows?: number, allowNaN = false): Float64Array {
-  const a = v.numArray(x, what, rows);
-  const out = v.isTyped(a, Float64Array) ? a : Float64Array.from(a);
+  const out = v.isTyped(x, Float64Array) ? v.f64(x, what, rows) : v.numbers(x, what, rows);
   for (let i = 0; i < out.length; i++) {
     const r = out[i]!;
     if (!Number.isFinite(r) && !(allowNaN && r !== r)) {

@@ -10,9 +10,9 @@ import { divergence } from '../ops/divergence.js';
 import type { Divergence } from '../ops/divergence.js';
 import type { Logits } from '../ops/token_stats.js';
 import * as v from '../core/validate.js';
-import { distillLoss } from './distill.js';
+import { distillLoss, readLogits } from './distill.js';
 import type { DistillResult } from './distill.js';
-import { gearAdvantages, resolveGearOptions } from './gear.js';
+import { gearAdvantagesArg, gearChecked, gearMaskArg, resolveGearOptions } from './gear.js';
 import type { GearOptions, GearResult } from './gear.js';
 
 /**
@@ -98,25 +98,32 @@ export function gearFromLogits(a: GearFromLogitsInput): GearFromLogitsResult {
   if (typeof a !== 'object' || a === null) fail('ERR_OPTION', 'gearFromLogits(a)', 'an object', a);
   v.knownKeys(a, 'gearFromLogits(a)',
     ['student', 'teacher', 'targets', 'advantages', 'offsets', 'mask', 'temperature', 'options', 'distillCoef']);
-  const o = resolveGearOptions(a.options);
-  const distillCoef = v.numOpt(a.distillCoef, 'distillCoef', 0, { min: 0, finite: true });
-  const rows = a.student?.rows;
-  v.offsets(a.offsets, 'offsets', rows);
-  const fwd = { kind: 'reverse_kl' as const, temperature: a.temperature ?? 1, klCap: o.klCap };
-  const stats = divergence(a.student, a.teacher, { ...fwd, targets: a.targets });
+  // Each argument read once, in a fixed order, before anything is checked; the GEAR options are
+  // resolved and the offsets and advantages checked once, here, for the whole call.
+  const { student: s0, teacher: t0, targets, advantages, offsets, mask, temperature, options, distillCoef: coef } = a;
+  const student = readLogits(s0, 'student'), teacher = readLogits(t0, 'teacher');
+  const o = resolveGearOptions(options);
+  const distillCoef = v.numOpt(coef, 'distillCoef', 0, { min: 0, finite: true });
+  if (targets === undefined) fail('ERR_DTYPE', 'targets', 'an Int32Array (the sampled token of each row)', targets);
+  const fwd = { kind: 'reverse_kl' as const, temperature: temperature ?? 1, klCap: o.klCap };
+  const stats = divergence(student, teacher, { ...fwd, targets });
+  const rows = stats.value.length;
+  const R = v.offsets(offsets, 'offsets', rows);
+  const adv = gearAdvantagesArg(advantages, R);
+  const m = gearMaskArg(mask, rows);
   const sl = stats.studentLogprob!, tl = stats.teacherLogprob!;
   const logratio = new Float32Array(rows);
   for (let t = 0; t < rows; t++) logratio[t] = tl[t]! - sl[t]!;
-  const res = gearAdvantages({
-    advantages: a.advantages, offsets: a.offsets, mask: a.mask, divergence: stats.value, entropy: stats.studentEntropy,
-    logratio, options: a.options,
+  const res = gearChecked({
+    adv, offsets, rows: R, mask: m, div: stats.value, ent: stats.studentEntropy, lr: logratio, o,
+    out: { advantages: null, weights: null, segmentId: null },
   });
   const out: GearFromLogitsResult = {
     ...res, signals: { divergence: stats.value, entropy: stats.studentEntropy, logratio }, stats,
   };
   if (distillCoef > 0) {
     out.distill = distillLoss({
-      student: a.student, teacher: a.teacher, mask: a.mask, distillCoef, temperature: fwd.temperature, klCap: o.klCap, stats,
+      student, teacher, mask: m, distillCoef, temperature: fwd.temperature, klCap: o.klCap, stats,
     });
   }
   return out;

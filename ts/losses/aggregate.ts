@@ -101,13 +101,15 @@ const AGG_KEYS = ['globalTokens', 'globalRows', 'lossScaleFactor', 'dpSize', 'co
 /** @internal Checks an {@link AggregateOptions} object. */
 export function checkAggOptions(opts: AggregateOptions | undefined, what = 'opts'): Required<Pick<AggregateOptions, 'semantics' | 'dpSize'>> & AggregateOptions {
   v.knownKeys(opts, what, AGG_KEYS);
-  const o = opts ?? {};
+  // each option read once, before any check
+  const o: Record<string, unknown> = {};
+  if (opts !== undefined) for (const k of AGG_KEYS) { const x = (opts as Record<string, unknown>)[k]; if (x !== undefined) o[k] = x; }
   const semantics = compatOpt(o as Record<string, unknown>, `${what}.`, SEMANTICS, 'verl', { key: 'semantics', values: SEMANTICS });
   const dpSize = v.numOpt(o.dpSize, `${what}.dpSize`, 1, { min: 1, int: true });
   if (o.globalTokens !== undefined) v.numOpt(o.globalTokens, `${what}.globalTokens`, 0, { min: 0, minOpen: true, max: Number.MAX_SAFE_INTEGER });
   if (o.globalRows !== undefined) v.numOpt(o.globalRows, `${what}.globalRows`, 0, { min: 0, minOpen: true, max: Number.MAX_SAFE_INTEGER });
   if (o.lossScaleFactor !== undefined) v.numOpt(o.lossScaleFactor, `${what}.lossScaleFactor`, 0, { min: 0, minOpen: true, finite: true });
-  return { ...o, semantics, dpSize };
+  return { ...(o as AggregateOptions), semantics, dpSize };
 }
 
 /**
@@ -216,11 +218,11 @@ export function aggregate(
   values: FloatArray, offsets: Int32Array, mask: Uint8Array | undefined, mode: AggMode,
   opts?: AggregateOptions,
 ): AggregateResult {
+  const o = checkAggOptions(opts); // first: its getters run before the arrays are checked
   const x = floats(values, 'values');
   rowsOf(offsets, x.length);
   const mk = v.optMask(mask, 'mask', x.length);
   const md = v.enumOpt(mode, 'mode', AGG_MODES, 'token-mean');
-  const o = checkAggOptions(opts);
   // NaN outside the mask is ignored, as current verl's masked_sum does.
   finite(x, 'values', mk);
   const { w, nan } = aggWeights(offsets, mk, md, o);
@@ -259,11 +261,12 @@ export function aggregate(
 export function effectiveRowWeights(
   offsets: Int32Array, mask: Uint8Array | undefined, mode: AggMode, opts?: AggregateOptions,
 ): Float64Array {
+  const o = checkAggOptions(opts); // first: its getters run before the arrays are checked
   const rows = v.offsets(offsets, 'offsets');
   const n = offsets[rows]!;
   const mk = v.optMask(mask, 'mask', n);
   const md = v.enumOpt(mode, 'mode', AGG_MODES, 'token-mean');
-  const { w } = aggWeights(offsets, mk, md, checkAggOptions(opts));
+  const { w } = aggWeights(offsets, mk, md, o);
   const out = new Float64Array(rows);
   for (let r = 0; r < rows; r++) {
     let s = 0;
