@@ -228,13 +228,16 @@ export interface GroupStats {
 export function groupStats(
   values: ArrayLike<number>, idx: GroupIndex, opts: { skipNaN?: boolean; weights?: ArrayLike<number> } = {},
 ): GroupStats {
-  const index = checkGroupIndex(idx, 'idx');
-  const n = index.ids.length;
-  const vals = v.numArray(values, 'values', n);
+  // values, options and weights read (and copied) before the index is checked: no getter runs after
+  const vals = v.numArray(values, 'values');
   v.knownKeys(opts, 'opts', ['skipNaN', 'weights']);
   const { skipNaN, weights } = opts;
+  const w = weights === undefined ? undefined : v.numArray(weights, 'opts.weights');
+  const index = checkGroupIndex(idx, 'idx');
+  const n = index.ids.length;
+  if (vals.length !== n) fail('ERR_SHAPE', 'values.length', String(n), vals.length);
   if (skipNaN !== undefined && typeof skipNaN !== 'boolean') fail('ERR_OPTION', 'opts.skipNaN', 'a boolean', skipNaN);
-  const w = weights === undefined ? undefined : v.numArray(weights, 'opts.weights', n);
+  if (w !== undefined && w.length !== n) fail('ERR_SHAPE', 'opts.weights.length', String(n), w.length);
   return groupStatsOf(vals, index, { skipNaN, weights: w });
 }
 

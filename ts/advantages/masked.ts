@@ -123,12 +123,15 @@ export function maskedVar(values: ArrayLike<number>, mask?: Uint8Array, unbiased
  * @category Advantages
  */
 export function maskedWhiten(values: ArrayLike<number>, mask?: Uint8Array, opts: { shiftMean?: boolean } = {}): Float64Array {
+  v.knownKeys(opts, 'opts', ['shiftMean']);
+  const shiftMean = (opts as { shiftMean?: unknown } | undefined)?.shiftMean; // read once, before the arrays are checked
+  if (shiftMean !== undefined && typeof shiftMean !== 'boolean') fail('ERR_OPTION', 'opts.shiftMean', 'a boolean', shiftMean);
   const x = valuesArg(values, 'values');
   const m = v.optMask(mask, 'mask', x.length);
   const { mean, variance } = weightedVar(x, m ? (i) => m[i]! : () => 1, x.length, true);
   const inv = 1 / Math.sqrt(variance + 1e-8);
   const out = new Float64Array(x.length);
-  const back = opts.shiftMean === false ? mean : 0;
+  const back = shiftMean === false ? mean : 0;
   for (let i = 0; i < x.length; i++) out[i] = (x[i]! - mean) * inv + back;
   return out;
 }

@@ -40,6 +40,7 @@ export function i32(v: unknown, what: string, len?: number): Int32Array {
 export function mask01(v: unknown, what: string, len: number): Uint8Array {
   if (!isTyped(v, Uint8Array)) fail('ERR_DTYPE', what, 'Uint8Array', v);
   if (v.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), v.length);
+  if (len === 0) return v; // nothing to scan (and a detached buffer takes no new view)
   // Branch-free scan (fast on 10^7 tokens); the offending index is searched only on failure.
   let bits = 0;
   const words = v.byteOffset % 4 === 0 ? new Uint32Array(v.buffer, v.byteOffset, v.length >>> 2) : null;
@@ -115,7 +116,10 @@ export function list(v: unknown, what: string, expected: string): unknown[] {
 
 function list_(v: unknown, what: string, expected: string): unknown[] {
   if (!Array.isArray(v)) fail('ERR_DTYPE', what, expected, v);
-  if (v.length > MAX_LIST_LENGTH) fail('ERR_SHAPE', `${what}.length`, `at most ${MAX_LIST_LENGTH}`, v.length);
+  const n = v.length;
+  if (n > MAX_LIST_LENGTH) fail('ERR_SHAPE', `${what}.length`, `at most ${MAX_LIST_LENGTH}`, n);
+  // a sparse array: its holes would be skipped by map / forEach and read as undefined elsewhere
+  for (let i = 0; i < n; i++) if (!(i in v)) fail('ERR_DTYPE', `${what}[${i}]`, 'an element (not a hole of a sparse array)', undefined);
   return v;
 }
 
