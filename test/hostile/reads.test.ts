@@ -5,6 +5,8 @@
 // the call makes), then one test per class of escape that the adversarial campaign found.
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import * as diagnostics from '../../ts/diagnostics.js';
+import * as similarity from '../../ts/similarity.js';
 
 type Call = () => [(...a: never[]) => unknown, unknown[]];
 type Mode = 'detach' | 'shrink' | 'swapSymbol' | 'swapUndefined';
@@ -51,11 +53,11 @@ function table(): [string, Call][] {
     tokenRewards: f32(0, 1, 0, 0, 1), oldLogprob: lp(), refLogprob: old(), offsets: off(), mask: mask(), controller: new rl.FixedKlController(0.1),
   }]]);
   add('aggregate', () => [fn(rl.aggregate), [lp(), off(), mask(), 'seq-mean-token-sum-norm', { globalTokens: 4 }]]);
-  add('effectiveRowWeights', () => [fn(rl.effectiveRowWeights), [off(), mask(), 'token-mean', { globalTokens: 4 }]]);
-  add('maskedMean', () => [fn(rl.maskedMean), [[1, 2, 3, 4, 5], mask()]]);
-  add('maskedRowMean', () => [fn(rl.maskedRowMean), [[1, 2, 3, 4, 5], off(), mask()]]);
-  add('maskedVar', () => [fn(rl.maskedVar), [[1, 2, 3, 4, 5], mask()]]);
-  add('maskedWhiten', () => [fn(rl.maskedWhiten), [[1, 2, 3, 4, 5], mask(), { shiftMean: false }]]);
+  add('effectiveRowWeights', () => [fn(diagnostics.effectiveRowWeights), [off(), mask(), 'token-mean', { globalTokens: 4 }]]);
+  add('maskedMean', () => [fn(diagnostics.maskedMean), [[1, 2, 3, 4, 5], mask()]]);
+  add('maskedRowMean', () => [fn(diagnostics.maskedRowMean), [[1, 2, 3, 4, 5], off(), mask()]]);
+  add('maskedVar', () => [fn(diagnostics.maskedVar), [[1, 2, 3, 4, 5], mask()]]);
+  add('maskedWhiten', () => [fn(diagnostics.maskedWhiten), [[1, 2, 3, 4, 5], mask(), { shiftMean: false }]]);
   add('lossGradToLogits', () => [fn(rl.lossGradToLogits), [{ logits: logits(), targets: i32(0, 1, 2, 3, 0), gradLogprob: f32(1, 1, 1, 1, 1) }]]);
   add('entropyBonus', () => [fn(rl.entropyBonus), [lp(), off(), mask(), 0.1]]);
   add('grpo', () => [fn(rl.grpo), [{ rewards: [1, 0, 1, 0], groups: ['a', 'a', 'b', 'b'] }]]);
@@ -117,12 +119,12 @@ function table(): [string, Call][] {
   add('rowLengths', () => [fn(rl.rowLengths), [off(), mask()]]);
   add('lastTokenValues', () => [fn(rl.lastTokenValues), [[1, 2], off()]]);
   add('stepGroups', () => [fn(rl.stepGroups), [['a', 'b', 'a'], [0, 0, 0], { threshold: 0.5 }]]);
-  add('anchorIds', () => [fn(rl.anchorIds), [[{ a: 1 }, { a: 2 }, { a: 1 }]]]);
-  add('groupIndex', () => [fn(rl.groupIndex), [['a', 'b', 'a']]]);
-  add('similarityClusters', () => [fn(rl.similarityClusters), [['abc', 'abd', 'xyz'], 0.5]]);
-  add('quantileLinear', () => [fn(rl.quantileLinear), [[1, 2, 3], 0.5]]);
-  add('batchStats', () => [fn(rl.batchStats), [[1, 2, 3]]]);
-  add('groupStats', () => [fn(rl.groupStats), [[1, 2, 3], rl.groupIndex([0, 0, 1])]]);
+  add('anchorIds', () => [fn(similarity.anchorIds), [[{ a: 1 }, { a: 2 }, { a: 1 }]]]);
+  add('groupIndex', () => [fn(diagnostics.groupIndex), [['a', 'b', 'a']]]);
+  add('similarityClusters', () => [fn(similarity.similarityClusters), [['abc', 'abd', 'xyz'], 0.5]]);
+  add('quantileLinear', () => [fn(diagnostics.quantileLinear), [[1, 2, 3], 0.5]]);
+  add('batchStats', () => [fn(diagnostics.batchStats), [[1, 2, 3]]]);
+  add('groupStats', () => [fn(diagnostics.groupStats), [[1, 2, 3], diagnostics.groupIndex([0, 0, 1])]]);
   add('registerPolicyLoss', () => [fn((d: rl.PolicyLossDefinition) => { rl.registerPolicyLoss(d); rl.unregisterPolicyLoss('hostile_loss'); }), [{
     name: 'hostile_loss', aliases: ['hostile_alias'], options: { k: { type: 'number', min: 0 } },
     terms: (c: rl.PolicyLossContext) => ({ loss: c.logprob, dloss: c.logprob }),
@@ -323,22 +325,22 @@ describe('the classes of escape of the adversarial campaign, one by one', () => 
   it('maskedMean: the mask detached, or the values shrunk, by a getter of one of its elements is coded or correct', async () => {
     const m = u8(1, 1, 1);
     const values = withGetter([1, 2, 3], '1', 2, () => detach(m));
-    expect(await codeOf(() => rl.maskedMean(values, m))).toBe('ERR_SHAPE');
+    expect(await codeOf(() => diagnostics.maskedMean(values, m))).toBe('ERR_SHAPE');
     // the getter empties the values array and detaches the mask: the values were read once (one element)
     const m1 = u8(1);
     const emptied: number[] = [];
     Object.defineProperty(emptied, '0', {
       get() { emptied.length = 0; detach(m1); return 4; }, enumerable: true, configurable: true,
     });
-    expect(await codeOf(() => rl.maskedMean(emptied, m1))).toBe('ERR_SHAPE');
+    expect(await codeOf(() => diagnostics.maskedMean(emptied, m1))).toBe('ERR_SHAPE');
     const m0 = u8(1);
     detach(m0);
-    expect(await codeOf(() => rl.maskedMean([], m0))).toBe('ok');
+    expect(await codeOf(() => diagnostics.maskedMean([], m0))).toBe('ok');
     const m2 = new Uint8Array(new ArrayBuffer(3, { maxByteLength: 8 }));
     m2.set([1, 1, 0]);
     const values2 = withGetter([1, 2, 3], '2', 3, () => m2.buffer.resize(1));
-    expect(await codeOf(() => rl.maskedMean(values2, m2))).toBe('ERR_SHAPE');
-    expect(rl.maskedMean(withGetter([1, 2, 3], '0', 1, () => {}), u8(1, 1, 0))).toBeCloseTo(1.5);
+    expect(await codeOf(() => diagnostics.maskedMean(values2, m2))).toBe('ERR_SHAPE');
+    expect(diagnostics.maskedMean(withGetter([1, 2, 3], '0', 1, () => {}), u8(1, 1, 0))).toBeCloseTo(1.5);
   });
 
   it('AdamW.fromState: a state getter that detaches the parameters or the moments is coded, or restores an empty optimizer', async () => {

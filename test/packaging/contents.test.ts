@@ -42,7 +42,7 @@ const under = (dir: string) => files.filter((f) => f.startsWith(dir));
 
 describe('npm pack: the file list', () => {
   it('ships exactly: fixed top-level files, ts/, its compiled dist/, the native sources, and prebuilds', () => {
-    const fixed = ['CMakeLists.txt', 'LICENSE', 'README.md', 'binding.gyp', 'native/linux-ldflags.mjs', 'native/sources.mjs', 'package.json',
+    const fixed = ['CHANGELOG.md', 'CMakeLists.txt', 'LICENSE', 'README.md', 'binding.gyp', 'native/linux-ldflags.mjs', 'native/sources.mjs', 'package.json',
       'ts/gear/report/page.css', 'ts/gear/report/page.html', 'ts/gear/report/page.js'];
     const patterns: [string, RegExp][] = [
       ['TypeScript sources', /^ts\/(?:[a-z_]+\/)*[a-z_.]+\.ts$/],

@@ -59,9 +59,9 @@ function isIntIds(g: unknown): g is Int32Array | Uint32Array | Uint16Array | Int
  * @param rows expected number of rows (checked when given)
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { groupIndex } from 'gear-rl/diagnostics';
  *
- * const { ids, count, sizes, labels } = rl.groupIndex(['q7', 'q3', 'q7', 'q7']);
+ * const { ids, count, sizes, labels } = groupIndex(['q7', 'q3', 'q7', 'q7']);
  * console.log(ids, count, sizes, labels); // Int32Array [0, 1, 0, 0]  2  Int32Array [3, 1]  ['q7', 'q3']
  * ```
  * @category Advantages
@@ -217,10 +217,10 @@ export interface GroupStats {
  *
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { groupIndex, groupStats } from 'gear-rl/diagnostics';
  *
- * const idx = rl.groupIndex([0, 0, 1, 1, 1]);
- * const { mean, std, count, tie } = rl.groupStats([1, 3, 2, 2, 2], idx);
+ * const idx = groupIndex([0, 0, 1, 1, 1]);
+ * const { mean, std, count, tie } = groupStats([1, 3, 2, 2, 2], idx);
  * console.log(mean, std, count, tie); // [2, 2]  [1.414..., 0]  [2, 3]  [0, 1]
  * ```
  * @category Advantages
@@ -473,9 +473,9 @@ function runStats(values: ArrayLike<number>, idx: GroupIndex): GroupStats {
  *
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { batchStats } from 'gear-rl/diagnostics';
  *
- * console.log(rl.batchStats([1, 2, NaN, 3], true)); // { mean: 2, std: 1, count: 3 }
+ * console.log(batchStats([1, 2, NaN, 3], true)); // { mean: 2, std: 1, count: 3 }
  * ```
  * @category Advantages
  */

@@ -242,9 +242,9 @@ function grpoFloat32(
  * @returns mean, std and count per group, in the groups' order of first appearance, as Float32Array
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { groupMeanStd } from 'gear-rl/diagnostics';
  *
- * const { mean, std, count, labels } = rl.groupMeanStd([1, 0, 3, 5], [7, 7, 9, 9]);
+ * const { mean, std, count, labels } = groupMeanStd([1, 0, 3, 5], [7, 7, 9, 9]);
  * console.log(labels, mean, std, count); // [7, 9]  [0.5, 4]  [0.707..., 1.414...]  [2, 2]
  * ```
  * @category Advantages
@@ -369,10 +369,10 @@ export const grpoPassKEstimator: AdvantageEstimatorDefinition<GrpoPassKArgs> = {
  * @returns one integer index per row
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { asTorchIndex } from 'gear-rl/diagnostics';
  *
- * console.log(rl.asTorchIndex([3, 3, 8]));         // Int32Array [3, 3, 8]: integers kept
- * console.log(rl.asTorchIndex(['b', 'a', 'b']));   // Int32Array [1, 0, 1]: ranks of the sorted labels
+ * console.log(asTorchIndex([3, 3, 8]));         // Int32Array [3, 3, 8]: integers kept
+ * console.log(asTorchIndex(['b', 'a', 'b']));   // Int32Array [1, 0, 1]: ranks of the sorted labels
  * ```
  * @category Advantages
  */

@@ -25,9 +25,9 @@ function valuesArg(values: unknown, what: string): ArrayLike<number> {
  * @returns the masked mean
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { maskedMean } from 'gear-rl/diagnostics';
  *
- * console.log(rl.maskedMean([1, 2, 100], Uint8Array.of(1, 1, 0))); // ~1.5 (verl adds 1e-8 to the count)
+ * console.log(maskedMean([1, 2, 100], Uint8Array.of(1, 1, 0))); // ~1.5 (verl adds 1e-8 to the count)
  * ```
  * @category Advantages
  */
@@ -54,9 +54,9 @@ export function maskedMean(values: ArrayLike<number>, mask?: Uint8Array): number
  * @returns per-row means (Float64Array, length R)
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { maskedRowMean } from 'gear-rl/diagnostics';
  *
- * const means = rl.maskedRowMean([1, 3, 100, 4], Int32Array.of(0, 3, 4), Uint8Array.of(1, 1, 0, 1));
+ * const means = maskedRowMean([1, 3, 100, 4], Int32Array.of(0, 3, 4), Uint8Array.of(1, 1, 0, 1));
  * console.log(means); // Float64Array [~2, ~4]
  * ```
  * @category Advantages
@@ -89,10 +89,10 @@ export function maskedRowMean(values: ArrayLike<number>, offsets: Int32Array, ma
  * @param unbiased Bessel correction (default true)
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { maskedVar } from 'gear-rl/diagnostics';
  *
- * console.log(rl.maskedVar([1, 2, 3, 100], Uint8Array.of(1, 1, 1, 0)));        // ~1 (unbiased)
- * console.log(rl.maskedVar([1, 2, 3, 100], Uint8Array.of(1, 1, 1, 0), false)); // ~0.667
+ * console.log(maskedVar([1, 2, 3, 100], Uint8Array.of(1, 1, 1, 0)));        // ~1 (unbiased)
+ * console.log(maskedVar([1, 2, 3, 100], Uint8Array.of(1, 1, 1, 0), false)); // ~0.667
  * ```
  * @category Advantages
  */
@@ -114,10 +114,10 @@ export function maskedVar(values: ArrayLike<number>, mask?: Uint8Array, unbiased
  * @returns whitened values (Float64Array, same length)
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { maskedWhiten } from 'gear-rl/diagnostics';
  *
- * const w = rl.maskedWhiten([1, 2, 3, 4], Uint8Array.of(1, 1, 1, 1));
- * const kept = rl.maskedWhiten([1, 2, 3, 4], undefined, { shiftMean: false });
+ * const w = maskedWhiten([1, 2, 3, 4], Uint8Array.of(1, 1, 1, 1));
+ * const kept = maskedWhiten([1, 2, 3, 4], undefined, { shiftMean: false });
  * console.log(w, kept); // mean 0 and unit variance; the second keeps the mean 2.5
  * ```
  * @category Advantages

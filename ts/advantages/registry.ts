@@ -40,8 +40,8 @@ export interface AdvantageEstimatorDefinition<A = Record<string, unknown>> {
   /** `'row'` (per-row output) or `'token'` (per-token output). */
   level: EstimatorLevel;
   /**
-   * The arguments' schema, checked with coded errors before `compute` runs (options absent from the
-   * arguments get their declared `default`).
+   * The arguments' schema, checked with coded errors before `compute` runs (an option absent from the
+   * arguments takes the value its spec declares).
    */
   options?: OptionsSchema;
   /** Computes the advantages from the arguments (read once, checked against `options`). */

@@ -157,11 +157,11 @@ function returnsOf(x: ArrayLike<number>, off: Int32Array, R: number, mask: Uint8
  * @returns per-token returns (Float64Array)
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { tokenReturns } from 'gear-rl/diagnostics';
  *
  * // outcome reward on the last token of each row; the discounted return flows back over the row
  * const tokenRewards = Float32Array.of(0, 0, 1, 0, 2);
- * const returns = rl.tokenReturns({ tokenRewards, offsets: Int32Array.of(0, 3, 5), gamma: 0.5 });
+ * const returns = tokenReturns({ tokenRewards, offsets: Int32Array.of(0, 3, 5), gamma: 0.5 });
  * console.log(returns); // Float64Array [0.25, 0.5, 1, 1, 2]
  * ```
  * @category Advantages

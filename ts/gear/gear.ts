@@ -248,9 +248,9 @@ export const GEAR_OPTION_KEYS: readonly (keyof GearOptions)[] = Object.freeze(
  * @returns every option with its value
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { resolveGearOptions } from 'gear-rl/diagnostics';
  *
- * const o = rl.resolveGearOptions({ alpha: 0.5, segmentEnd: 'entropy_settles' });
+ * const o = resolveGearOptions({ alpha: 0.5, segmentEnd: 'entropy_settles' });
  * console.log(o.alpha, o.klCap, o.maxSegmentLength); // 0.5 20 256: unset options take GEAR_DEFAULTS
  * ```
  * @category GEAR

@@ -249,12 +249,12 @@ export function aggregate(
  * @returns Float64Array of length R
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { effectiveRowWeights } from 'gear-rl/diagnostics';
  *
  * // rows of 1 and 4 tokens: token-mean weights rows by length, seq-mean-token-mean equally
  * const offsets = Int32Array.of(0, 1, 5);
- * console.log(rl.effectiveRowWeights(offsets, undefined, 'token-mean'));          // Float64Array [0.2, 0.8]
- * console.log(rl.effectiveRowWeights(offsets, undefined, 'seq-mean-token-mean')); // Float64Array [~0.5, ~0.5]
+ * console.log(effectiveRowWeights(offsets, undefined, 'token-mean'));          // Float64Array [0.2, 0.8]
+ * console.log(effectiveRowWeights(offsets, undefined, 'seq-mean-token-mean')); // Float64Array [~0.5, ~0.5]
  * ```
  * @category Losses
  */

@@ -195,9 +195,9 @@ const f32 = Math.fround;
  *
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { quantileLinear } from 'gear-rl/diagnostics';
  *
- * console.log(rl.quantileLinear([1, 2, 3, 4], 0.5)); // 2.5, as torch.quantile
+ * console.log(quantileLinear([1, 2, 3, 4], 0.5)); // 2.5, as torch.quantile
  * ```
  * @category Losses
  */
