@@ -96,8 +96,21 @@ export function distillLoss(a: DistillArgs): DistillResult {
   const opts = { kind: 'reverse_kl' as const, temperature: temperature ?? 1, klCap };
   const stats = given ?? divergence(student, teacher, opts);
   const rows = student.rows;
-  const value = v.f32(stats.value, 'stats.value', rows);
+  v.f32(stats.value, 'stats.value', rows);
   const mask = v.optMask(mask0, 'mask', rows);
+  return distillChecked(student, teacher, mask, coef, opts, stats);
+}
+
+/**
+ * @internal {@link distillLoss} over checked inputs: `stats` the forward of `student` and `teacher`
+ * with `opts` (its `value` of length `student.rows`), `mask` a 0/1 mask of that length.
+ */
+export function distillChecked(
+  student: Logits, teacher: Logits, mask: Uint8Array | undefined, coef: number,
+  opts: { kind: 'reverse_kl'; temperature: number; klCap: number }, stats: Divergence,
+): DistillResult {
+  const rows = student.rows;
+  const value = stats.value;
   let nv = 0;
   let sum = 0;
   for (let r = 0; r < rows; r++) {

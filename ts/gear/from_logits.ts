@@ -10,7 +10,7 @@ import { divergence } from '../ops/divergence.js';
 import type { Divergence } from '../ops/divergence.js';
 import type { Logits } from '../ops/token_stats.js';
 import * as v from '../core/validate.js';
-import { distillLoss, readLogits } from './distill.js';
+import { distillChecked, readLogits } from './distill.js';
 import type { DistillResult } from './distill.js';
 import { gearAdvantagesArg, gearChecked, gearMaskArg, resolveGearOptions } from './gear.js';
 import type { GearOptions, GearResult } from './gear.js';
@@ -121,10 +121,7 @@ export function gearFromLogits(a: GearFromLogitsInput): GearFromLogitsResult {
   const out: GearFromLogitsResult = {
     ...res, signals: { divergence: stats.value, entropy: stats.studentEntropy, logratio }, stats,
   };
-  if (distillCoef > 0) {
-    out.distill = distillLoss({
-      student, teacher, mask: m, distillCoef, temperature: fwd.temperature, klCap: o.klCap, stats,
-    });
-  }
+  // the mask's values were checked by the scan; the forward statistics are this call's own
+  if (distillCoef > 0) out.distill = distillChecked(student, teacher, m, distillCoef, fwd, stats);
   return out;
 }

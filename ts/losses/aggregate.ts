@@ -98,13 +98,18 @@ export interface AggWeights {
 
 const AGG_KEYS = ['globalTokens', 'globalRows', 'lossScaleFactor', 'dpSize', 'compat', 'semantics'] as const;
 
-/** @internal Checks an {@link AggregateOptions} object. */
-export function checkAggOptions(opts: AggregateOptions | undefined, what = 'opts'): Required<Pick<AggregateOptions, 'semantics' | 'dpSize'>> & AggregateOptions {
+/**
+ * @internal Checks an {@link AggregateOptions} object. `semantics`: the caller's already checked
+ * peer (then `opts` holds no `semantics` / `compat` of its own).
+ */
+export function checkAggOptions(
+  opts: AggregateOptions | undefined, what = 'opts', semantics0?: Semantics,
+): Required<Pick<AggregateOptions, 'semantics' | 'dpSize'>> & AggregateOptions {
   v.knownKeys(opts, what, AGG_KEYS);
   // each option read once, before any check
   const o: Record<string, unknown> = {};
   if (opts !== undefined) for (const k of AGG_KEYS) { const x = (opts as Record<string, unknown>)[k]; if (x !== undefined) o[k] = x; }
-  const semantics = compatOpt(o as Record<string, unknown>, `${what}.`, SEMANTICS, 'verl', { key: 'semantics', values: SEMANTICS });
+  const semantics = semantics0 ?? compatOpt(o as Record<string, unknown>, `${what}.`, SEMANTICS, 'verl', { key: 'semantics', values: SEMANTICS });
   const dpSize = v.numOpt(o.dpSize, `${what}.dpSize`, 1, { min: 1, int: true });
   if (o.globalTokens !== undefined) v.numOpt(o.globalTokens, `${what}.globalTokens`, 0, { min: 0, minOpen: true, max: Number.MAX_SAFE_INTEGER });
   if (o.globalRows !== undefined) v.numOpt(o.globalRows, `${what}.globalRows`, 0, { min: 0, minOpen: true, max: Number.MAX_SAFE_INTEGER });

@@ -102,8 +102,8 @@ export function prepare(a: unknown): Prepared | { trl: PolicyLossResult } {
   const agg = v.enumOpt(raw.agg, 'agg', AGG_MODES, 'token-mean');
   const aggOpts: AggregateOptions = checkAggOptions({
     globalTokens: raw.globalTokens as number | undefined, globalRows: raw.globalRows as number | undefined,
-    lossScaleFactor: raw.lossScaleFactor as number | undefined, dpSize: raw.dpSize as number | undefined, semantics: sem,
-  }, 'policyLoss');
+    lossScaleFactor: raw.lossScaleFactor as number | undefined, dpSize: raw.dpSize as number | undefined,
+  }, 'policyLoss', sem);
   // verl-agent's PPO clamps no log-ratio
   if (sem === 'verl-agent' && raw.logRatioClamp === undefined) raw.logRatioClamp = null;
   const own = resolveOptions(ks.schema, raw, '', { foreign: ks.foreign });
