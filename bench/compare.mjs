@@ -5,12 +5,14 @@
 // Both builds load into this process (their addons are separate files, so separate modules) and each
 // bench runs on both, alternating which goes first, `rounds` times. A shared machine's bandwidth drifts
 // by tens of percent between minutes, so the table keeps each op's best time per side: the best of
-// interleaved rounds is what the code can do, and both sides saw the same drift.
+// interleaved rounds is what the code can do, and both sides saw the same drift. The table is added at
+// the top of bench/results/compare.md (newest first).
 import { execSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createHarness, measureFloor, ROOT } from './lib/harness.mjs';
+import { addSection } from './lib/records.mjs';
 
 function parseArgs(argv) {
   const o = { rounds: 3, threads: 2, only: undefined, before: undefined, out: join(ROOT, 'bench', 'results') };
@@ -91,7 +93,7 @@ async function main() {
   }
 
   const lines = [
-    `# Before/after: ${sides[0].commit} → ${sides[1].commit} (${new Date().toISOString().slice(0, 10)})`,
+    `## ${new Date().toISOString().slice(0, 10)} ${sides[0].commit} vs ${sides[1].commit} ${isa}${o.only ? ` ${o.only.join(' ')}` : ''}`,
     '',
     `* Backend: cpu / ${isa}, ${o.threads} threads; same process, ${o.rounds} interleaved rounds, best time per side`,
     `* Floor (start of run): read ${floor.readGBs} GB/s`,
@@ -105,10 +107,10 @@ async function main() {
     lines.push(`| ${bench} | ${e.row.op} | ${e.row.dtype ?? ''} | ${e.row.shape ?? ''} | ${e.before.toFixed(3)} | ${e.after.toFixed(3)} | ${change > 0 ? '+' : ''}${change} % |`);
   }
   mkdirSync(o.out, { recursive: true });
-  const file = join(o.out, `${new Date().toISOString().slice(0, 10)}-${sides[0].commit}-vs-${sides[1].commit}-${isa}.md`);
-  writeFileSync(file, lines.join('\n') + '\n');
+  const file = join(o.out, 'compare.md');
+  addSection(file, 'Before/after comparisons (bench:compare), newest first', lines.join('\n'));
   console.log(lines.join('\n'));
-  console.log(`\nwrote ${file}`);
+  console.log(`\nadded to ${file}`);
 }
 
 main().catch((e) => {

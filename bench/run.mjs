@@ -1,16 +1,17 @@
 #!/usr/bin/env node
 // Benchmark runner: `npm run bench -- [--quick] [--only a,b] [--threads N] [--no-peers] [--out DIR]`.
 // Measures the machine's memory bandwidth (the floor), runs every bench/*.bench.mjs (or the ones named
-// by --only) against the built package (dist/index.js), and writes bench/results/<date>-<commit>-<isa>.json
-// and .md. Quick runs (small shapes, for smoke tests) go to the system temp folder unless --out is given,
-// so they never mix with recorded results.
+// by --only) against the built package (dist/index.js), and adds the run at the top of each bench's
+// record, bench/results/<bench file>.md, and of bench/results/history.csv (see lib/records.mjs). Quick
+// runs (small shapes, for smoke tests) go to the system temp folder unless --out is given, so they never
+// mix with recorded results.
 import { execSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createHarness, floorProbe, measureFloor, ROOT } from './lib/harness.mjs';
-import { renderMarkdown } from './lib/report.mjs';
+import { addToBenchFile, addToHistory, runKey } from './lib/records.mjs';
 
 function parseArgs(argv) {
   const o = { quick: false, only: null, threads: 2, peers: true, out: null };
@@ -112,11 +113,8 @@ async function main() {
     benchResults.push({ name: b.name, file: b.file, seconds: +((Date.now() - t0) / 1000).toFixed(1), error });
   }
 
-  const date = new Date().toISOString().slice(0, 10);
   const outDir = opts.out ?? (opts.quick ? join(tmpdir(), 'gear-rl-bench') : join(benchDir, 'results'));
   mkdirSync(outDir, { recursive: true });
-  // The ISA in the name: runs of one commit under GEAR_RL_ISA=<isa> and on the best path stay apart.
-  const base = join(outDir, `${date}-${sha}-${mach.backend.isa}${opts.quick ? '-quick' : ''}`);
   const result = {
     commit: sha,
     dirty,
@@ -128,25 +126,12 @@ async function main() {
     benches: benchResults,
     rows: h.rows,
   };
-  // Several runs on one commit (e.g. one bench at a time) merge: rows of re-run benches are replaced.
-  if (existsSync(`${base}.json`)) {
-    try {
-      const prev = JSON.parse(readFileSync(`${base}.json`, 'utf8'));
-      const rerun = new Set(benchResults.map((b) => b.name));
-      const kept = prev.rows.filter((r) => !rerun.has(r.bench)).map((r) => ({ floorOfRun: prev.floor?.readGBs, ...r }));
-      const keptBenches = prev.benches.filter((b) => !rerun.has(b.name));
-      if (keptBenches.length) {
-        result.rows = [...kept, ...h.rows];
-        result.benches = [...keptBenches, ...benchResults];
-        result.earlierRuns = [...(prev.earlierRuns ?? []), { date: prev.date, floor: prev.floor, benches: keptBenches.map((b) => b.name) }];
-      }
-    } catch {
-      /* unreadable previous file: overwrite */
-    }
-  }
-  writeFileSync(`${base}.json`, JSON.stringify(result, null, 2) + '\n');
-  writeFileSync(`${base}.md`, renderMarkdown(result));
-  console.log(`\nwrote ${base}.json and .md`);
+  // The ISA in the run's key: runs of one commit under GEAR_RL_ISA=<isa> and on the best path stay apart;
+  // a bench re-run on the same commit and ISA replaces its earlier section and rows.
+  const files = benches.map((b) => join(outDir, `${b.file.replace(/\.bench\.mjs$/, '')}.md`));
+  benches.forEach((b, i) => addToBenchFile(files[i], b.name, result));
+  addToHistory(join(outDir, 'history.csv'), result, benches.map((b) => b.name));
+  console.log(`\nadded run "${runKey(result)}" to ${files.join(', ')} and ${join(outDir, 'history.csv')}`);
   if (benchResults.some((b) => b.error)) process.exitCode = 1;
 }
 

@@ -15,6 +15,8 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import * as rl from 'gear-rl';
+import { resolveGearOptions } from 'gear-rl/diagnostics';
+import { type GearBatchRecord, saveBatch, writeReport } from 'gear-rl/report';
 import { DEFAULT_ENV, ENVIRONMENTS } from './env/index.js';
 import type { Environment } from './env/types.js';
 import { Policy } from './model/policy.js';
@@ -79,7 +81,7 @@ function parseArgs(argv: string[]): Cli {
       let o: unknown;
       try { o = JSON.parse(x); } catch { throw new Error(`--gear: expected a JSON object of GEAR options, got ${x}`); }
       if (typeof o !== 'object' || o === null || Array.isArray(o)) throw new Error(`--gear: expected a JSON object of GEAR options, got ${x}`);
-      rl.resolveGearOptions(o as rl.GearOptions); // validates names and ranges now, not after the warm-start
+      resolveGearOptions(o as rl.GearOptions); // validates names and ranges now, not after the warm-start
       cli.gear = o as rl.GearOptions;
     } else if (a === '--lr' || a === '--eps') {
       const x = Number(val());
@@ -230,7 +232,7 @@ async function main(): Promise<void> {
   const tty = isInteractive();
   let stepsDone = 0, runsDone = 0;
   const runs: Run[] = [];
-  let gearBatch: rl.GearBatchRecord | undefined;
+  let gearBatch: GearBatchRecord | undefined;
   const firstGear = methods.find((m) => teacherOf(m));
   const bySeed = new Map<number, Run[]>();
   const tasks: Promise<void>[] = [];
@@ -380,8 +382,8 @@ async function main(): Promise<void> {
   writeFileSync(join(cli.out, 'summary.txt'), `${text}\n`);
   const written = ['summary.txt', 'results.json', 'learning-curves.svg'];
   if (gearBatch) {
-    rl.saveBatch(join(cli.out, 'gear-batch.json'), gearBatch);
-    rl.writeReport(join(cli.out, 'gear-report.html'), gearBatch, { title: `GEAR batch: ${env.title}, ${METHOD_LABEL[firstGear!]} seed 1, step 0` });
+    saveBatch(join(cli.out, 'gear-batch.json'), gearBatch);
+    writeReport(join(cli.out, 'gear-report.html'), gearBatch, { title: `GEAR batch: ${env.title}, ${METHOD_LABEL[firstGear!]} seed 1, step 0` });
     written.push('gear-batch.json', 'gear-report.html');
   }
   writeFileSync(join(cli.out, 'results.json'), JSON.stringify({

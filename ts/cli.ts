@@ -21,7 +21,7 @@
 import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { GearError } from './core/errors.js';
-import type { ReportMetric, ReportOrder } from './gear/visualize.js';
+import type { ReportMetric, ReportOrder } from './report.js';
 
 /** The exit statuses, as documented in `gear-rl help` and the README. */
 const EXIT = { ok: 0, input: 1, usage: 2, internal: 70 } as const;
@@ -149,7 +149,7 @@ async function visualize(a: Args): Promise<number> {
   const out = a.out;
   // Loaded here rather than imported at the top: the native addon loads with them, and a failure to
   // load it must reach the one-line error below (and help / --version must work without it).
-  const [{ gear }, { loadBatch, writeReport }] = await Promise.all([import('./gear/gear.js'), import('./gear/visualize.js')]);
+  const [{ gear }, { loadBatch, writeReport }] = await Promise.all([import('./gear/gear.js'), import('./report.js')]);
   const batch = loadBatch(input);
   if (a.recompute || batch.result === undefined) {
     const { tokens: _t, rowLabels: _l, result: _r, meta: _m, ...gearInput } = batch;

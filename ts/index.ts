@@ -1,9 +1,12 @@
 /**
  * gear-rl: critic-free reinforcement learning for LLM agents in Node.js.
  *
- * `import * as rl from 'gear-rl'` exposes every public name at the top level.
+ * `import * as rl from 'gear-rl'` exposes what a training loop calls: the logits kernels, the advantage
+ * estimators, the losses, the optimizers, rollout packing and server ingestion. Three subpaths hold the
+ * rest: `gear-rl/diagnostics` (the statistics the estimators are built from), `gear-rl/similarity`
+ * (GiGPO's text similarity and anchor keys) and `gear-rl/report` (the GEAR batch visualiser).
  *
- * @packageDocumentation
+ * @module gear-rl
  */
 export { GearError } from './core/errors.js';
 export type { GearErrorCode } from './core/errors.js';
@@ -54,17 +57,17 @@ export {
 export type {
   PolicyLossArgs, PolicyLossResult, PolicyLossKind, PolicyLossAsyncOptions, RolloutCorrection, RolloutCorrectionResult,
   ResolvedPolicyLossOptions, PolicyLossDefinition, PolicyLossContext, PolicyLossTerms, PolicyLossReduction,
-  RegisterPolicyLossOptions,
+  RegisterPolicyLossOptions, ClipRangeOptions, PpoOptions, SapoOptions, ClipCovOptions, KlCovOptions, DroOptions,
 } from './losses/policy/index.js';
 export type { OptionsSchema, OptionSpec, OptionType } from './registry/schema.js';
-export { trlLoss, quantileLinear } from './losses/trl_loss.js';
+export { trlLoss } from './losses/trl_loss.js';
 export type { TrlLossArgs, TrlLossResult, TrlLossType } from './losses/trl_loss.js';
 export { klPenalty, klLoss, applyKlPenalty, FixedKlController, AdaptiveKlController } from './losses/kl_penalty.js';
 export type {
   KlEstimator, KlSemantics, KlPenaltyArgs, KlPenaltyResult, KlLossArgs, KlLossResult, KlController, ApplyKlPenaltyArgs,
   ApplyKlPenaltyResult,
 } from './losses/kl_penalty.js';
-export { aggregate, effectiveRowWeights, AGG_MODES } from './losses/aggregate.js';
+export { aggregate, AGG_MODES } from './losses/aggregate.js';
 export type { AggMode, AggregateOptions, AggregateResult } from './losses/aggregate.js';
 export type { FloatArray } from './losses/inputs.js';
 export { COMPAT_VALUES } from './losses/compat.js';
@@ -81,7 +84,7 @@ export type {
 } from './advantages/registry.js';
 export { computeAdvantages } from './advantages/compute.js';
 export type { AdvantageResult, TokenLayout } from './advantages/compute.js';
-export { grpo, grpoPassK, groupMeanStd, asTorchIndex } from './advantages/grpo.js';
+export { grpo, grpoPassK } from './advantages/grpo.js';
 export type { GrpoArgs, GrpoScale, GrpoPassKArgs } from './advantages/grpo.js';
 export { rloo } from './advantages/rloo.js';
 export type { RlooArgs } from './advantages/rloo.js';
@@ -89,7 +92,7 @@ export { opo } from './advantages/opo.js';
 export type { OpoArgs } from './advantages/opo.js';
 export { gpg } from './advantages/gpg.js';
 export type { GpgArgs } from './advantages/gpg.js';
-export { reinforcePlusPlusBaseline, reinforcePlusPlus, tokenReturns } from './advantages/reinforce.js';
+export { reinforcePlusPlusBaseline, reinforcePlusPlus } from './advantages/reinforce.js';
 export type { ReinforcePlusPlusBaselineArgs, ReinforcePlusPlusArgs } from './advantages/reinforce.js';
 export { remax } from './advantages/remax.js';
 export type { RemaxArgs } from './advantages/remax.js';
@@ -99,24 +102,14 @@ export { trlAdvantages } from './advantages/trl.js';
 export type { TrlAdvantagesArgs, TrlAdvantages } from './advantages/trl.js';
 export { gigpo, discountedStepReturns, stepGroups } from './advantages/gigpo.js';
 export type { GigpoArgs, GigpoResult, GigpoMode } from './advantages/gigpo.js';
-export { anchorKey, anchorIds } from './advantages/anchors.js';
-export type { AnchorState } from './advantages/anchors.js';
-export { sequenceMatcherRatio, quickRatio, realQuickRatio, similarityClusters, PreparedText } from './advantages/difflib.js';
-export { groupIndex, groupStats, batchStats, STD_FLOOR } from './advantages/groups.js';
-export type { GroupId, GroupIndex, GroupStats, SingletonPolicy } from './advantages/groups.js';
-export { maskedMean, maskedRowMean, maskedVar, maskedWhiten } from './advantages/masked.js';
+export type { GroupId, SingletonPolicy } from './advantages/groups.js';
 
-// GEAR (GEAR-proposed reweighting, teacher context, distillation term, visualiser)
-export { gearAdvantages, gear, resolveGearOptions, GEAR_DEFAULTS, GEAR_OPTION_KEYS } from './gear/gear.js';
+// GEAR (GEAR-proposed reweighting, teacher context, distillation term; the visualiser is gear-rl/report)
+export { gearAdvantages, gear, GEAR_DEFAULTS, GEAR_OPTION_KEYS } from './gear/gear.js';
 export type {
   GearOptions, ResolvedGearOptions, GearInput, GearResult, GearDiagnostics, GearQuantiles,
   GearPeakRule, GearSegmentEnd, GearSignMode, GearNormalize, GearAblation,
 } from './gear/gear.js';
-export {
-  saveBatch, loadBatch, toSavedBatch, fromSavedBatch, renderReport, writeReport,
-  SAVED_BATCH_FORMAT, SAVED_BATCH_VERSION, REPORT_SCALES,
-} from './gear/visualize.js';
-export type { SavedBatch, GearBatchRecord, ReportOptions, ReportMetric, ReportOrder, JsonNumber } from './gear/visualize.js';
 export {
   teacherInput, teacherMessages, formatReference, gatherRows, DEFAULT_TEACHER_TEMPLATE,
 } from './gear/teacher.js';

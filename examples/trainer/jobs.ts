@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type * as rl from 'gear-rl';
+import type { GearBatchRecord } from 'gear-rl/report';
 import { ENVIRONMENTS } from '../env/index.js';
 import { teacherOf } from './methods.js';
 import { tokenTexts } from './rollout.js';
@@ -27,7 +27,7 @@ export interface JobResult {
   /** The run. */
   result: RunResult;
   /** The first batch's GEAR inputs and result, in the visualiser's record format. */
-  batch?: rl.GearBatchRecord;
+  batch?: GearBatchRecord;
 }
 
 /** Runs `job` in this thread. */
@@ -35,7 +35,7 @@ export function runJob(job: Job, onStep?: (log: StepLog) => void): JobResult {
   const make = ENVIRONMENTS[job.env];
   if (!make) throw new Error(`runJob: unknown environment ${job.env}`);
   const env = make();
-  let batch: rl.GearBatchRecord | undefined;
+  let batch: GearBatchRecord | undefined;
   const result = train(env, job.init, job.cfg, {
     ...(onStep ? { onStep } : {}),
     onFirstBatch: (b, adv) => {

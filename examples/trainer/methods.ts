@@ -5,6 +5,7 @@
  * @module
  */
 import * as rl from 'gear-rl';
+import { resolveGearOptions } from 'gear-rl/diagnostics';
 import type { PackedBatch } from './rollout.js';
 
 /** The methods the demo compares. */
@@ -84,7 +85,7 @@ export function advantages(method: Method, inp: AdvantageInputs): AdvantageResul
     case 'gear-ema': {
       if (!inp.teacher) throw new Error('advantages: GEAR needs the teacher logits');
       const row = rl.grpo(outcome);
-      const o = rl.resolveGearOptions(inp.gearOptions);
+      const o = resolveGearOptions(inp.gearOptions);
       // Reverse KL(student || teacher), student entropy and both sampled-token log-probs in one pass.
       const d = rl.divergence(inp.student, inp.teacher, { kind: 'reverse_kl', targets: conv.tokenIds, klCap: o.klCap });
       const logratio = new Float32Array(d.value.length);

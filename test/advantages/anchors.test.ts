@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import * as similarity from '../../ts/similarity.js';
 
 /** Reference numbering: equal strings share an id, ids in order of first appearance. */
 function reference(xs: readonly string[]): number[] {
@@ -33,15 +34,15 @@ function nearTwins(count: number, len: number, seed: number): string[] {
 describe('anchorIds on text states', () => {
   it('tells apart long strings differing in one character anywhere (few such strings)', () => {
     const rows = nearTwins(8, 300, 1);
-    expect(Array.from(rl.anchorIds(rows))).toEqual(reference(rows));
+    expect(Array.from(similarity.anchorIds(rows))).toEqual(reference(rows));
   });
   it('tells apart long strings differing in one character anywhere (many such strings)', () => {
     const rows = nearTwins(3000, 300, 2);
-    expect(Array.from(rl.anchorIds(rows))).toEqual(reference(rows));
+    expect(Array.from(similarity.anchorIds(rows))).toEqual(reference(rows));
   });
   it('numbers strings and other states together in order of first appearance', () => {
     const rows: unknown[] = ['b'.repeat(500), 1, 'b'.repeat(500), [1], 'a', 'b'.repeat(499) + 'c', 1.0, [1], 'a'];
-    expect(Array.from(rl.anchorIds(rows))).toEqual([0, 1, 0, 2, 3, 4, 1, 2, 3]);
+    expect(Array.from(similarity.anchorIds(rows))).toEqual([0, 1, 0, 2, 3, 4, 1, 2, 3]);
   });
   it('short and empty strings, and strings of every length up to 200', () => {
     const r = rng(3);
@@ -50,6 +51,6 @@ describe('anchorIds on text states', () => {
       return Array.from({ length: n }, () => (r() < 0.97 ? 'x' : 'y')).join('');
     });
     rows.push('', '');
-    expect(Array.from(rl.anchorIds(rows))).toEqual(reference(rows));
+    expect(Array.from(similarity.anchorIds(rows))).toEqual(reference(rows));
   });
 });

@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import * as similarity from '../../ts/similarity.js';
 import { GearError } from '../../ts/core/errors.js';
 
 function rng(seed: number) {
@@ -74,24 +75,24 @@ describe('difflib port vs CPython difflib (bit for bit)', () => {
   it('ratio, quick_ratio and real_quick_ratio are identical', () => {
     ps.forEach(([a, b], i) => {
       const [r, q, rq] = expected[i]!;
-      expect(rl.sequenceMatcherRatio(a, b), `ratio #${i}`).toBe(r);
-      expect(rl.quickRatio(a, b), `quick_ratio #${i}`).toBe(q);
-      expect(rl.realQuickRatio(a, b), `real_quick_ratio #${i}`).toBe(rq);
+      expect(similarity.sequenceMatcherRatio(a, b), `ratio #${i}`).toBe(r);
+      expect(similarity.quickRatio(a, b), `quick_ratio #${i}`).toBe(q);
+      expect(similarity.realQuickRatio(a, b), `real_quick_ratio #${i}`).toBe(rq);
     });
   });
 
   it('the ratio is not symmetric when autojunk applies to b only, exactly as difflib', () => {
-    const asym = ps.findIndex(([a, b]) => rl.sequenceMatcherRatio(a, b) !== rl.sequenceMatcherRatio(b, a));
+    const asym = ps.findIndex(([a, b]) => similarity.sequenceMatcherRatio(a, b) !== similarity.sequenceMatcherRatio(b, a));
     expect(asym).toBeGreaterThanOrEqual(0);
     const [a, b] = ps[asym]!;
     const [ab, ba] = python(PY_RATIOS, [[a, b], [b, a]]) as [number[], number[]];
-    expect(rl.sequenceMatcherRatio(a, b)).toBe(ab![0]);
-    expect(rl.sequenceMatcherRatio(b, a)).toBe(ba![0]);
+    expect(similarity.sequenceMatcherRatio(a, b)).toBe(ab![0]);
+    expect(similarity.sequenceMatcherRatio(b, a)).toBe(ba![0]);
   });
 
   it('a prepared representative gives the same ratio as the plain string', () => {
     ps.slice(0, 50).forEach(([a, b], i) => {
-      expect(rl.sequenceMatcherRatio(a, new rl.PreparedText(b))).toBe(expected[i]![0]);
+      expect(similarity.sequenceMatcherRatio(a, new similarity.PreparedText(b))).toBe(expected[i]![0]);
     });
   });
 
@@ -120,12 +121,12 @@ for obs in texts:
         clusters.append(obs); out.append(len(clusters) - 1)
 print(json.dumps(out))
 `, [texts, thr]) as number[];
-      expect(Array.from(rl.similarityClusters(texts, thr)), `threshold ${thr}`).toEqual(py);
+      expect(Array.from(similarity.similarityClusters(texts, thr)), `threshold ${thr}`).toEqual(py);
     }
   });
 
   it('rejects non-strings with GearError', () => {
-    expect(() => rl.sequenceMatcherRatio(1 as unknown as string, 'a')).toThrow(GearError);
-    expect(() => rl.quickRatio('a', null as unknown as string)).toThrow(GearError);
+    expect(() => similarity.sequenceMatcherRatio(1 as unknown as string, 'a')).toThrow(GearError);
+    expect(() => similarity.quickRatio('a', null as unknown as string)).toThrow(GearError);
   });
 });

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import * as diagnostics from '../../ts/diagnostics.js';
+import * as similarity from '../../ts/similarity.js';
 import { GearError } from '../../ts/core/errors.js';
 import { data, expectClose, loadPeer } from '../helpers/peer.js';
 
@@ -75,7 +77,7 @@ describe('token-level estimators reject bad input', () => {
   const off = Int32Array.of(0, 2, 4);
   const tr = Float64Array.of(0, 1, 0, 1);
   for (const [name, f] of [
-    ['reinforcePlusPlus', (a: any) => rl.reinforcePlusPlus(a)], ['tokenReturns', (a: any) => rl.tokenReturns(a)],
+    ['reinforcePlusPlus', (a: any) => rl.reinforcePlusPlus(a)], ['tokenReturns', (a: any) => diagnostics.tokenReturns(a)],
     ['remax', (a: any) => rl.remax({ baselines: [0, 0], ...a })],
   ] as const) {
     it(name, () => {
@@ -129,7 +131,7 @@ describe('gigpo rejects bad input', () => {
 
 describe('anchor keys (exact grouping)', () => {
   it('group JSON-like states by value with sorted object keys', () => {
-    const ids = rl.anchorIds([
+    const ids = similarity.anchorIds([
       { b: 1, a: [1, 2] }, { a: [1, 2], b: 1 }, [1, 2], Float64Array.of(1, 2), 'x', 1, 1.0, true, 0, -0, false, null,
       '1', { a: [1, 2], b: 2 }, [[1, 2]], { a: { c: 'x', b: [] } }, { a: { b: [], c: 'x' } },
     ]);
@@ -146,7 +148,7 @@ describe('anchor keys (exact grouping)', () => {
     expect(new Set(ids).size).toBe(10);
   });
   it('a structured key never equals a string key', () => {
-    const ids = rl.anchorIds(['[1,2]', [1, 2], '{"a":1}', { a: 1 }]);
+    const ids = similarity.anchorIds(['[1,2]', [1, 2], '{"a":1}', { a: 1 }]);
     expect(new Set(ids).size).toBe(4);
   });
   it('diagnostics count step-group sizes and singleton rows', () => {
@@ -173,8 +175,8 @@ describe('masked helpers vs verl torch_functional', () => {
         const run = () => {
           switch (c.function) {
             case 'masked_mean': return null;
-            case 'masked_var': return [rl.maskedVar(x, m, c.params.unbiased)];
-            default: return rl.maskedWhiten(x, m, { shiftMean: c.params.shift_mean });
+            case 'masked_var': return [diagnostics.maskedVar(x, m, c.params.unbiased)];
+            default: return diagnostics.maskedWhiten(x, m, { shiftMean: c.params.shift_mean });
           }
         };
         if (c.error) {
@@ -182,9 +184,9 @@ describe('masked helpers vs verl torch_functional', () => {
           return;
         }
         if (c.function === 'masked_mean') {
-          expectClose([rl.maskedMean(x, m)], data(c.outputs!.all), { rtol: 1e-12, what: 'all' });
+          expectClose([diagnostics.maskedMean(x, m)], data(c.outputs!.all), { rtol: 1e-12, what: 'all' });
           const off = Int32Array.from({ length: B + 1 }, (_, i) => i * T);
-          expectClose(rl.maskedRowMean(x, off, m), data(c.outputs!['axis_-1']), { rtol: 1e-12, what: 'rows' });
+          expectClose(diagnostics.maskedRowMean(x, off, m), data(c.outputs!['axis_-1']), { rtol: 1e-12, what: 'rows' });
           return;
         }
         const out = run()!;

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import * as diagnostics from '../../ts/diagnostics.js';
 
 // Group sizes (singletons included) and rewards with frequent ties (small integers) or spread values.
 const layout = fc.array(fc.integer({ min: 1, max: 9 }), { minLength: 1, maxLength: 30 });
@@ -18,8 +19,8 @@ describe('run paths for contiguous groups', () => {
   it('groupIndex of sorted integer ids equals the map path', () => {
     fc.assert(fc.property(fc.array(fc.integer({ min: -5, max: 40 }), { minLength: 1, maxLength: 60 }), (raw) => {
       const ids = raw.slice().sort((a, b) => a - b);
-      const a = rl.groupIndex(ids);
-      const b = rl.groupIndex(Int32Array.from(ids));
+      const a = diagnostics.groupIndex(ids);
+      const b = diagnostics.groupIndex(Int32Array.from(ids));
       expect(Array.from(b.ids)).toEqual(Array.from(a.ids));
       expect(Array.from(b.sizes)).toEqual(Array.from(a.sizes));
       expect(Array.from(b.firstRow)).toEqual(Array.from(a.firstRow));
@@ -53,8 +54,8 @@ describe('run paths for contiguous groups', () => {
     )), ([sizes, values]) => {
       const groups = sizes.flatMap((n, g) => Array.from({ length: n }, () => g));
       const order = interleave(sizes);
-      const a = rl.groupStats(values, rl.groupIndex(groups));
-      const b = rl.groupStats(order.map((i) => values[i]!), rl.groupIndex(order.map((i) => groups[i]!)));
+      const a = diagnostics.groupStats(values, diagnostics.groupIndex(groups));
+      const b = diagnostics.groupStats(order.map((i) => values[i]!), diagnostics.groupIndex(order.map((i) => groups[i]!)));
       // Both number groups by first appearance, which interleaving keeps.
       for (const k of ['mean', 'std', 'count', 'tie'] as const) {
         Array.from(a[k]).forEach((x, g) => expect(Object.is(x, b[k][g]), `${k}[${g}]`).toBe(true));

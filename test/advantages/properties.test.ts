@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import * as diagnostics from '../../ts/diagnostics.js';
 
 // Batches of rows with group ids drawn from a few labels (mixed numbers and strings), rewards either
 // from a small discrete set (ties, binary rewards) or continuous.
@@ -95,8 +96,8 @@ describe('properties', () => {
 
   it('typed-array group ids (dense fast path) give the same groups as plain arrays', () => {
     fc.assert(fc.property(fc.array(fc.integer({ min: -5, max: 40 }), { minLength: 1, maxLength: 60 }), (ids) => {
-      const a = rl.groupIndex(ids);
-      const b = rl.groupIndex(Int32Array.from(ids));
+      const a = diagnostics.groupIndex(ids);
+      const b = diagnostics.groupIndex(Int32Array.from(ids));
       expect(Array.from(b.ids)).toEqual(Array.from(a.ids));
       expect(Array.from(b.sizes)).toEqual(Array.from(a.sizes));
       expect(Array.from(b.firstRow)).toEqual(Array.from(a.firstRow));
@@ -104,7 +105,7 @@ describe('properties', () => {
       expect(b.count).toBe(a.count);
     }));
     // A sparse id range falls back to the map.
-    expect(Array.from(rl.groupIndex(Int32Array.of(2 ** 30, 0, 2 ** 30)).ids)).toEqual([0, 1, 0]);
+    expect(Array.from(diagnostics.groupIndex(Int32Array.of(2 ** 30, 0, 2 ** 30)).ids)).toEqual([0, 1, 0]);
   });
 
   it('exact-tie groups give exactly 0 (epsilon 0 included)', () => {

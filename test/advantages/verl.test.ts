@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import * as diagnostics from '../../ts/diagnostics.js';
 import { GearError } from '../../ts/core/errors.js';
 import { data, expectClose, loadPeer } from '../helpers/peer.js';
 import { expectRowsMatch, pack } from './adapter.js';
@@ -42,7 +43,7 @@ describe('grpo precision float32 vs verl grpo_vectorized', () => {
 describe('groupMeanStd vs verl group_mean_std', () => {
   for (const c of loadPeer('verl_group_mean_std.json').cases.filter((c) => c.function === 'group_mean_std')) {
     it(c.name, () => {
-      const r = rl.groupMeanStd(data(c.inputs.scores), data(c.inputs.gidx), c.params.eps);
+      const r = diagnostics.groupMeanStd(data(c.inputs.scores), data(c.inputs.gidx), c.params.eps);
       expectClose(r.mean, data(c.outputs!.mean), { rtol: 1e-6, atol: 1e-7, what: 'mean' });
       expectClose(r.std, data(c.outputs!.std), { rtol: 1e-6, what: 'std' });
       expectClose(r.count, data(c.outputs!.count), { what: 'count' });
@@ -53,12 +54,12 @@ describe('groupMeanStd vs verl group_mean_std', () => {
 describe('asTorchIndex vs verl as_torch_index', () => {
   for (const c of loadPeer('verl_group_mean_std.json').cases.filter((c) => c.function === 'as_torch_index')) {
     it(c.name, () => {
-      expect(Array.from(rl.asTorchIndex(data(c.inputs.index)))).toEqual(data(c.outputs!.gidx));
+      expect(Array.from(diagnostics.asTorchIndex(data(c.inputs.index)))).toEqual(data(c.outputs!.gidx));
     });
   }
   it('ranks non-integer floats and rejects mixed labels', () => {
-    expect(Array.from(rl.asTorchIndex([0.5, 2.25, 0.5]))).toEqual([0, 1, 0]);
-    expect(() => rl.asTorchIndex([1, 'a'])).toThrow(GearError);
+    expect(Array.from(diagnostics.asTorchIndex([0.5, 2.25, 0.5]))).toEqual([0, 1, 0]);
+    expect(() => diagnostics.asTorchIndex([1, 'a'])).toThrow(GearError);
   });
 });
 
@@ -119,7 +120,7 @@ describe('reinforcePlusPlus vs verl (current) and legacy verl', () => {
         const adv32 = rl.reinforcePlusPlus(args);
         expect(adv32).toBeInstanceOf(Float32Array);
         expectClose(adv32, (data(c.outputs!.advantages) as number[]).map(Math.fround), { rtol: 2 ** -23, atol: 1e-7, what: 'f32' });
-        const ret = rl.tokenReturns(args);
+        const ret = diagnostics.tokenReturns(args);
         const peerRet = data(c.outputs!.returns) as number[];
         // Compare returns where verl keeps them (counted tokens; legacy also keeps them on masked ones).
         expectClose(ret, peerRet, { rtol: 1e-12, atol: 1e-15, what: 'returns' });

@@ -12,6 +12,7 @@ import { pathToFileURL } from 'node:url';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import * as report from '../../ts/report.js';
 import { OKABE_ITO } from '../../examples/report/report.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -247,7 +248,7 @@ describe('demo (quick)', () => {
   }, 180_000);
 
   it('saves one GEAR batch the visualiser reads back, and its HTML report', () => {
-    const rec = rl.loadBatch(join(out, 'gear-batch.json'));
+    const rec = report.loadBatch(join(out, 'gear-batch.json'));
     const R = rec.offsets.length - 1;
     expect(R).toBe(64);
     expect(rec.tokens?.length).toBe(rec.offsets[R]);
@@ -300,7 +301,7 @@ describe('demo on the trapdoor maze (tiny settings)', () => {
     expect(a.stdout).toMatch(/^GEAR \(ema\)\s+\d\.\d{3} ± /m);
     expect(a.stdout).toMatch(/^checkpoint\s+win\s+trap\s+out_of_turns/m);
     expect(a.stdout).toMatch(/^GEAR \(frozen\)\s.*\d\.\d{3} → \d\.\d{3} ± \d\.\d{3}$/m);
-    const rec = rl.loadBatch(join(out1, 'gear-batch.json'));
+    const rec = report.loadBatch(join(out1, 'gear-batch.json'));
     expect(rec.rowLabels![0]).toMatch(/^task 0 · A:[xtw]{3} B:[xtw]{3} C:[xtw]{3} D:[xtw]{3} · (win|trap|out_of_turns) · reward [01]$/);
     expect(rec.tokens!.some((t) => t === 'go')).toBe(true);
     expect(readFileSync(join(out1, 'gear-report.html'), 'utf8')).toContain('trapdoor maze');

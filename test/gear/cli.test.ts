@@ -10,13 +10,14 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import * as report from '../../ts/report.js';
 import { ROOT, cleanEnv, run, type Run } from '../helpers/child.js';
 
 const CLI = join(ROOT, 'dist/cli.js');
 const out = mkdtempSync(join(tmpdir(), 'gear-cli-'));
 
-function record(): rl.GearBatchRecord {
-  const rec: rl.GearBatchRecord = {
+function record(): report.GearBatchRecord {
+  const rec: report.GearBatchRecord = {
     advantages: [1, -0.5], offsets: Int32Array.of(0, 4, 7),
     mask: Uint8Array.of(1, 1, 1, 1, 1, 0, 1),
     divergence: Float32Array.of(0.01, 3.5, 0.02, 0.01, 0.2, 0, 4),
@@ -57,7 +58,7 @@ function expectCode(f: () => unknown, code: string): void {
 
 beforeAll(() => {
   // Compile when dist/ is older than a source this file runs (same rule as visualize.test.ts).
-  const sources = ['cli', 'gear/visualize', 'gear/gear', 'gear/report/format', 'gear/report/render', 'gear/report/assets.generated'];
+  const sources = ['cli', 'report', 'gear/gear', 'gear/report/format', 'gear/report/render', 'gear/report/assets.generated'];
   const stale = sources.some((p) => !existsSync(join(ROOT, `dist/${p}.js`))
     || statSync(join(ROOT, `dist/${p}.js`)).mtimeMs < statSync(join(ROOT, `ts/${p}.ts`)).mtimeMs);
   if (stale) spawnSync('npx', ['tsc', '-p', 'tsconfig.json'], { cwd: ROOT, stdio: 'ignore' });
@@ -66,7 +67,7 @@ beforeAll(() => {
 
 describe('gear-rl visualize: one-line errors with an exit status', () => {
   it('an output path that is a folder, or under a file, is an input error (1); a missing folder is created', () => {
-    const input = batchFile('ok.json', rl.toSavedBatch(record()));
+    const input = batchFile('ok.json', report.toSavedBatch(record()));
     const dir = join(out, 'a-dir');
     mkdirSync(dir, { recursive: true });
     const r = cli(['visualize', input, '-o', dir]);
@@ -93,13 +94,13 @@ describe('gear-rl visualize: one-line errors with an exit status', () => {
     expectOneLineError(cli(['visualize', batchFile('junk.json', '{"format": '), '-o', join(out, 'x.html')]), 1, 'ERR_OPTION');
     expectOneLineError(cli(['visualize', batchFile('null.json', 'null'), '-o', join(out, 'x.html')]), 1, 'ERR_DTYPE');
     expectOneLineError(cli(['visualize', batchFile('other.json', { format: 'other' }), '-o', join(out, 'x.html')]), 1, 'ERR_OPTION');
-    const good = rl.toSavedBatch(record());
+    const good = report.toSavedBatch(record());
     expectOneLineError(cli(['visualize', batchFile('res-null.json', { ...good, result: null }), '-o', join(out, 'x.html')]), 1, 'ERR_DTYPE');
     expect(existsSync(join(out, 'x.html'))).toBe(false);
   });
 
   it('arrays shorter than the batch', () => {
-    const good = rl.toSavedBatch(record());
+    const good = report.toSavedBatch(record());
     const bad: Record<string, unknown> = {
       entropy: { ...good, entropy: good.entropy.slice(1) },
       advantages: { ...good, advantages: good.advantages.slice(1) },
@@ -116,7 +117,7 @@ describe('gear-rl visualize: one-line errors with an exit status', () => {
   });
 
   it('usage errors exit 2 with one line naming the command-line option (never an API name)', () => {
-    const input = batchFile('ok2.json', rl.toSavedBatch(record()));
+    const input = batchFile('ok2.json', report.toSavedBatch(record()));
     const y = join(out, 'y.html');
     const cases: [string[], RegExp][] = [
       [['visualize', input, '-o'], /-o: expected a value/],
@@ -147,13 +148,13 @@ describe('gear-rl visualize: one-line errors with an exit status', () => {
     // --order batch keeps the file's row order; the default puts rows with segments first
     const rowIds = (f: string) => JSON.parse(readFileSync(f, 'utf8').match(/<script type="application\/json" id="gear-data">(.*?)<\/script>/s)![1]!).rowIds;
     // row 0 flat, row 1 with one divergence spike
-    const rec: rl.GearBatchRecord = { advantages: [1, 1], offsets: Int32Array.of(0, 6, 12),
+    const rec: report.GearBatchRecord = { advantages: [1, 1], offsets: Int32Array.of(0, 6, 12),
       divergence: Float32Array.of(0.01, 0.02, 0.01, 0.02, 0.01, 0.02, 0.01, 0.02, 6, 0.3, 0.2, 0.01),
       entropy: Float32Array.of(0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.2, 2.2, 0.1, 0.1, 0.1) };
     rec.result = rl.gear(rec);
     const segs = (r: number) => Array.from(rec.result!.segmentId.subarray(rec.offsets[r]!, rec.offsets[r + 1]!)).some((x) => x >= 0);
     expect([segs(0), segs(1)]).toEqual([false, true]);
-    const input2 = batchFile('ok2b.json', rl.toSavedBatch(rec));
+    const input2 = batchFile('ok2b.json', report.toSavedBatch(rec));
     expect(cli(['visualize', input2, '-o', join(out, 'batch-order.html'), '--order', 'batch']).status).toBe(0);
     expect(rowIds(join(out, 'batch-order.html'))).toEqual([0, 1]);
     expect(cli(['visualize', input2, '-o', join(out, 'credit-order.html')]).status).toBe(0);
@@ -161,7 +162,7 @@ describe('gear-rl visualize: one-line errors with an exit status', () => {
   });
 
   it('an addon that does not load is an input error (1); help and --version work without it', () => {
-    const input = batchFile('ok3.json', rl.toSavedBatch(record()));
+    const input = batchFile('ok3.json', report.toSavedBatch(record()));
     const env = { ...cleanEnv(), GEAR_RL_ADDON: join(out, 'no-such-addon.node') };
     expectOneLineError(cli(['visualize', input, '-o', join(out, 'y.html')], env), 1, 'ERR_NATIVE');
     const help = cli(['--help'], env);
@@ -230,15 +231,15 @@ describe('batch and report files: paths are non-empty strings', () => {
   it('loadBatch / saveBatch / writeReport refuse numbers (no stdin read, no stdout write)', () => {
     const rec = record();
     for (const p of [0, 1, 2, -1, '', null, undefined, { path: 'x' }]) {
-      expectCode(() => rl.loadBatch(p as unknown as string), 'ERR_DTYPE');
-      expectCode(() => rl.saveBatch(p as unknown as string, rec), 'ERR_DTYPE');
-      expectCode(() => rl.writeReport(p as unknown as string, rec), 'ERR_DTYPE');
+      expectCode(() => report.loadBatch(p as unknown as string), 'ERR_DTYPE');
+      expectCode(() => report.saveBatch(p as unknown as string, rec), 'ERR_DTYPE');
+      expectCode(() => report.writeReport(p as unknown as string, rec), 'ERR_DTYPE');
     }
   });
 
   it('a write that fails is a coded error', () => {
-    expectCode(() => rl.writeReport(out, record()), 'ERR_OPTION');
-    expectCode(() => rl.saveBatch(join(out, 'missing', 'b.json'), record()), 'ERR_OPTION');
+    expectCode(() => report.writeReport(out, record()), 'ERR_OPTION');
+    expectCode(() => report.saveBatch(join(out, 'missing', 'b.json'), record()), 'ERR_OPTION');
   });
 });
 
@@ -247,7 +248,7 @@ describe('the embedded report page', () => {
     const r = run([process.execPath, join(ROOT, 'scripts/bundle-assets.mjs'), '--check'], cleanEnv(), 60_000);
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
-    const html = rl.renderReport(record());
+    const html = report.renderReport(record());
     for (const asset of ['page.css', 'page.js']) expect(html).toContain(readFileSync(join(ROOT, 'ts/gear/report', asset), 'utf8'));
     expect(html).not.toMatch(/\{\{\w+\}\}/);
   });
@@ -286,14 +287,14 @@ describe('the embedded report page', () => {
 
   it('renders the same page from dist/ as from the TypeScript sources', () => {
     const rec = record();
-    const input = batchFile('same.json', rl.toSavedBatch(rec));
+    const input = batchFile('same.json', report.toSavedBatch(rec));
     const opts = { title: 'same <page>', metric: 'entropy', maxRows: 1 } as const;
-    const script = `import { loadBatch, renderReport } from ${JSON.stringify(pathToFileURL(join(ROOT, 'dist', 'index.js')).href)};
+    const script = `import { loadBatch, renderReport } from ${JSON.stringify(pathToFileURL(join(ROOT, 'dist', 'report.js')).href)};
       process.stdout.write(renderReport(loadBatch(${JSON.stringify(input)}), ${JSON.stringify(opts)}));`;
     const r = run([process.execPath, '--input-type=module', '-e', script], cleanEnv(), 60_000);
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
-    expect(r.stdout).toBe(rl.renderReport(rl.loadBatch(input), opts));
+    expect(r.stdout).toBe(report.renderReport(report.loadBatch(input), opts));
     expect(r.stdout).toContain('<title>same &#60;page&#62;</title>');
   });
 });

@@ -8,12 +8,13 @@ import { pathToFileURL } from 'node:url';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import * as report from '../../ts/report.js';
 
 const out = mkdtempSync(join(tmpdir(), 'gear-page-'));
 const HOSTILE = '</script><img src=x onerror="document.title=\'pwned\'">{{data}}';
 
-function record(): rl.GearBatchRecord {
-  const rec: rl.GearBatchRecord = {
+function record(): report.GearBatchRecord {
+  const rec: report.GearBatchRecord = {
     advantages: [1, -0.5], offsets: Int32Array.of(0, 4, 7),
     divergence: Float32Array.of(0.01, 3.5, 0.02, 0.01, 0.2, 0, 4),
     entropy: Float32Array.of(0.3, 2, 0.1, 0.1, 1.5, 0, 0.2),
@@ -38,7 +39,7 @@ describe('report page in headless Chromium', () => {
   for (const metric of ['divergence', 'entropy', 'weight'] as const) {
     it(`starts on the rendered metric (${metric}); hostile text stays text`, async () => {
       const file = join(out, `${metric}.html`);
-      writeFileSync(file, rl.renderReport(record(), { metric, title: HOSTILE }));
+      writeFileSync(file, report.renderReport(record(), { metric, title: HOSTILE }));
       const page = await browser.newPage();
       const problems: string[] = [];
       page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') problems.push(m.text()); });

@@ -3,13 +3,14 @@
 // arrays the page indexes must match the batch. Errors are GearErrors with a code.
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import * as report from '../../ts/report.js';
 
 const HOSTILE = '<img src=x onerror=alert(1)>';
 const RAW = /<img|<script(?! type="application\/json" id="gear-data">)(?!>)/i;
 
-function record(): rl.GearBatchRecord {
+function record(): report.GearBatchRecord {
   const offsets = Int32Array.of(0, 4, 7);
-  const rec: rl.GearBatchRecord = {
+  const rec: report.GearBatchRecord = {
     advantages: [1, -0.5], offsets,
     mask: Uint8Array.of(1, 1, 1, 1, 1, 0, 1),
     divergence: Float32Array.of(0.01, 3.5, 0.02, 0.01, 0.2, 0, 4),
@@ -51,23 +52,23 @@ describe('GEAR report safety', () => {
       for (const bad of [HOSTILE, null, { toString: () => HOSTILE }, [1]]) {
         const rec = record();
         const diag = withValue(rec.result!.diagnostics, path, bad) as rl.GearDiagnostics;
-        expectCode(() => rl.renderReport({ ...rec, result: { ...rec.result!, diagnostics: diag } }), 'ERR_DTYPE');
-        const saved = rl.toSavedBatch(rec) as unknown as { result: { diagnostics: unknown } };
+        expectCode(() => report.renderReport({ ...rec, result: { ...rec.result!, diagnostics: diag } }), 'ERR_DTYPE');
+        const saved = report.toSavedBatch(rec) as unknown as { result: { diagnostics: unknown } };
         saved.result.diagnostics = withValue(saved.result.diagnostics, path, bad);
-        expectCode(() => rl.fromSavedBatch(saved), 'ERR_DTYPE');
+        expectCode(() => report.fromSavedBatch(saved), 'ERR_DTYPE');
       }
     }
     // whole sub-objects missing (a diagnostics object without thresholds)
     for (const k of ['thresholds', 'klQuantiles', 'entropyQuantiles']) {
       const rec = record();
       const { [k]: _gone, ...rest } = rec.result!.diagnostics as unknown as Record<string, unknown>;
-      expectCode(() => rl.renderReport({ ...rec, result: { ...rec.result!, diagnostics: rest as unknown as rl.GearDiagnostics } }), 'ERR_DTYPE');
+      expectCode(() => report.renderReport({ ...rec, result: { ...rec.result!, diagnostics: rest as unknown as rl.GearDiagnostics } }), 'ERR_DTYPE');
     }
   });
 
   it('escapes every string it shows: title, metadata keys and values, tokens, row labels', () => {
     const rec = record();
-    const html = rl.renderReport({
+    const html = report.renderReport({
       ...rec,
       tokens: [HOSTILE, 'a', '"b\'', '&', '</script><script>alert(1)</script>', 'c', 'd'],
       rowLabels: [HOSTILE, '</title>'],
@@ -81,9 +82,9 @@ describe('GEAR report safety', () => {
 
   it('refuses display arrays that do not match the batch', () => {
     const rec = record();
-    expectCode(() => rl.renderReport({ ...rec, tokens: ['only one'] }), 'ERR_SHAPE');
-    expectCode(() => rl.renderReport({ ...rec, rowLabels: ['a', 'b', 'c'] }), 'ERR_SHAPE');
-    expectCode(() => rl.renderReport({ ...rec, result: { ...rec.result!, weights: rec.result!.weights.subarray(1) } }), 'ERR_SHAPE');
-    expect(() => rl.renderReport(rec)).not.toThrow();
+    expectCode(() => report.renderReport({ ...rec, tokens: ['only one'] }), 'ERR_SHAPE');
+    expectCode(() => report.renderReport({ ...rec, rowLabels: ['a', 'b', 'c'] }), 'ERR_SHAPE');
+    expectCode(() => report.renderReport({ ...rec, result: { ...rec.result!, weights: rec.result!.weights.subarray(1) } }), 'ERR_SHAPE');
+    expect(() => report.renderReport(rec)).not.toThrow();
   });
 });

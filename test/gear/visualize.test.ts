@@ -8,13 +8,14 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import * as report from '../../ts/report.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const CHROMIUM = '/usr/bin/chromium';
 const out = mkdtempSync(join(tmpdir(), 'gear-vis-'));
 
 // A small batch a researcher could read: three rows, spikes, a tool-output gap, all advantage signs.
-function demoBatch(): rl.GearBatchRecord {
+function demoBatch(): report.GearBatchRecord {
   const rows: { text: string[]; d: number[]; h: number[]; m?: number[]; A: number; label: string }[] = [
     {
       label: 'reward 1', A: 1.2,
@@ -38,7 +39,7 @@ function demoBatch(): rl.GearBatchRecord {
   ];
   const offsets = new Int32Array(rows.length + 1);
   rows.forEach((r, i) => (offsets[i + 1] = offsets[i]! + r.text.length));
-  const rec: rl.GearBatchRecord = {
+  const rec: report.GearBatchRecord = {
     advantages: rows.map((r) => r.A), offsets,
     mask: Uint8Array.from(rows.flatMap((r) => r.m ?? r.text.map(() => 1))),
     divergence: Float32Array.from(rows.flatMap((r) => r.d)),
@@ -67,7 +68,7 @@ afterAll(async () => {
 const rgb = (c: readonly number[]) => `rgb(${c[0]}, ${c[1]}, ${c[2]})`;
 
 /** Per row, in float64 here: its segment count and the credit GEAR moved, sum |A'_t - A_row| over valid tokens. */
-function rowCredit(b: rl.GearBatchRecord) {
+function rowCredit(b: report.GearBatchRecord) {
   const res = b.result!;
   const A = Array.from(b.advantages as ArrayLike<number>);
   return A.map((a, r) => {
@@ -84,7 +85,7 @@ function rowCredit(b: rl.GearBatchRecord) {
 }
 
 /** The documented order: rows with segments first, then by credit moved (the most first), then index. */
-function expectedOrder(b: rl.GearBatchRecord): number[] {
+function expectedOrder(b: report.GearBatchRecord): number[] {
   return rowCredit(b).sort((x, y) => Number(y.segments > 0) - Number(x.segments > 0) || y.moved - x.moved || x.r - y.r).map((x) => x.r);
 }
 
@@ -107,7 +108,7 @@ describe('visualiser in headless Chromium', () => {
     // the demo must exercise what is checked: segments in two rows, a masked gap, both signs
     expect(res.diagnostics.segments).toBeGreaterThanOrEqual(2);
     const file = join(out, 'report.html');
-    rl.writeReport(file, b, { title: 'demo <batch>' });
+    report.writeReport(file, b, { title: 'demo <batch>' });
     const html = readFileSync(file, 'utf8');
     expect(html).not.toMatch(/(src|href)=["']?(https?:)?\/\//); // no network assets
     expect(html).toContain('demo &#60;batch&#62;');
@@ -160,16 +161,16 @@ describe('visualiser in headless Chromium', () => {
     const validIdx = Array.from(b.mask!, (m, t) => (m ? t : -1)).filter((t) => t >= 0);
     const argmax = (xs: ArrayLike<number>) => validIdx.reduce((a, t) => (xs[t]! > xs[a]! ? t : a), validIdx[0]!);
     const argmin = (xs: ArrayLike<number>) => validIdx.reduce((a, t) => (xs[t]! < xs[a]! ? t : a), validIdx[0]!);
-    expect(await bg(argmax(b.divergence))).toBe(rgb(rl.REPORT_SCALES.divergence[2]!));
+    expect(await bg(argmax(b.divergence))).toBe(rgb(report.REPORT_SCALES.divergence[2]!));
     const zeroD = validIdx.find((t) => b.divergence[t] === 0)!;
-    expect(await bg(zeroD)).toBe(rgb(rl.REPORT_SCALES.divergence[0]!));
+    expect(await bg(zeroD)).toBe(rgb(report.REPORT_SCALES.divergence[0]!));
     // the log scale in between: the knee is the median nonzero valid D; a token near it is mid-coloured,
     // where a linear scale over [0, max] would leave it almost white
     const dValid = validIdx.map((t) => b.divergence[t]!);
     const knee = median(dValid.filter((x) => x > 0));
     const dMax = Math.max(...dValid);
     for (const t of validIdx.filter((t) => b.divergence[t]! > 0 && b.divergence[t]! < dMax)) {
-      const want = logScaleColour(rl.REPORT_SCALES.divergence, b.divergence[t]!, knee, dMax);
+      const want = logScaleColour(report.REPORT_SCALES.divergence, b.divergence[t]!, knee, dMax);
       const got = (await bg(t)).match(/\d+/g)!.map(Number);
       got.forEach((ch, i) => expect(Math.abs(ch - want[i]!), `token ${t}`).toBeLessThanOrEqual(1));
     }
@@ -201,17 +202,17 @@ describe('visualiser in headless Chromium', () => {
     // a segment token takes its anchor's weight: same colour under the weight metric
     await page.locator('input[value=weight]').check();
     expect(await page.evaluate(() => document.body.dataset.metric)).toBe('weight');
-    expect(await bg(argmax(res.weights))).toBe(rgb(rl.REPORT_SCALES.weight[2]!));
-    expect(await bg(argmin(res.weights))).toBe(rgb(rl.REPORT_SCALES.weight[0]!));
+    expect(await bg(argmax(res.weights))).toBe(rgb(report.REPORT_SCALES.weight[2]!));
+    expect(await bg(argmin(res.weights))).toBe(rgb(report.REPORT_SCALES.weight[0]!));
     const seg0 = Array.from(res.segmentId).flatMap((s, t) => (s === 0 ? [t] : []));
     const segColours = await Promise.all(seg0.map(bg));
     expect(new Set(segColours).size).toBe(1);
     await page.screenshot({ path: join(out, 'report-weight.png'), fullPage: true });
     await page.locator('input[value=entropy]').check();
-    expect(await bg(argmax(b.entropy))).toBe(rgb(rl.REPORT_SCALES.entropy[2]!));
+    expect(await bg(argmax(b.entropy))).toBe(rgb(report.REPORT_SCALES.entropy[2]!));
     // legend redraws for the active metric
     expect(await page.locator('#legend-bar stop').count()).toBe(3);
-    expect(await page.locator('#legend-bar stop').first().getAttribute('stop-color')).toBe(`rgb(${rl.REPORT_SCALES.entropy[0]!.join(',')})`);
+    expect(await page.locator('#legend-bar stop').first().getAttribute('stop-color')).toBe(`rgb(${report.REPORT_SCALES.entropy[0]!.join(',')})`);
     // filter rows without segments
     await page.locator('#only-seg').check();
     expect(await page.locator('section.row:not(.hidden)').count()).toBe(wantPerRow.filter((x) => x > 0).length);
@@ -234,9 +235,9 @@ describe('visualiser in headless Chromium', () => {
     const divergence = Float32Array.from({ length: R * L }, () => (rnd() < 0.05 ? 2 + rnd() * 30 : rnd() * 0.2));
     const entropy = Float32Array.from({ length: R * L }, () => rnd() * 2);
     const file = join(out, 'large.html');
-    const batch: rl.GearBatchRecord = { advantages: Array.from({ length: R }, (_, i) => (i % 3) - 1), offsets, divergence, entropy };
+    const batch: report.GearBatchRecord = { advantages: Array.from({ length: R }, (_, i) => (i % 3) - 1), offsets, divergence, entropy };
     batch.result = rl.gear(batch);
-    rl.writeReport(file, batch, { maxRows: 25 });
+    report.writeReport(file, batch, { maxRows: 25 });
     const page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
     const problems: string[] = [];
     page.on('console', (m) => { if (m.type() === 'error') problems.push(m.text()); });
@@ -262,7 +263,7 @@ describe('visualiser in headless Chromium', () => {
     const capped = await page.locator('.tok').evaluateAll((els) => els
       .filter((e) => Number((e as HTMLElement).dataset.d) >= 20).map((e) => getComputedStyle(e).backgroundColor));
     expect(capped.length).toBeGreaterThan(0);
-    expect(new Set(capped)).toEqual(new Set([rgb(rl.REPORT_SCALES.divergence[2]!)]));
+    expect(new Set(capped)).toEqual(new Set([rgb(report.REPORT_SCALES.divergence[2]!)]));
     expect(problems).toEqual([]);
     await page.close();
   });
@@ -274,12 +275,12 @@ describe('saved-batch format', () => {
     b.divergence[0] = Infinity;
     b.logratio = Float32Array.from(b.divergence, (_, i) => (i % 2 ? -Infinity : 0.5));
     const file = join(out, 'batch.json');
-    rl.saveBatch(file, b);
+    report.saveBatch(file, b);
     const raw = JSON.parse(readFileSync(file, 'utf8'));
     expect(raw.format).toBe('gear-rl/batch');
     expect(raw.version).toBe(1);
     expect(raw.divergence[0]).toBe('Infinity');
-    const back = rl.loadBatch(file);
+    const back = report.loadBatch(file);
     expect(Array.from(back.divergence)).toEqual(Array.from(b.divergence));
     expect(Array.from(back.logratio!)).toEqual(Array.from(b.logratio));
     expect(Array.from(back.mask!)).toEqual(Array.from(b.mask!));
@@ -294,9 +295,9 @@ describe('saved-batch format', () => {
   });
 
   it('rejects malformed files with GearError codes', () => {
-    const good = rl.toSavedBatch(demoBatch());
+    const good = report.toSavedBatch(demoBatch());
     const code = (obj: unknown) => {
-      try { rl.fromSavedBatch(obj); } catch (e) { expect(e).toBeInstanceOf(rl.GearError); return (e as rl.GearError).code; }
+      try { report.fromSavedBatch(obj); } catch (e) { expect(e).toBeInstanceOf(rl.GearError); return (e as rl.GearError).code; }
       return 'no error';
     };
     expect(code(good)).toBe('no error');
@@ -317,7 +318,7 @@ describe('gear-rl visualize (CLI from dist/)', () => {
   const cli = join(root, 'dist/cli.js');
   beforeAll(() => {
     // dist is compiled by the pretest script; recompile when a source is newer (running this file alone)
-    const sources = ['cli', 'gear/visualize', 'gear/gear', 'gear/report/format', 'gear/report/render', 'gear/report/assets.generated'];
+    const sources = ['cli', 'report', 'gear/gear', 'gear/report/format', 'gear/report/render', 'gear/report/assets.generated'];
     const stale = !existsSync(cli) || sources.some((p) => !existsSync(join(root, `dist/${p}.js`))
       || statSync(join(root, `dist/${p}.js`)).mtimeMs < statSync(join(root, `ts/${p}.ts`)).mtimeMs);
     if (stale) spawnSync('npx', ['tsc', '-p', 'tsconfig.json'], { cwd: root, stdio: 'ignore' });
@@ -327,7 +328,7 @@ describe('gear-rl visualize (CLI from dist/)', () => {
   it('writes the report from a saved batch (stored result and recomputed)', () => {
     const b = demoBatch();
     const input = join(out, 'cli-batch.json');
-    rl.saveBatch(input, b);
+    report.saveBatch(input, b);
     const html = join(out, 'cli-report.html');
     const stdout = execFileSync(process.execPath, [cli, 'visualize', input, '-o', html, '--metric', 'weight', '--title', 'CLI run'], { encoding: 'utf8' });
     expect(stdout).toContain(`${b.result!.diagnostics.segments} segments`);
@@ -337,7 +338,7 @@ describe('gear-rl visualize (CLI from dist/)', () => {
     // without a stored result the CLI runs gear with the file's options: same segments
     const { result: _r, ...noResult } = b;
     const input2 = join(out, 'cli-batch-noresult.json');
-    rl.saveBatch(input2, noResult);
+    report.saveBatch(input2, noResult);
     const html2 = join(out, 'cli-report2.html');
     execFileSync(process.execPath, [cli, 'visualize', input2, '-o', html2], { encoding: 'utf8' });
     const seg = (s: string) => JSON.parse(s.match(/<script type="application\/json" id="gear-data">(.*?)<\/script>/s)![1]!).seg;

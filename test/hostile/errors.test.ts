@@ -5,6 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import * as diagnostics from '../../ts/diagnostics.js';
+import * as report from '../../ts/report.js';
+import * as similarity from '../../ts/similarity.js';
 
 function codeOf(f: () => unknown): string {
   let err: unknown;
@@ -27,7 +30,7 @@ describe('a Proxy around a typed array is refused as ERR_DTYPE', () => {
     expect(codeOf(() => rl.aggregate(proxy(f32(1, 2, 3)), off(), undefined, 'token-mean'))).toBe('ERR_DTYPE');
     expect(codeOf(() => rl.aggregate(f32(1, 2, 3), proxy(off()), undefined, 'token-mean'))).toBe('ERR_DTYPE');
     expect(codeOf(() => rl.aggregate(f32(1, 2, 3), off(), proxy(Uint8Array.of(1, 1, 1)), 'token-mean'))).toBe('ERR_DTYPE');
-    expect(codeOf(() => rl.effectiveRowWeights(proxy(off()), undefined, 'token-mean'))).toBe('ERR_DTYPE');
+    expect(codeOf(() => diagnostics.effectiveRowWeights(proxy(off()), undefined, 'token-mean'))).toBe('ERR_DTYPE');
     expect(codeOf(() => rl.entropyBonus(proxy(f32(1, 2, 3)), off(), undefined, 0.1))).toBe('ERR_DTYPE');
     expect(codeOf(() => rl.rolloutCorrectionWeights(proxy(f32(0, 0, 0)), off(), undefined, { rolloutLogprob: f32(0, 0, 0) }))).toBe('ERR_DTYPE');
     expect(codeOf(() => rl.klPenalty({ logprob: proxy(f32(0, 1)), refLogprob: f32(0, 0), estimator: 'k1' }))).toBe('ERR_DTYPE');
@@ -50,7 +53,7 @@ describe('a Proxy around a typed array is refused as ERR_DTYPE', () => {
 
   it('the same arrays unwrapped still work', () => {
     expect(rl.aggregate(f32(1, 2, 3), off(), undefined, 'token-mean').value).toBeCloseTo(2);
-    expect(Array.from(rl.effectiveRowWeights(off(), undefined, 'token-mean'))).toEqual([2 / 3, 1 / 3]);
+    expect(Array.from(diagnostics.effectiveRowWeights(off(), undefined, 'token-mean'))).toEqual([2 / 3, 1 / 3]);
   });
 });
 
@@ -67,20 +70,20 @@ describe('a missing, null or primitive argument object is refused with a code', 
   });
 
   it('group, anchor and quantile helpers', () => {
-    expect(codeOf(() => (rl.anchorIds as (a?: unknown) => unknown)())).toBe('ERR_DTYPE');
-    expect(codeOf(() => (rl.batchStats as (a?: unknown) => unknown)())).toBe('ERR_DTYPE');
-    expect(codeOf(() => (rl.quantileLinear as (a?: unknown) => unknown)())).toBe('ERR_DTYPE');
-    expect(codeOf(() => rl.quantileLinear([1, 2], undefined as never))).toBe('ERR_OPTION');
-    expect(codeOf(() => rl.groupStats([1, 2], undefined as never))).toBe('ERR_DTYPE');
+    expect(codeOf(() => (similarity.anchorIds as (a?: unknown) => unknown)())).toBe('ERR_DTYPE');
+    expect(codeOf(() => (diagnostics.batchStats as (a?: unknown) => unknown)())).toBe('ERR_DTYPE');
+    expect(codeOf(() => (diagnostics.quantileLinear as (a?: unknown) => unknown)())).toBe('ERR_DTYPE');
+    expect(codeOf(() => diagnostics.quantileLinear([1, 2], undefined as never))).toBe('ERR_OPTION');
+    expect(codeOf(() => diagnostics.groupStats([1, 2], undefined as never))).toBe('ERR_DTYPE');
   });
 
   it('report and saved-batch writers (and nothing is written)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'gear-rl-errors-'));
-    expect(codeOf(() => rl.renderReport(undefined as never))).toBe('ERR_DTYPE');
-    expect(codeOf(() => rl.writeReport(join(dir, 'r.html'), undefined as never))).toBe('ERR_DTYPE');
-    expect(codeOf(() => rl.saveBatch(join(dir, 'b.json'), null as never))).toBe('ERR_DTYPE');
-    expect(codeOf(() => rl.toSavedBatch([] as never))).toBe('ERR_DTYPE');
-    expect(codeOf(() => rl.toSavedBatch({ offsets: off() } as never))).toBe('ERR_DTYPE');
+    expect(codeOf(() => report.renderReport(undefined as never))).toBe('ERR_DTYPE');
+    expect(codeOf(() => report.writeReport(join(dir, 'r.html'), undefined as never))).toBe('ERR_DTYPE');
+    expect(codeOf(() => report.saveBatch(join(dir, 'b.json'), null as never))).toBe('ERR_DTYPE');
+    expect(codeOf(() => report.toSavedBatch([] as never))).toBe('ERR_DTYPE');
+    expect(codeOf(() => report.toSavedBatch({ offsets: off() } as never))).toBe('ERR_DTYPE');
     expect(readdirSync(dir)).toEqual([]);
   });
 });
@@ -89,26 +92,26 @@ describe('symbols, bigints and null-prototype objects where a value or name is r
   const bare = () => Object.create(null) as object;
 
   it('anchor keys and ids', () => {
-    expect(codeOf(() => rl.anchorKey([1], bare() as never))).toBe('ERR_OPTION');
-    expect(codeOf(() => rl.anchorKey(Symbol('s')))).toBe('ERR_DTYPE');
-    expect(codeOf(() => rl.anchorKey({ a: 1n }))).toBe('ERR_DTYPE');
-    expect(codeOf(() => rl.anchorIds([{ a: 1 }], Symbol('w') as never))).toBe('ERR_OPTION');
-    expect(rl.anchorKey(Object.assign(bare(), { a: 1 }))).toEqual({ s: '{"a":1}' });
+    expect(codeOf(() => similarity.anchorKey([1], bare() as never))).toBe('ERR_OPTION');
+    expect(codeOf(() => similarity.anchorKey(Symbol('s')))).toBe('ERR_DTYPE');
+    expect(codeOf(() => similarity.anchorKey({ a: 1n }))).toBe('ERR_DTYPE');
+    expect(codeOf(() => similarity.anchorIds([{ a: 1 }], Symbol('w') as never))).toBe('ERR_OPTION');
+    expect(similarity.anchorKey(Object.assign(bare(), { a: 1 }))).toEqual({ s: '{"a":1}' });
   });
 
   it('group ids and their row count', () => {
-    expect(codeOf(() => rl.groupIndex(['a', 'b'], bare() as never))).toBe('ERR_OPTION');
-    expect(codeOf(() => rl.groupIndex(['a', 'b'], 'groups', bare() as never))).toBe('ERR_OPTION');
-    expect(codeOf(() => rl.groupIndex(['a', 'b'], 'groups', 3n as never))).toBe('ERR_OPTION');
-    expect(codeOf(() => rl.groupIndex([1n, 2n] as never))).toBe('ERR_DTYPE');
+    expect(codeOf(() => diagnostics.groupIndex(['a', 'b'], bare() as never))).toBe('ERR_OPTION');
+    expect(codeOf(() => diagnostics.groupIndex(['a', 'b'], 'groups', bare() as never))).toBe('ERR_OPTION');
+    expect(codeOf(() => diagnostics.groupIndex(['a', 'b'], 'groups', 3n as never))).toBe('ERR_OPTION');
+    expect(codeOf(() => diagnostics.groupIndex([1n, 2n] as never))).toBe('ERR_DTYPE');
   });
 
   it('texts of the similarity helpers', () => {
-    expect(codeOf(() => new rl.PreparedText(5 as never))).toBe('ERR_DTYPE');
-    expect(codeOf(() => new rl.PreparedText(bare() as never))).toBe('ERR_DTYPE');
-    expect(codeOf(() => rl.similarityClusters(['a', Symbol('s')] as never, 0.5))).toBe('ERR_DTYPE');
-    expect(codeOf(() => rl.similarityClusters(['a', 'b'], 2n as never))).toBe('ERR_OPTION');
-    expect(codeOf(() => rl.quantileLinear([1, 2n] as never, 0.5))).toBe('ERR_DTYPE');
+    expect(codeOf(() => new similarity.PreparedText(5 as never))).toBe('ERR_DTYPE');
+    expect(codeOf(() => new similarity.PreparedText(bare() as never))).toBe('ERR_DTYPE');
+    expect(codeOf(() => similarity.similarityClusters(['a', Symbol('s')] as never, 0.5))).toBe('ERR_DTYPE');
+    expect(codeOf(() => similarity.similarityClusters(['a', 'b'], 2n as never))).toBe('ERR_OPTION');
+    expect(codeOf(() => diagnostics.quantileLinear([1, 2n] as never, 0.5))).toBe('ERR_DTYPE');
   });
 
   it('a value whose constructor name is not a string is still described', () => {
@@ -119,38 +122,38 @@ describe('symbols, bigints and null-prototype objects where a value or name is r
   it('batch metadata that JSON cannot hold', () => {
     const dir = mkdtempSync(join(tmpdir(), 'gear-rl-errors-'));
     const rec = { advantages: [1], offsets: Int32Array.of(0, 2), divergence: f32(0.1, 0.2), entropy: f32(1, 1) };
-    expect(rl.toSavedBatch(rec).offsets).toEqual([0, 2]);
-    expect(codeOf(() => rl.saveBatch(join(dir, 'b.json'), { ...rec, meta: { x: 1n } } as never))).toBe('ERR_DTYPE');
-    expect(codeOf(() => rl.saveBatch(join(dir, 'b.json'), { ...rec, meta: { x: Symbol('s') } } as never))).toBe('ERR_DTYPE');
-    expect(codeOf(() => rl.renderReport({ ...rec, tokens: ['a', 2n] } as never))).toBe('ERR_SHAPE');
+    expect(report.toSavedBatch(rec).offsets).toEqual([0, 2]);
+    expect(codeOf(() => report.saveBatch(join(dir, 'b.json'), { ...rec, meta: { x: 1n } } as never))).toBe('ERR_DTYPE');
+    expect(codeOf(() => report.saveBatch(join(dir, 'b.json'), { ...rec, meta: { x: Symbol('s') } } as never))).toBe('ERR_DTYPE');
+    expect(codeOf(() => report.renderReport({ ...rec, tokens: ['a', 2n] } as never))).toBe('ERR_SHAPE');
     expect(readdirSync(dir)).toEqual([]);
   });
 });
 
 describe('groupStats bounds its group index', () => {
   const values = [1, 2, 3, 5];
-  const idx = () => rl.groupIndex(['a', 'a', 'b', 'b']);
+  const idx = () => diagnostics.groupIndex(['a', 'a', 'b', 'b']);
 
   it('a count of -1 or 2^31 - 1 is ERR_OPTION at once (no RangeError, no hang)', () => {
     for (const count of [-1, 2 ** 31 - 1, 2.5, NaN, 1n]) {
-      expect(codeOf(() => rl.groupStats(values, { ...idx(), count } as never)), String(count)).toBe('ERR_OPTION');
+      expect(codeOf(() => diagnostics.groupStats(values, { ...idx(), count } as never)), String(count)).toBe('ERR_OPTION');
     }
   });
 
   it('ids, sizes and first rows that disagree are ERR_GROUP / ERR_SHAPE', () => {
-    expect(codeOf(() => rl.groupStats(values, { ...idx(), ids: Int32Array.of(0, 0, 1, 7) }))).toBe('ERR_GROUP');
-    expect(codeOf(() => rl.groupStats(values, { ...idx(), sizes: Int32Array.of(2, 2 ** 30) }))).toBe('ERR_GROUP');
-    expect(codeOf(() => rl.groupStats(values, { ...idx(), firstRow: Int32Array.of(0, 3) }))).toBe('ERR_GROUP');
-    expect(codeOf(() => rl.groupStats(values, { ...idx(), sizes: Int32Array.of(2) }))).toBe('ERR_SHAPE');
-    expect(codeOf(() => rl.groupStats(values.slice(1), idx()))).toBe('ERR_SHAPE');
-    expect(codeOf(() => rl.groupStats(values, idx(), { weights: [1n, 1, 1, 1] } as never))).toBe('ERR_DTYPE');
+    expect(codeOf(() => diagnostics.groupStats(values, { ...idx(), ids: Int32Array.of(0, 0, 1, 7) }))).toBe('ERR_GROUP');
+    expect(codeOf(() => diagnostics.groupStats(values, { ...idx(), sizes: Int32Array.of(2, 2 ** 30) }))).toBe('ERR_GROUP');
+    expect(codeOf(() => diagnostics.groupStats(values, { ...idx(), firstRow: Int32Array.of(0, 3) }))).toBe('ERR_GROUP');
+    expect(codeOf(() => diagnostics.groupStats(values, { ...idx(), sizes: Int32Array.of(2) }))).toBe('ERR_SHAPE');
+    expect(codeOf(() => diagnostics.groupStats(values.slice(1), idx()))).toBe('ERR_SHAPE');
+    expect(codeOf(() => diagnostics.groupStats(values, idx(), { weights: [1n, 1, 1, 1] } as never))).toBe('ERR_DTYPE');
   });
 
   it('a valid index gives the same statistics as before', () => {
-    const st = rl.groupStats(values, idx());
+    const st = diagnostics.groupStats(values, idx());
     expect(Array.from(st.mean)).toEqual([1.5, 4]);
     expect(Array.from(st.std)).toEqual([Math.SQRT1_2, Math.SQRT2]);
-    expect(Array.from(rl.groupStats([1, NaN, 3, 3], idx(), { skipNaN: true }).count)).toEqual([1, 2]);
+    expect(Array.from(diagnostics.groupStats([1, NaN, 3, 3], idx(), { skipNaN: true }).count)).toEqual([1, 2]);
   });
 });
 

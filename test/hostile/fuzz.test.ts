@@ -3,12 +3,16 @@
 // synchronously. The calls run in a child process (fuzz_child.mjs), so a crash or a hang fails this test
 // and names the export. `npm run test:fuzz` runs the same for longer (GEAR_RL_FUZZ_MS, GEAR_RL_FUZZ_SEED).
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const DIST = pathToFileURL(join(ROOT, 'dist', 'index.js')).href;
+// index.js and the module of each subpath of package.json's `exports`
+const PKG = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { exports: Record<string, unknown> };
+const DIST = Object.keys(PKG.exports).filter((k) => k !== './package.json')
+  .map((k) => pathToFileURL(join(ROOT, 'dist', `${k === '.' ? 'index' : k.slice(2)}.js`)).href).join(',');
 const MS = Number(process.env.GEAR_RL_FUZZ_MS ?? 30_000);
 const SEED = Number(process.env.GEAR_RL_FUZZ_SEED ?? 20261125);
 

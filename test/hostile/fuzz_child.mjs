@@ -2,7 +2,10 @@
 // arguments and prints one JSON line of findings. Run by fuzz.test.ts in a child process, so that a crash
 // or a hang is a failing test rather than a dead runner.
 //
-//   node test/hostile/fuzz_child.mjs <dist/index.js URL> <seed> <milliseconds> [export,...]
+//   node test/hostile/fuzz_child.mjs <entry URL>[,<entry URL>...] <seed> <milliseconds> [export,...]
+//
+// The entry URLs are the package's entry points in dist/ (index.js and each subpath's module): their
+// exports are fuzzed together, and GearError is the first one's.
 //
 // A call passes when it returns, or throws a GearError with an `ERR_` code; an `…Async` function must
 // return a Promise (never throw) that resolves or rejects with such a GearError. Anything else (TypeError,
@@ -14,7 +17,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const [distUrl, seedArg, msArg, onlyArg] = process.argv.slice(2);
-const rl = await import(distUrl);
+const entries = await Promise.all(distUrl.split(',').map((u) => import(u)));
+const rl = Object.assign({}, ...entries.slice(1), entries[0]);
 const seed = Number(seedArg);
 const budgetMs = Number(msArg);
 // Files the report/batch writers create land in a scratch directory.

@@ -1,8 +1,11 @@
 // Workers that end (terminate(), process.exit(), an uncaught throw) while their async calls run: only the
 // worker may end. When the worker was the only environment that loaded the addon, Node unloads the module
 // as the worker ends, while the process-wide thread pool's threads still run its code: the module is pinned
-// (linked with -z nodelete; pinned at load on macOS and Windows), so this must never end in SIGSEGV.
+// (linked with -z nodelete; pinned at load on macOS and Windows), so this must never end in SIGSEGV. The
+// errors the native layer raises in a worker are that worker's GearError.
 import { spawnSync } from 'node:child_process';
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -86,5 +89,52 @@ describe('process-wide settings', () => {
     const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as { before: [string, number]; after: [string, number] };
     expect(out.before[1]).toBe(2);
     expect(out.after).toEqual(['baseline', 1]);
+  });
+});
+
+describe('errors raised by the native layer in a worker', () => {
+  // The addon raises the GearError class its loader registered for the calling thread's environment.
+  // In a worker that loads the package twice (here: the built package and a copy of it elsewhere, as a
+  // bundle beside node_modules would), each copy's native errors are instances of that copy's GearError,
+  // whichever copy registered last, for sync calls and async rejections alike.
+  it("are instances of the worker's own GearError, for every copy of the package it loads", () => {
+    const copy = mkdtempSync(join(tmpdir(), 'gear-rl-copy-'));
+    try {
+      cpSync(join(ROOT, 'dist'), join(copy, 'dist'), { recursive: true });
+      writeFileSync(join(copy, 'package.json'), JSON.stringify({ name: 'gear-rl-copy', type: 'module', private: true }));
+      const COPY = pathToFileURL(join(copy, 'dist', 'index.js')).href;
+      const worker = `
+        Promise.all([import('node:worker_threads'), import(${JSON.stringify(DIST)}), import(${JSON.stringify(COPY)})])
+          .then(async ([{ parentPort }, a, b]) => {
+            const out = [];
+            const nan = { data: Float32Array.of(1, NaN, 3), rows: 1, vocab: 3 };
+            for (const [name, rl] of [['package', a], ['copy', b]]) {
+              try { rl.tokenStats(nan, Int32Array.of(1)); out.push([name, 'sync', 'no error']); }
+              catch (e) { out.push([name, 'sync', e instanceof rl.GearError, e.code]); }
+              const e = await rl.tokenStatsAsync(nan, Int32Array.of(1)).then(() => 'no error', (x) => x);
+              out.push([name, 'async', e instanceof rl.GearError, e.code]);
+            }
+            out.push(['classes', 'distinct', a.GearError !== b.GearError, 'ERR_NON_FINITE']);
+            parentPort.postMessage(out);
+          });`;
+      const main = `
+        import { Worker } from 'node:worker_threads';
+        const w = new Worker(${JSON.stringify(worker)}, { eval: true });
+        w.on('message', (m) => { console.log(JSON.stringify(m)); w.terminate(); });
+        w.on('error', (e) => { console.error(String(e)); process.exit(2); });`;
+      const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'NODE_OPTIONS' && !k.startsWith('VITEST')));
+      const r = spawnSync(process.execPath, ['--input-type=module', '-e', main], {
+        cwd: ROOT, env: { ...env, GEAR_RL_ADDON: join(ROOT, 'build', 'Release', 'gear_rl.node') }, encoding: 'utf8', timeout: 60_000,
+      });
+      expect(r.status, r.stderr.slice(-1500)).toBe(0);
+      const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as [string, string, boolean, string][];
+      expect(out).toEqual([
+        ['package', 'sync', true, 'ERR_NON_FINITE'], ['package', 'async', true, 'ERR_NON_FINITE'],
+        ['copy', 'sync', true, 'ERR_NON_FINITE'], ['copy', 'async', true, 'ERR_NON_FINITE'],
+        ['classes', 'distinct', true, 'ERR_NON_FINITE'],
+      ]);
+    } finally {
+      rmSync(copy, { recursive: true, force: true });
+    }
   });
 });

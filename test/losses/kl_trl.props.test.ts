@@ -2,6 +2,7 @@
 // differences and bad input.
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import * as diagnostics from '../../ts/diagnostics.js';
 import { expectClose, expectCloseScalar } from '../helpers/peer.js';
 import { expectGearError, fdGrad, randomBatch } from './helpers.js';
 
@@ -147,10 +148,10 @@ describe('trlLoss properties', () => {
     }
   });
   it('torch.quantile linear interpolation', () => {
-    expect(rl.quantileLinear([3, 1, 2, 4], 0.5)).toBe(2.5);
-    expect(rl.quantileLinear([3, 1, 2, 4], 1)).toBe(4);
-    expect(rl.quantileLinear([3, 1, 2, 4], 0)).toBe(1);
-    expect(rl.quantileLinear([0, 10], 0.25)).toBe(2.5);
+    expect(diagnostics.quantileLinear([3, 1, 2, 4], 0.5)).toBe(2.5);
+    expect(diagnostics.quantileLinear([3, 1, 2, 4], 1)).toBe(4);
+    expect(diagnostics.quantileLinear([3, 1, 2, 4], 0)).toBe(1);
+    expect(diagnostics.quantileLinear([0, 10], 0.25)).toBe(2.5);
   });
   it('bad input', () => {
     const a = { logprob: b.lp, advantages: b.rowAdv, offsets: b.off, mask: b.mask };

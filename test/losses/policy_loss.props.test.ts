@@ -4,6 +4,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import * as diagnostics from '../../ts/diagnostics.js';
 import { expectClose, expectCloseScalar } from '../helpers/peer.js';
 import { expectGearError, fdGrad, randomBatch } from './helpers.js';
 
@@ -231,13 +232,13 @@ describe('aggregate and effectiveRowWeights', () => {
   });
   it('reports each mode\'s length bias per row', () => {
     const off = new Int32Array([0, 1, 5, 5]); // rows of 1, 4 and 0 tokens
-    expect([...rl.effectiveRowWeights(off, undefined, 'token-mean')]).toEqual([0.2, 0.8, 0]);
-    expect([...rl.effectiveRowWeights(off, undefined, 'token-sum')]).toEqual([1, 4, 0]);
-    expect([...rl.effectiveRowWeights(off, undefined, 'seq-mean-token-sum')]).toEqual([0.5, 2, 0]);
-    const stm = rl.effectiveRowWeights(off, undefined, 'seq-mean-token-mean');
+    expect([...diagnostics.effectiveRowWeights(off, undefined, 'token-mean')]).toEqual([0.2, 0.8, 0]);
+    expect([...diagnostics.effectiveRowWeights(off, undefined, 'token-sum')]).toEqual([1, 4, 0]);
+    expect([...diagnostics.effectiveRowWeights(off, undefined, 'seq-mean-token-sum')]).toEqual([0.5, 2, 0]);
+    const stm = diagnostics.effectiveRowWeights(off, undefined, 'seq-mean-token-mean');
     expectClose(stm, [0.5, 0.5, 0], { rtol: 1e-7 });
-    expect([...rl.effectiveRowWeights(off, undefined, 'seq-mean-token-sum-norm')]).toEqual([0.5 / 4, 2 / 4, 0]);
-    expect([...rl.effectiveRowWeights(off, undefined, 'seq-mean-token-sum-norm', { semantics: 'verl-legacy' })]).toEqual([0.25, 1, 0]);
+    expect([...diagnostics.effectiveRowWeights(off, undefined, 'seq-mean-token-sum-norm')]).toEqual([0.5 / 4, 2 / 4, 0]);
+    expect([...diagnostics.effectiveRowWeights(off, undefined, 'seq-mean-token-sum-norm', { semantics: 'verl-legacy' })]).toEqual([0.25, 1, 0]);
   });
   it('verl-agent seq-mean-token-mean with an empty row is NaN, as the peer', () => {
     const r = rl.aggregate(new Float64Array([1, 2]), new Int32Array([0, 2, 2]), undefined, 'seq-mean-token-mean', { semantics: 'verl-agent' });

@@ -2,8 +2,8 @@
 // without the prepack builds, so no prebuild: GEAR_RL_ADDON points the installed copy at this tree's
 // build): ESM `import`, CommonJS `require` (Node >= 20.19 loads the ES module through the `default`
 // export condition), a TypeScript project compiled with `module: nodenext` to CommonJS and to ESM that
-// type-checks against the shipped declarations and runs, and the package linters (publint and
-// arethetypeswrong) on the same tarball.
+// type-checks against the shipped declarations and runs, the same for each subpath of `exports`, and
+// the package linters (publint and arethetypeswrong) on the same tarball.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -102,6 +102,55 @@ console.log(stats.logprob[0]);
     expect(readFileSync(join(project, 'out', 'main.js'), 'utf8')).toMatch(/require\("gear-rl"\)/);
     expect(readFileSync(join(project, 'out', 'main.mjs'), 'utf8')).toMatch(/from 'gear-rl'/);
     for (const f of ['main.cjs', 'main.js', 'main.mjs']) expect(Math.abs(runNode(join(project, 'out', f)) - WANT), f).toBeLessThan(1e-6);
+  });
+});
+
+// The subpaths of package.json's `exports`: each reached by name, the names they hold gone from the top level.
+const SUBPATHS = `const top = Object.keys(rl);
+const moved = [...Object.keys(diagnostics), ...Object.keys(similarity), ...Object.keys(report)];
+if (moved.length < 25 || moved.some((n) => top.includes(n))) throw new Error('subpath names at the top level: ' + moved.filter((n) => top.includes(n)));
+console.log(diagnostics.maskedMean([1, 3]) + similarity.sequenceMatcherRatio('abcd', 'abce') + (report.SAVED_BATCH_FORMAT === 'gear-rl/batch' ? 1 : 0));`;
+const SUBPATHS_WANT = 4 / (2 + 1e-8) + 0.75 + 1;
+
+describe('the subpaths gear-rl/diagnostics, gear-rl/similarity and gear-rl/report', () => {
+  it('ESM import and CommonJS require', () => {
+    const esm = `import * as rl from 'gear-rl';
+import * as diagnostics from 'gear-rl/diagnostics';
+import * as similarity from 'gear-rl/similarity';
+import * as report from 'gear-rl/report';
+${SUBPATHS}`;
+    expect(Math.abs(runFile('sub-esm.mjs', esm) - SUBPATHS_WANT)).toBeLessThan(1e-9);
+    const cjs = `const rl = require('gear-rl');
+const diagnostics = require('gear-rl/diagnostics');
+const similarity = require('gear-rl/similarity');
+const report = require('gear-rl/report');
+${SUBPATHS}`;
+    expect(Math.abs(runFile('sub-cjs.cjs', cjs) - SUBPATHS_WANT)).toBeLessThan(1e-9);
+  });
+
+  it('TypeScript, module nodenext: the subpaths\' declarations resolve and type-check', () => {
+    const ts = join(project, 'ts-sub');
+    mkdirSync(ts, { recursive: true });
+    writeFileSync(join(project, 'tsconfig.sub.json'), JSON.stringify({
+      compilerOptions: { module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', strict: true, outDir: 'out-sub', rootDir: 'ts-sub', types: ['node'] },
+      include: ['ts-sub'],
+    }));
+    const code = `import { maskedMean, type GroupIndex, groupIndex } from 'gear-rl/diagnostics';
+import { sequenceMatcherRatio } from 'gear-rl/similarity';
+import { type SavedBatch, SAVED_BATCH_FORMAT } from 'gear-rl/report';
+const idx: GroupIndex = groupIndex(['a', 'b', 'a']);
+const saved: SavedBatch['format'] = SAVED_BATCH_FORMAT;
+export function neverCalled(): void {
+  // @ts-expect-error: the texts must be strings
+  sequenceMatcherRatio(1, 'a');
+}
+console.log(maskedMean([1, 3]) + sequenceMatcherRatio('abcd', 'abce') + (saved === 'gear-rl/batch' ? 1 : 0) + 0 * idx.count);
+`;
+    writeFileSync(join(ts, 'main.mts'), code);
+    writeFileSync(join(ts, 'main.cts'), code);
+    const tsc = sh(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.sub.json'], project);
+    expect(tsc.status, tsc.text.slice(-3000)).toBe(0);
+    for (const f of ['main.mjs', 'main.cjs']) expect(Math.abs(runNode(join(project, 'out-sub', f)) - SUBPATHS_WANT), f).toBeLessThan(1e-9);
   });
 });
 

@@ -42,7 +42,7 @@ const under = (dir: string) => files.filter((f) => f.startsWith(dir));
 
 describe('npm pack: the file list', () => {
   it('ships exactly: fixed top-level files, ts/, its compiled dist/, the native sources, and prebuilds', () => {
-    const fixed = ['CMakeLists.txt', 'LICENSE', 'README.md', 'binding.gyp', 'native/linux-ldflags.mjs', 'native/sources.mjs', 'package.json',
+    const fixed = ['CHANGELOG.md', 'CMakeLists.txt', 'LICENSE', 'README.md', 'binding.gyp', 'native/linux-ldflags.mjs', 'native/sources.mjs', 'package.json',
       'ts/gear/report/page.css', 'ts/gear/report/page.html', 'ts/gear/report/page.js'];
     const patterns: [string, RegExp][] = [
       ['TypeScript sources', /^ts\/(?:[a-z_]+\/)*[a-z_.]+\.ts$/],
@@ -78,7 +78,9 @@ describe('npm pack: the file list', () => {
   });
 
   it('every entry point package.json names ships', () => {
-    const targets = [pkg.main, pkg.types, ...Object.values(pkg.bin), ...JSON.stringify(pkg.exports).match(/"\.\/[^"]+"/g)!.map((s) => JSON.parse(s) as string)]
+    // the files the exports map points at (its values; its keys are subpaths, not files)
+    const leaves = (x: unknown): string[] => (typeof x === 'string' ? [x] : Object.values(x as Record<string, unknown>).flatMap(leaves));
+    const targets = [pkg.main, pkg.types, ...Object.values(pkg.bin), ...leaves(pkg.exports)]
       .map((p) => p.replace(/^\.\//, ''));
     for (const t of targets) expect(files, t).toContain(t);
     expect(readFileSync(join(src, pkg.bin['gear-rl']!), 'utf8').startsWith('#!/usr/bin/env node\n')).toBe(true);

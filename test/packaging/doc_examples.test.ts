@@ -1,8 +1,10 @@
-// Every `@example` in the TSDoc of ts/ is a complete program in a ```ts block that imports from 'gear-rl':
-// each one must type-check against the public API and run without throwing. Every exported function (and
-// every public method of an exported class) must have one, read from the export list of ts/index.ts, so a
-// new export without an example fails here. Every export also needs a sidebar @category of typedoc.json,
-// and every option whose doc names a default a @defaultValue (some checked against the code's values).
+// Every `@example` in the TSDoc of ts/ is a complete program in a ```ts block that imports from 'gear-rl'
+// (or one of its subpaths): each one must type-check against the public API and run without throwing.
+// Every exported function (and every public method of an exported class) must have one, read from the
+// export lists of the package's entry points (ts/index.ts and the subpaths of package.json's `exports`),
+// so a new export without an example fails here. Every export also needs a sidebar @category of
+// typedoc.json, and every option whose doc names a default a @defaultValue (some checked against the
+// code's values).
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -12,6 +14,11 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const INDEX = join(ROOT, 'ts/index.ts');
+/** Each specifier of package.json's `exports` ('gear-rl', 'gear-rl/diagnostics', ...) and its source module. */
+const PKG_EXPORTS = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { name: string; exports: Record<string, unknown> };
+const ENTRIES: [string, string][] = Object.keys(PKG_EXPORTS.exports).filter((k) => k !== './package.json')
+  .map((k) => [k === '.' ? PKG_EXPORTS.name : `${PKG_EXPORTS.name}/${k.slice(2)}`, join(ROOT, 'ts', `${k === '.' ? 'index' : k.slice(2)}.ts`)]);
+const SPECIFIER = /from '(gear-rl(?:\/[a-z]+)?)'/g;
 
 interface Example { id: string; file: string; line: number; code: string }
 
@@ -60,25 +67,32 @@ function program(roots: string[]): ts.Program {
   })!;
   const options: ts.CompilerOptions = {
     ...cfg.options, noEmit: true, declaration: false, declarationMap: false, sourceMap: false,
-    rootDir: undefined, typeRoots: [join(ROOT, 'node_modules/@types')], paths: { 'gear-rl': [INDEX] },
+    rootDir: undefined, typeRoots: [join(ROOT, 'node_modules/@types')], paths: Object.fromEntries(ENTRIES.map(([k, f]) => [k, [f]])),
   };
-  return ts.createProgram({ rootNames: [INDEX, ...roots], options });
+  return ts.createProgram({ rootNames: [...ENTRIES.map(([, f]) => f), ...roots], options });
 }
 
 let shared: ts.Program | undefined;
-/** One program for every check: ts/index.ts and the example snippets. */
+/** One program for every check: the entry points and the example snippets. */
 const getProgram = (): ts.Program => (shared ??= program(examples.map(snippetPath)));
 
 interface Exported { name: string; kind: 'function' | 'class'; file: string; hasExample: boolean; missingMethods: string[] }
 
 const hasExampleTag = (d: ts.Node): boolean => ts.getJSDocTags(d).some((t) => t.tagName.text === 'example');
 
-/** The functions and classes ts/index.ts exports, resolved through re-exports. */
+/** Every export of every entry point, with the checker (a name exported twice is listed once). */
+function entryExports(p: ts.Program): ts.Symbol[] {
+  const checker = p.getTypeChecker();
+  const seen = new Set<string>();
+  return ENTRIES.flatMap(([, f]) => checker.getExportsOfModule(checker.getSymbolAtLocation(p.getSourceFile(f)!)!))
+    .filter((e) => !seen.has(e.name) && seen.add(e.name) !== undefined);
+}
+
+/** The functions and classes the entry points export, resolved through re-exports. */
 function exportedCallables(p: ts.Program): Exported[] {
   const checker = p.getTypeChecker();
-  const mod = checker.getSymbolAtLocation(p.getSourceFile(INDEX)!)!;
   const out: Exported[] = [];
-  for (const exp of checker.getExportsOfModule(mod)) {
+  for (const exp of entryExports(p)) {
     const sym = exp.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(exp) : exp;
     const decls = sym.declarations ?? [];
     const file = decls[0] ? relative(ROOT, decls[0].getSourceFile().fileName) : '?';
@@ -105,13 +119,12 @@ function exportedCallables(p: ts.Program): Exported[] {
   return out;
 }
 
-/** Exports of ts/index.ts whose doc comment has no `@category` of typedoc.json's `categoryOrder`. */
+/** Exports of the entry points whose doc comment has no `@category` of typedoc.json's `categoryOrder`. */
 function uncategorised(p: ts.Program): string[] {
   const cfg = JSON.parse(readFileSync(join(ROOT, 'typedoc.json'), 'utf8')) as { categoryOrder: string[] };
   const allowed = new Set(cfg.categoryOrder.filter((c) => c !== '*' && c !== 'Other'));
   const checker = p.getTypeChecker();
-  const mod = checker.getSymbolAtLocation(p.getSourceFile(INDEX)!)!;
-  return checker.getExportsOfModule(mod).flatMap((exp) => {
+  return entryExports(p).flatMap((exp) => {
     const sym = exp.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(exp) : exp;
     const decls = sym.declarations ?? [];
     const cats = decls.flatMap((d) => ts.getJSDocTags(ts.isVariableDeclaration(d) ? d.parent.parent : d))
@@ -121,12 +134,11 @@ function uncategorised(p: ts.Program): string[] {
   });
 }
 
-/** The exported interfaces of ts/index.ts (declared in ts/), by name. */
+/** The exported interfaces of the entry points (declared in ts/), by name. */
 function exportedInterfaces(p: ts.Program): Map<string, ts.InterfaceDeclaration> {
   const checker = p.getTypeChecker();
-  const mod = checker.getSymbolAtLocation(p.getSourceFile(INDEX)!)!;
   const out = new Map<string, ts.InterfaceDeclaration>();
-  for (const exp of checker.getExportsOfModule(mod)) {
+  for (const exp of entryExports(p)) {
     const sym = exp.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(exp) : exp;
     const d = sym.declarations?.find(ts.isInterfaceDeclaration);
     if (d) out.set(exp.name, d);
@@ -139,11 +151,18 @@ const tagText = (m: ts.Node, tag: string): string | undefined => {
   return t === undefined ? undefined : (ts.getTextOfJSDocComment(t.comment) ?? '').trim();
 };
 
+/** The property signatures of an interface, those it inherits included (an options interface may extend others). */
+function members(decl: ts.InterfaceDeclaration): ts.PropertySignature[] {
+  const checker = getProgram().getTypeChecker();
+  const type = checker.getDeclaredTypeOfSymbol(checker.getSymbolAtLocation(decl.name)!);
+  return type.getProperties().flatMap((s) => (s.declarations ?? []).filter(ts.isPropertySignature).slice(0, 1));
+}
+
 /** Each optional property's `@defaultValue` that is a literal in a code span (others name a rule, not a value). */
 function documentedDefaults(decl: ts.InterfaceDeclaration): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const m of decl.members) {
-    if (!ts.isPropertySignature(m) || !m.questionToken) continue;
+  for (const m of members(decl)) {
+    if (!m.questionToken) continue;
     const text = tagText(m, 'defaultValue');
     // a literal alone, or followed by one parenthetical remark ("`536870912` (512 MiB)")
     const lit = text && /^`([^`]*)`(?:\s*\(.*\))?$/s.exec(text)?.[1];
@@ -182,7 +201,7 @@ describe('TSDoc examples', () => {
     const p = getProgram();
     const problems: string[] = [];
     for (const ex of examples) {
-      if (!/from 'gear-rl'/.test(ex.code)) problems.push(`${ex.id}: does not import from 'gear-rl'`);
+      if (!/from 'gear-rl(?:\/[a-z]+)?'/.test(ex.code)) problems.push(`${ex.id}: does not import from 'gear-rl'`);
       const sf = p.getSourceFile(snippetPath(ex))!;
       for (const d of [...p.getSyntacticDiagnostics(sf), ...p.getSemanticDiagnostics(sf)]) {
         const { line } = sf.getLineAndCharacterOfPosition(d.start ?? 0);
@@ -197,8 +216,8 @@ describe('TSDoc examples', () => {
     mkdirSync(runDir, { recursive: true });
     for (const ex of examples) {
       it(ex.id, async () => {
-        // 'gear-rl' is ts/index.ts here (dist/ may be stale); the examples' console.log output is silenced.
-        const code = ex.code.replace(/from 'gear-rl'/g, `from ${JSON.stringify(pathToFileURL(INDEX).href)}`);
+        // 'gear-rl' (and each subpath) is its ts/ entry here (dist/ may be stale); console.log output is silenced.
+        const code = ex.code.replace(SPECIFIER, (_, spec: string) => `from ${JSON.stringify(pathToFileURL(ENTRIES.find(([k]) => k === spec)![1]).href)}`);
         const file = join(runDir, `${ex.id.replace(/[^A-Za-z0-9]+/g, '_')}.mts`);
         writeFileSync(file, code);
         const log = vi.spyOn(console, 'log').mockImplementation(() => {});
@@ -270,6 +289,17 @@ describe('@defaultValue', () => {
       clipCovLb: o.clipCovLb, clipCovUb: o.clipCovUb, seed: o.seed, klCovRatio: o.klCovRatio, ppoKlCoef: o.ppoKlCoef,
     });
     expect(o.hi).toBe(o.lo); // clipHigh defaults to clipLow
+    // each built-in kind declares its defaults in its schema: they are the documented ones (DPPO's
+    // truncation, documented in the remark of clipC, aside)
+    let checked = 0;
+    for (const name of rl.listPolicyLosses()) {
+      for (const [k, spec] of Object.entries(rl.getPolicyLoss(name).options ?? {})) {
+        if (spec.default === undefined || (name.startsWith('dppo') && k === 'clipC')) continue;
+        expect(spec.default, `${name}: ${k}`).toEqual(documented[k]);
+        checked++;
+      }
+    }
+    expect(checked).toBeGreaterThan(15);
     // leaving `kind` out runs the documented kind
     const args = { logprob: Float64Array.of(-1, -0.2, -3), oldLogprob: Float64Array.of(-0.5, -0.9, -2), advantages: Float64Array.of(1, -2, 0.5), offsets: Int32Array.of(0, 3) };
     expect(rl.policyLoss(args)).toEqual(rl.policyLoss({ ...args, kind: documented.kind as string }));

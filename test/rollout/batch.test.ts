@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
+import * as diagnostics from '../../ts/diagnostics.js';
 import { GearError } from '../../ts/core/errors.js';
 import { data, expectClose, loadPeer } from '../helpers/peer.js';
 
@@ -131,11 +132,11 @@ describe('buildRolloutBatch — conversation layout (one row per trajectory)', (
     // Row 0's last counted token is index 5 (index 6 is masked).
     expect(tr[5]).toBe(1);
     expect(tr[6]).toBe(0);
-    const ret = rl.tokenReturns({ tokenRewards: tr, offsets: b.offsets, mask: b.mask, gamma: 0.5 });
+    const ret = diagnostics.tokenReturns({ tokenRewards: tr, offsets: b.offsets, mask: b.mask, gamma: 0.5 });
     // Masked observation tokens neither discount nor reset the running return.
     expect(Array.from(ret.slice(0, 7))).toEqual([0.125, 0.25, 0.5, 0, 0, 1, 0]);
     // Legacy verl / verl-agent reset it at masked tokens (and keep the raw value there).
-    const legacy = rl.tokenReturns({ tokenRewards: tr, offsets: b.offsets, mask: b.mask, gamma: 0.5, semantics: 'legacy' });
+    const legacy = diagnostics.tokenReturns({ tokenRewards: tr, offsets: b.offsets, mask: b.mask, gamma: 0.5, semantics: 'legacy' });
     expect(Array.from(legacy.slice(0, 7))).toEqual([0, 0, 0, 0, 0.5, 1, 0]);
   });
 });

@@ -78,10 +78,10 @@ function ser(x: unknown, what: string, depth: number, out: string[]): void {
  * @returns a Map key
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { anchorKey } from 'gear-rl/similarity';
  *
- * const a = rl.anchorKey({ room: 'hall', items: [1, 2] });
- * const b = rl.anchorKey({ items: [1, 2], room: 'hall' });
+ * const a = anchorKey({ room: 'hall', items: [1, 2] });
+ * const b = anchorKey({ items: [1, 2], room: 'hall' });
  * console.log(JSON.stringify(a) === JSON.stringify(b)); // true: key order does not matter
  * ```
  * @category Advantages
@@ -103,9 +103,9 @@ export function anchorKey(x: unknown, what?: string): string | number | { s: str
  * @returns the id of each row's state, numbered in order of first appearance
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { anchorIds } from 'gear-rl/similarity';
  *
- * console.log(rl.anchorIds(['s0', { x: 1 }, 's0', { x: 1 }, [1, 2]])); // Int32Array [0, 1, 0, 1, 2]
+ * console.log(anchorIds(['s0', { x: 1 }, 's0', { x: 1 }, [1, 2]])); // Int32Array [0, 1, 0, 1, 2]
  * ```
  * @category Advantages
  */

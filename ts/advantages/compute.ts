@@ -7,9 +7,9 @@
 import { fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
 import { segmentBroadcast } from '../ops/segment.js';
-import { validateOptions } from '../registry/schema.js';
+import { resolveOptions } from '../registry/schema.js';
 import './builtins.js';
-import { type EstimatorLevel, getAdvantageEstimator } from './registry.js';
+import { type EstimatorLevel, estimators } from './registry.js';
 
 /**
  * The packed-row layout that a row-level estimator's output is broadcast over.
@@ -75,29 +75,38 @@ function advantagesOf(out: unknown, what: string): ArrayLike<number> {
  * @category Advantages
  */
 export function computeAdvantages(name: string, args: Record<string, unknown> | object, layout?: TokenLayout): AdvantageResult {
-  const def = getAdvantageEstimator(name);
+  const def = estimators.get(name);
   if (args === null || typeof args !== 'object') fail('ERR_OPTION', `${def.name}: args`, 'an arguments object', args);
-  const a = args as Record<string, unknown>;
-  validateOptions(def.options, a, def.name);
-  if (layout !== undefined) v.knownKeys(layout, 'layout', ['offsets', 'mask']);
-  const own = def.level === 'token' && a.offsets !== undefined;
-  const lay = layout ?? (own ? { offsets: a.offsets as Int32Array, mask: a.mask as Uint8Array | undefined } : undefined);
-  if (def.level === 'row' && lay === undefined) {
+  // The arguments and the layout are read once, before anything is checked: the estimator and the
+  // broadcast see the values the checks saw. A built-in estimator reads its arguments against its
+  // schema itself; a user-registered one gets them checked and defaulted here.
+  const a: Record<string, unknown> = { ...args };
+  let offsets: unknown, mask: unknown;
+  if (layout !== undefined) {
+    v.knownKeys(layout, 'layout', ['offsets', 'mask']);
+    offsets = layout.offsets;
+    mask = layout.mask;
+  } else if (def.level === 'token' && a.offsets !== undefined) {
+    offsets = a.offsets;
+    mask = a.mask;
+  } else if (def.level === 'row') {
     fail('ERR_OPTION', `${def.name}: layout`, '{ offsets, mask? } to broadcast row advantages over', undefined);
   }
+  const input = estimators.isBuiltin(def) ? a : { ...a, ...resolveOptions(def.options, a, def.name) };
   let n: number | undefined;
-  if (lay !== undefined) {
-    v.i32(lay.offsets, 'layout.offsets');
-    n = lay.offsets[lay.offsets.length - 1];
-    if (n !== undefined) v.offsets(lay.offsets, 'layout.offsets', n);
+  if (offsets !== undefined) {
+    const off = v.i32(offsets, 'layout.offsets');
+    n = off[off.length - 1];
+    if (n !== undefined) v.offsets(off, 'layout.offsets', n);
   }
-  const details = def.compute(a);
+  const details = def.compute(input);
   const adv = advantagesOf(details, `${def.name}: result`);
   if (def.level === 'row') {
-    const rows = lay!.offsets.length - 1;
+    const off = offsets as Int32Array;
+    const rows = off.length - 1;
     if (adv.length !== rows) fail('ERR_SHAPE', `${def.name}: result.length`, `the row count ${rows}`, adv.length);
     const rowAdvantages = v.isTyped(adv, Float64Array) ? adv : Float64Array.from(adv);
-    const tokenAdvantages = segmentBroadcast(rowAdvantages, lay!.offsets, lay!.mask);
+    const tokenAdvantages = segmentBroadcast(rowAdvantages, off, mask as Uint8Array | undefined);
     return { estimator: def.name, level: 'row', tokenAdvantages, rowAdvantages, details };
   }
   if (n !== undefined && adv.length !== n) fail('ERR_SHAPE', `${def.name}: result.length`, `the token count ${n}`, adv.length);

@@ -80,12 +80,12 @@ function internAll(s: string): Int32Array {
  *
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { PreparedText, quickRatio, sequenceMatcherRatio } from 'gear-rl/similarity';
  *
  * // prepare the representative once when it is compared with many strings
- * const rep = new rl.PreparedText('You are in the kitchen. There is a knife.');
+ * const rep = new PreparedText('You are in the kitchen. There is a knife.');
  * for (const obs of ['You are in the kitchen. There is a fork.', 'You are in the hall.']) {
- *   console.log(rl.quickRatio(obs, rep), rl.sequenceMatcherRatio(obs, rep));
+ *   console.log(quickRatio(obs, rep), sequenceMatcherRatio(obs, rep));
  * }
  * console.log(rep.text);
  * ```
@@ -332,9 +332,9 @@ function textArg(x: unknown, what: string): string {
  * @returns the similarity ratio in [0, 1]
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { sequenceMatcherRatio } from 'gear-rl/similarity';
  *
- * console.log(rl.sequenceMatcherRatio('abcd', 'bcde')); // 0.75, as Python's SequenceMatcher(None, a, b).ratio()
+ * console.log(sequenceMatcherRatio('abcd', 'bcde')); // 0.75, as Python's SequenceMatcher(None, a, b).ratio()
  * ```
  * @category Advantages
  */
@@ -352,9 +352,9 @@ export function sequenceMatcherRatio(a: string, b: string | PreparedText): numbe
  * @returns the upper bound
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { quickRatio } from 'gear-rl/similarity';
  *
- * console.log(rl.quickRatio('abcd', 'dcba')); // 1: same characters, an upper bound of the ratio
+ * console.log(quickRatio('abcd', 'dcba')); // 1: same characters, an upper bound of the ratio
  * ```
  * @category Advantages
  */
@@ -372,9 +372,9 @@ export function quickRatio(a: string, b: string | PreparedText): number {
  * @returns the upper bound
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { realQuickRatio } from 'gear-rl/similarity';
  *
- * console.log(rl.realQuickRatio('abc', 'abcdefg')); // 0.6 = 2 * 3 / 10
+ * console.log(realQuickRatio('abc', 'abcdefg')); // 0.6 = 2 * 3 / 10
  * ```
  * @category Advantages
  */
@@ -484,23 +484,25 @@ export function ratioAtLeast(a: Int32Array, B: PreparedText, threshold: number, 
  * @returns the cluster index of each observation (clusters numbered in creation order)
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { similarityClusters } from 'gear-rl/similarity';
  *
  * const obs = ['hp 10, room 1', 'hp 9, room 1', 'inventory: sword', 'hp 10, room 1'];
- * console.log(rl.similarityClusters(obs, 0.8)); // Int32Array [0, 0, 1, 0]
+ * console.log(similarityClusters(obs, 0.8)); // Int32Array [0, 0, 1, 0]
  * ```
  * @category Advantages
  */
 export function similarityClusters(texts: readonly string[], threshold: number): Int32Array {
   v.list(texts, 'texts', 'an array of strings');
-  for (let i = 0; i < texts.length; i++) textArg(texts[i], `texts[${i}]`);
+  // each text read once and checked; the copy is what is clustered
+  const list: string[] = [];
+  for (let i = 0; i < texts.length; i++) list.push(textArg(texts[i], `texts[${i}]`));
   if (threshold === undefined) fail('ERR_OPTION', 'threshold', 'a number in (0, 1)', threshold);
   v.numOpt(threshold, 'threshold', 0, { min: 0, max: 1, minOpen: true, maxOpen: true });
-  const out = new Int32Array(texts.length);
+  const out = new Int32Array(list.length);
   const reps: PreparedText[] = [];
   const seen = new Map<string, number>();
-  for (let i = 0; i < texts.length; i++) {
-    const s = texts[i]!;
+  for (let i = 0; i < list.length; i++) {
+    const s = list[i]!;
     const known = seen.get(s);
     if (known !== undefined) {
       out[i] = known;

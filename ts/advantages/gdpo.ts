@@ -6,7 +6,10 @@
 import { fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
 import { grpo } from './grpo.js';
-import { type GroupId, type SingletonPolicy, SINGLETON, groupIndex, objectArg, rewardsArg } from './groups.js';
+import { components } from './groups.js';
+import { type GroupId, type SingletonPolicy, groupIndex, rewardsArg } from './groups.js';
+import { type AdvantageEstimatorDefinition, estimatorArgs } from './registry.js';
+import { DATA, OPT_DATA, SINGLETON_OPTION, epsilonOption } from './row_args.js';
 import { lengthsArg, whitenRows } from './masked.js';
 
 /**
@@ -41,6 +44,10 @@ export interface GdpoArgs {
   singleton?: SingletonPolicy;
 }
 
+const GDPO_OPTIONS = {
+  rewards: DATA, weights: OPT_DATA, groups: DATA, lengths: OPT_DATA, epsilon: epsilonOption(1e-6), singleton: SINGLETON_OPTION,
+} as const;
+
 /**
  * GDPO: for each reward component k, GRPO advantages `(r_k - mean_g) / (std_g + epsilon)`; their
  * weighted sum `Σ_k w_k A_k`; then whitened over the batch as verl's `masked_whiten` (statistics over
@@ -63,12 +70,11 @@ export interface GdpoArgs {
  * @category Advantages
  */
 export function gdpo(a: GdpoArgs): Float64Array {
-  const o = objectArg(a, 'gdpo');
-  v.knownKeys(o, 'gdpo', ['rewards', 'weights', 'groups', 'lengths', 'epsilon', 'singleton']);
+  const o = estimatorArgs(GDPO_OPTIONS, a, 'gdpo');
   if (!Array.isArray(o.rewards) || o.rewards.length === 0) {
     fail('ERR_OPTION', 'gdpo: rewards', 'a non-empty array of per-row reward arrays', o.rewards);
   }
-  const comps = (o.rewards as unknown[]).map((r, k) => rewardsArg(r, `gdpo: rewards[${k}]`));
+  const comps = components(v.list(o.rewards, 'gdpo: rewards', 'an array of reward arrays'), 'gdpo: rewards', false);
   const rows = comps[0]!.length;
   comps.forEach((c, k) => {
     if (c.length !== rows) fail('ERR_SHAPE', `gdpo: rewards[${k}].length`, `${rows} (as rewards[0])`, c.length);
@@ -77,8 +83,7 @@ export function gdpo(a: GdpoArgs): Float64Array {
   const weights = o.weights === undefined ? new Float64Array(K).fill(1) : rewardsArg(o.weights, 'gdpo: weights', K);
   groupIndex(o.groups as ArrayLike<GroupId>, 'gdpo: groups', rows);
   const lengths = lengthsArg(o.lengths, 'gdpo: lengths', rows);
-  const epsilon = v.numOpt(o.epsilon, 'gdpo: epsilon', 1e-6, { min: 0 });
-  const singleton = v.enumOpt(o.singleton, 'gdpo: singleton', SINGLETON, 'raw');
+  const { epsilon, singleton } = o;
   const sum = new Float64Array(rows);
   for (let k = 0; k < K; k++) {
     const adv = grpo({ rewards: comps[k]!, groups: o.groups as ArrayLike<GroupId>, epsilon, singleton });
@@ -86,3 +91,8 @@ export function gdpo(a: GdpoArgs): Float64Array {
   }
   return whitenRows(sum, lengths);
 }
+
+/** @internal Estimator `gdpo`. */
+export const gdpoEstimator: AdvantageEstimatorDefinition<GdpoArgs> = {
+  name: 'gdpo', level: 'row', description: 'per-component GRPO, weighted sum, whitened', options: GDPO_OPTIONS, compute: gdpo,
+};

@@ -7,6 +7,8 @@
 import { GearError, fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
 import { anchorIds } from './anchors.js';
+import { type AdvantageEstimatorDefinition, estimatorArgs } from './registry.js';
+import { DATA, OPT_DATA, epsilonOption } from './row_args.js';
 import { similarityClusters } from './difflib.js';
 import {
   type GroupId, type GroupIndex, type GroupStats, groupIndex, groupStatsOf, objectArg, rewardsArg, scaledDenominators,
@@ -319,6 +321,16 @@ function sizeHistogram(sizes: Int32Array): { histogram: Record<number, number>; 
   return { histogram, singletonRows: counts[1] ?? 0 };
 }
 
+const GIGPO_OPTIONS = {
+  episodeRewards: DATA, stepRewards: OPT_DATA, stepReturns: OPT_DATA, trajectories: DATA, groups: DATA, anchors: DATA,
+  gamma: { type: 'number', min: 0, max: 1, default: 1, description: 'step-return discount' },
+  stepWeight: { type: 'number', finite: true, default: 1, description: 'weight of the step-level advantage' },
+  mode: { type: 'string', values: ['mean_norm', 'mean_std_norm'], default: 'mean_norm', description: 'centre, or centre and scale' },
+  epsilon: epsilonOption(1e-6),
+  crossStepStats: { type: 'boolean', default: true, description: 'every step row counts in its episode group' },
+  similarity: { type: 'object', description: '{ threshold }: text anchors grouped by similarity' },
+} as const;
+
 /**
  * GiGPO advantages. Episode level: per episode group, `A^E = s - mean` (`mean_norm`) or
  * `(s - mean) / (std + epsilon)` (`mean_std_norm`), a group with a single value keeps its raw score
@@ -347,10 +359,8 @@ function sizeHistogram(sizes: Int32Array): { histogram: Record<number, number>; 
  */
 export function gigpo(a: GigpoArgs): GigpoResult {
   const fn = 'gigpo';
-  const o = objectArg(a, fn);
-  v.knownKeys(o, fn, ['episodeRewards', 'stepRewards', 'stepReturns', 'trajectories', 'groups', 'anchors', 'gamma',
-    'stepWeight', 'mode', 'epsilon', 'crossStepStats', 'similarity']);
-  const mode = v.enumOpt(o.mode, `${fn}: mode`, ['mean_norm', 'mean_std_norm'] as const, 'mean_norm');
+  const o = estimatorArgs(GIGPO_OPTIONS, a, fn);
+  const { mode, gamma, stepWeight: w, epsilon: eps } = o;
   const threshold = similarityArg(o.similarity, fn);
   const s = rewardsArg(o.episodeRewards, `${fn}: episodeRewards`);
   const R = s.length;
@@ -359,14 +369,7 @@ export function gigpo(a: GigpoArgs): GigpoResult {
   if (!(Array.isArray(o.anchors) || v.isTypedArray(o.anchors))) fail('ERR_DTYPE', `${fn}: anchors`, 'an array', o.anchors);
   const anchors = o.anchors as ArrayLike<unknown>;
   if (anchors.length !== R) fail('ERR_SHAPE', `${fn}: anchors.length`, `the row count ${R}`, anchors.length);
-  const gamma = v.numOpt(o.gamma, `${fn}: gamma`, 1, { min: 0, max: 1 });
-  const w = v.numOpt(o.stepWeight, `${fn}: stepWeight`, 1);
-  if (!Number.isFinite(w)) fail('ERR_OPTION', `${fn}: stepWeight`, 'a finite number', w);
-  const eps = v.numOpt(o.epsilon, `${fn}: epsilon`, 1e-6, { min: 0 });
-  if (o.crossStepStats !== undefined && typeof o.crossStepStats !== 'boolean') {
-    fail('ERR_OPTION', `${fn}: crossStepStats`, 'a boolean', o.crossStepStats);
-  }
-  const cross = o.crossStepStats !== false;
+  const cross = o.crossStepStats;
 
   // A trajectory belongs to one episode group.
   const bad = trajectoryConflict(traj.ids, traj.count, idx.ids);
@@ -417,3 +420,9 @@ export function gigpo(a: GigpoArgs): GigpoResult {
     diagnostics: { groupSizeHistogram: histogram, singletonShare: R ? singletonRows / R : 0 },
   };
 }
+
+/** @internal Estimator `gigpo`. */
+export const gigpoEstimator: AdvantageEstimatorDefinition<GigpoArgs> = {
+  name: 'gigpo', level: 'row', description: 'GiGPO episode + anchor-state step advantages (row = agent step)',
+  options: GIGPO_OPTIONS, compute: gigpo,
+};

@@ -3,7 +3,8 @@
  *
  * @module
  */
-import { rowArgs } from './row_args.js';
+import type { AdvantageEstimatorDefinition } from './registry.js';
+import { ROW_OPTIONS, rowArgs } from './row_args.js';
 import { type GroupId, type SingletonPolicy, groupStatsOf } from './groups.js';
 
 /**
@@ -40,7 +41,7 @@ export interface GpgArgs {
  * @category Advantages
  */
 export function gpg(a: GpgArgs): Float64Array {
-  const { rewards, idx, singleton } = rowArgs(a, 'gpg', []);
+  const { rewards, idx, singleton } = rowArgs(a, 'gpg', ROW_OPTIONS);
   let nonzero = 0;
   for (let i = 0; i < rewards.length; i++) if (rewards[i] !== 0) nonzero++;
   const alpha = rewards.length / Math.max(nonzero, 1);
@@ -57,3 +58,8 @@ export function gpg(a: GpgArgs): Float64Array {
   }
   return out;
 }
+
+/** @internal Estimator `gpg`. */
+export const gpgEstimator: AdvantageEstimatorDefinition<GpgArgs> = {
+  name: 'gpg', level: 'row', description: 'GPG group-mean baseline', options: ROW_OPTIONS, compute: gpg,
+};

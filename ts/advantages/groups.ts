@@ -59,9 +59,9 @@ function isIntIds(g: unknown): g is Int32Array | Uint32Array | Uint16Array | Int
  * @param rows expected number of rows (checked when given)
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { groupIndex } from 'gear-rl/diagnostics';
  *
- * const { ids, count, sizes, labels } = rl.groupIndex(['q7', 'q3', 'q7', 'q7']);
+ * const { ids, count, sizes, labels } = groupIndex(['q7', 'q3', 'q7', 'q7']);
  * console.log(ids, count, sizes, labels); // Int32Array [0, 1, 0, 0]  2  Int32Array [3, 1]  ['q7', 'q3']
  * ```
  * @category Advantages
@@ -217,10 +217,10 @@ export interface GroupStats {
  *
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { groupIndex, groupStats } from 'gear-rl/diagnostics';
  *
- * const idx = rl.groupIndex([0, 0, 1, 1, 1]);
- * const { mean, std, count, tie } = rl.groupStats([1, 3, 2, 2, 2], idx);
+ * const idx = groupIndex([0, 0, 1, 1, 1]);
+ * const { mean, std, count, tie } = groupStats([1, 3, 2, 2, 2], idx);
  * console.log(mean, std, count, tie); // [2, 2]  [1.414..., 0]  [2, 3]  [0, 1]
  * ```
  * @category Advantages
@@ -228,14 +228,17 @@ export interface GroupStats {
 export function groupStats(
   values: ArrayLike<number>, idx: GroupIndex, opts: { skipNaN?: boolean; weights?: ArrayLike<number> } = {},
 ): GroupStats {
-  const index = checkGroupIndex(idx, 'idx');
-  const n = index.ids.length;
-  v.numArray(values, 'values', n);
+  // values, options and weights read (and copied) before the index is checked: no getter runs after
+  const vals = v.numArray(values, 'values');
   v.knownKeys(opts, 'opts', ['skipNaN', 'weights']);
   const { skipNaN, weights } = opts;
+  const w = weights === undefined ? undefined : v.numArray(weights, 'opts.weights');
+  const index = checkGroupIndex(idx, 'idx');
+  const n = index.ids.length;
+  if (vals.length !== n) fail('ERR_SHAPE', 'values.length', String(n), vals.length);
   if (skipNaN !== undefined && typeof skipNaN !== 'boolean') fail('ERR_OPTION', 'opts.skipNaN', 'a boolean', skipNaN);
-  if (weights !== undefined) v.numArray(weights, 'opts.weights', n);
-  return groupStatsOf(values, index, { skipNaN, weights });
+  if (w !== undefined && w.length !== n) fail('ERR_SHAPE', 'opts.weights.length', String(n), w.length);
+  return groupStatsOf(vals, index, { skipNaN, weights: w });
 }
 
 /**
@@ -470,20 +473,20 @@ function runStats(values: ArrayLike<number>, idx: GroupIndex): GroupStats {
  *
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { batchStats } from 'gear-rl/diagnostics';
  *
- * console.log(rl.batchStats([1, 2, NaN, 3], true)); // { mean: 2, std: 1, count: 3 }
+ * console.log(batchStats([1, 2, NaN, 3], true)); // { mean: 2, std: 1, count: 3 }
  * ```
  * @category Advantages
  */
 export function batchStats(values: ArrayLike<number>, skipNaN = false): { mean: number; std: number; count: number } {
-  v.numArray(values, 'values');
+  const vals = v.numArray(values, 'values');
   let s = 0;
   let c = 0;
   let first = NaN;
   let tie = true;
-  for (let i = 0; i < values.length; i++) {
-    const x = values[i]!;
+  for (let i = 0; i < vals.length; i++) {
+    const x = vals[i]!;
     if (skipNaN && x !== x) continue;
     if (c === 0) first = x;
     else if (x !== first) tie = false;
@@ -495,8 +498,8 @@ export function batchStats(values: ArrayLike<number>, skipNaN = false): { mean: 
   if (c < 2) return { mean, std: NaN, count: c };
   if (tie) return { mean, std: 0, count: c };
   let ss = 0;
-  for (let i = 0; i < values.length; i++) {
-    const x = values[i]!;
+  for (let i = 0; i < vals.length; i++) {
+    const x = vals[i]!;
     if (skipNaN && x !== x) continue;
     const d = x - mean;
     ss += d * d;
@@ -551,8 +554,7 @@ export const SINGLETON: readonly SingletonPolicy[] = ['raw', 'zero'];
 
 /** Reads per-row rewards: any numeric array-like, finite values only unless `allowNaN`. */
 export function rewardsArg(x: unknown, what: string, rows?: number, allowNaN = false): Float64Array {
-  const a = v.numArray(x, what, rows);
-  const out = v.isTyped(a, Float64Array) ? a : Float64Array.from(a);
+  const out = v.isTyped(x, Float64Array) ? v.f64(x, what, rows) : v.numbers(x, what, rows);
   for (let i = 0; i < out.length; i++) {
     const r = out[i]!;
     if (!Number.isFinite(r) && !(allowNaN && r !== r)) {
@@ -569,4 +571,14 @@ export function rewardsArg(x: unknown, what: string, rows?: number, allowNaN = f
 export function objectArg(a: unknown, what: string): Record<string, unknown> {
   if (typeof a !== 'object' || a === null || Array.isArray(a)) fail('ERR_OPTION', what, 'an options object', a);
   return { ...a } as Record<string, unknown>;
+}
+
+/**
+ * @internal The reward components of a multi-reward estimator: each element of `list` read once (a
+ * hole reads as undefined and is refused) and checked as a reward array; `nan` lets NaN through.
+ */
+export function components(list: unknown[], what: string, nan: boolean): Float64Array[] {
+  const out: Float64Array[] = [];
+  for (let k = 0; k < list.length; k++) out.push(rewardsArg(list[k], `${what}[${k}]`, undefined, nan));
+  return out;
 }

@@ -6,9 +6,10 @@
  */
 import { GearError, fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
-import { rowArgs } from './row_args.js';
+import { type AdvantageEstimatorDefinition, estimatorArgs } from './registry.js';
+import { ROW_OPTIONS, epsilonOption, rowArgs } from './row_args.js';
 import {
-  type GroupId, type SingletonPolicy, SINGLETON, batchStats, contiguousGroups, groupIndex, groupStatsOf, objectArg, rewardsArg,
+  type GroupId, type SingletonPolicy, batchStats, contiguousGroups, groupIndex, groupStatsOf, rewardsArg,
   STD_FLOOR, runMoments, runStarts, scaled, singletonDenominator, sortedRunStarts,
 } from './groups.js';
 
@@ -18,7 +19,14 @@ import {
  * @category Advantages
  */
 export type GrpoScale = 'group' | 'batch' | 'none';
-const SCALES: readonly GrpoScale[] = ['group', 'batch', 'none'];
+
+const GRPO_OPTIONS = {
+  ...ROW_OPTIONS,
+  scale: { type: 'string', values: ['group', 'batch', 'none'] satisfies GrpoScale[], default: 'group', description: 'divide by the group std, the batch std, or nothing' },
+  epsilon: epsilonOption(1e-6),
+  precision: { type: 'string', values: ['float64', 'float32'], default: 'float64', description: "'float32': verl's vectorised GRPO" },
+  varianceFloor: { type: 'number', min: 0, default: 0, description: "variance floor of precision 'float32'" },
+} as const;
 
 /**
  * Arguments of {@link grpo}.
@@ -86,18 +94,13 @@ export interface GrpoArgs {
  * @category Advantages
  */
 export function grpo(a: GrpoArgs): Float64Array {
-  const o = objectArg(a, 'grpo');
-  v.knownKeys(o, 'grpo', ['rewards', 'groups', 'singleton', 'scale', 'epsilon', 'precision', 'varianceFloor']);
+  const o = estimatorArgs(GRPO_OPTIONS, a, 'grpo');
   const rewards = rewardsArg(o.rewards, 'grpo: rewards');
   // Sorted integer ids (prompts in order, a prompt's rows side by side) are their own group runs;
   // any other ids are indexed (which validates them; sorted integer ids cannot fail there).
   let starts = sortedRunStarts(o.groups, rewards.length);
   const indexed = starts ? undefined : groupIndex(o.groups as ArrayLike<GroupId>, 'grpo: groups', rewards.length);
-  const singleton = v.enumOpt(o.singleton, 'grpo: singleton', SINGLETON, 'raw');
-  const scale = v.enumOpt(o.scale, 'grpo: scale', SCALES, 'group');
-  const eps = v.numOpt(o.epsilon, 'grpo: epsilon', 1e-6, { min: 0 });
-  const precision = v.enumOpt(o.precision, 'grpo: precision', ['float64', 'float32'] as const, 'float64');
-  const floor = v.numOpt(o.varianceFloor, 'grpo: varianceFloor', 0, { min: 0 });
+  const { singleton, scale, epsilon: eps, precision, varianceFloor: floor } = o;
   if (scale === 'group' && precision === 'float64') {
     if (!starts && contiguousGroups(indexed!.ids)) starts = runStarts(indexed!);
     if (starts) return grpoRuns(rewards, starts, eps, singleton);
@@ -239,9 +242,9 @@ function grpoFloat32(
  * @returns mean, std and count per group, in the groups' order of first appearance, as Float32Array
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { groupMeanStd } from 'gear-rl/diagnostics';
  *
- * const { mean, std, count, labels } = rl.groupMeanStd([1, 0, 3, 5], [7, 7, 9, 9]);
+ * const { mean, std, count, labels } = groupMeanStd([1, 0, 3, 5], [7, 7, 9, 9]);
  * console.log(labels, mean, std, count); // [7, 9]  [0.5, 4]  [0.707..., 1.414...]  [2, 2]
  * ```
  * @category Advantages
@@ -291,6 +294,13 @@ export interface GrpoPassKArgs {
   k?: number;
 }
 
+const GRPO_PASSK_OPTIONS = {
+  ...ROW_OPTIONS,
+  scale: { type: 'string', values: ['group', 'none'], default: 'group', description: 'divide by the group std, or not' },
+  epsilon: epsilonOption(1e-6),
+  k: { type: 'number', int: true, min: 1, default: 1, description: 'the k of pass@k (checked; the result does not depend on it)' },
+} as const;
+
 /**
  * GRPO pass@k (verl `grpo_passk`): in each group only the best row gets a non-zero advantage,
  * `r_max - r_second` (divided by std + epsilon under `scale: 'group'`); a tie for the best gives 0.
@@ -309,10 +319,8 @@ export interface GrpoPassKArgs {
  * @category Advantages
  */
 export function grpoPassK(a: GrpoPassKArgs): Float64Array {
-  const { a: o, rewards, idx } = rowArgs(a, 'grpoPassK', ['scale', 'epsilon', 'k']);
-  const scale = v.enumOpt(o.scale, 'grpoPassK: scale', ['group', 'none'] as const, 'group');
-  const eps = v.numOpt(o.epsilon, 'grpoPassK: epsilon', 1e-6, { min: 0 });
-  v.numOpt(o.k, 'grpoPassK: k', 1, { min: 1, int: true });
+  const { a: o, rewards, idx } = rowArgs(a, 'grpoPassK', GRPO_PASSK_OPTIONS);
+  const { scale, epsilon: eps } = o;
   for (let g = 0; g < idx.count; g++) {
     if (idx.sizes[g]! < 2) {
       throw new GearError('ERR_GROUP',
@@ -342,6 +350,15 @@ export function grpoPassK(a: GrpoPassKArgs): Float64Array {
   return out;
 }
 
+/** @internal Estimator `grpo`. */
+export const grpoEstimator: AdvantageEstimatorDefinition<GrpoArgs> = {
+  name: 'grpo', level: 'row', description: 'group-relative (r − mean) / (std + ε)', options: GRPO_OPTIONS, compute: grpo,
+};
+/** @internal Estimator `grpo_passk`. */
+export const grpoPassKEstimator: AdvantageEstimatorDefinition<GrpoPassKArgs> = {
+  name: 'grpo_passk', level: 'row', description: 'pass@k: only the best row of each group', options: GRPO_PASSK_OPTIONS, compute: grpoPassK,
+};
+
 /**
  * verl `as_torch_index`: maps group labels to integer indices as verl's vectorised estimators do.
  * Integer labels are kept as they are; floats within 1e-6 of an integer are rounded to it; any other
@@ -352,10 +369,10 @@ export function grpoPassK(a: GrpoPassKArgs): Float64Array {
  * @returns one integer index per row
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { asTorchIndex } from 'gear-rl/diagnostics';
  *
- * console.log(rl.asTorchIndex([3, 3, 8]));         // Int32Array [3, 3, 8]: integers kept
- * console.log(rl.asTorchIndex(['b', 'a', 'b']));   // Int32Array [1, 0, 1]: ranks of the sorted labels
+ * console.log(asTorchIndex([3, 3, 8]));         // Int32Array [3, 3, 8]: integers kept
+ * console.log(asTorchIndex(['b', 'a', 'b']));   // Int32Array [1, 0, 1]: ranks of the sorted labels
  * ```
  * @category Advantages
  */

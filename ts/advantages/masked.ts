@@ -25,9 +25,9 @@ function valuesArg(values: unknown, what: string): ArrayLike<number> {
  * @returns the masked mean
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { maskedMean } from 'gear-rl/diagnostics';
  *
- * console.log(rl.maskedMean([1, 2, 100], Uint8Array.of(1, 1, 0))); // ~1.5 (verl adds 1e-8 to the count)
+ * console.log(maskedMean([1, 2, 100], Uint8Array.of(1, 1, 0))); // ~1.5 (verl adds 1e-8 to the count)
  * ```
  * @category Advantages
  */
@@ -54,9 +54,9 @@ export function maskedMean(values: ArrayLike<number>, mask?: Uint8Array): number
  * @returns per-row means (Float64Array, length R)
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { maskedRowMean } from 'gear-rl/diagnostics';
  *
- * const means = rl.maskedRowMean([1, 3, 100, 4], Int32Array.of(0, 3, 4), Uint8Array.of(1, 1, 0, 1));
+ * const means = maskedRowMean([1, 3, 100, 4], Int32Array.of(0, 3, 4), Uint8Array.of(1, 1, 0, 1));
  * console.log(means); // Float64Array [~2, ~4]
  * ```
  * @category Advantages
@@ -89,10 +89,10 @@ export function maskedRowMean(values: ArrayLike<number>, offsets: Int32Array, ma
  * @param unbiased Bessel correction (default true)
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { maskedVar } from 'gear-rl/diagnostics';
  *
- * console.log(rl.maskedVar([1, 2, 3, 100], Uint8Array.of(1, 1, 1, 0)));        // ~1 (unbiased)
- * console.log(rl.maskedVar([1, 2, 3, 100], Uint8Array.of(1, 1, 1, 0), false)); // ~0.667
+ * console.log(maskedVar([1, 2, 3, 100], Uint8Array.of(1, 1, 1, 0)));        // ~1 (unbiased)
+ * console.log(maskedVar([1, 2, 3, 100], Uint8Array.of(1, 1, 1, 0), false)); // ~0.667
  * ```
  * @category Advantages
  */
@@ -114,21 +114,24 @@ export function maskedVar(values: ArrayLike<number>, mask?: Uint8Array, unbiased
  * @returns whitened values (Float64Array, same length)
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { maskedWhiten } from 'gear-rl/diagnostics';
  *
- * const w = rl.maskedWhiten([1, 2, 3, 4], Uint8Array.of(1, 1, 1, 1));
- * const kept = rl.maskedWhiten([1, 2, 3, 4], undefined, { shiftMean: false });
+ * const w = maskedWhiten([1, 2, 3, 4], Uint8Array.of(1, 1, 1, 1));
+ * const kept = maskedWhiten([1, 2, 3, 4], undefined, { shiftMean: false });
  * console.log(w, kept); // mean 0 and unit variance; the second keeps the mean 2.5
  * ```
  * @category Advantages
  */
 export function maskedWhiten(values: ArrayLike<number>, mask?: Uint8Array, opts: { shiftMean?: boolean } = {}): Float64Array {
+  v.knownKeys(opts, 'opts', ['shiftMean']);
+  const shiftMean = (opts as { shiftMean?: unknown } | undefined)?.shiftMean; // read once, before the arrays are checked
+  if (shiftMean !== undefined && typeof shiftMean !== 'boolean') fail('ERR_OPTION', 'opts.shiftMean', 'a boolean', shiftMean);
   const x = valuesArg(values, 'values');
   const m = v.optMask(mask, 'mask', x.length);
   const { mean, variance } = weightedVar(x, m ? (i) => m[i]! : () => 1, x.length, true);
   const inv = 1 / Math.sqrt(variance + 1e-8);
   const out = new Float64Array(x.length);
-  const back = opts.shiftMean === false ? mean : 0;
+  const back = shiftMean === false ? mean : 0;
   for (let i = 0; i < x.length; i++) out[i] = (x[i]! - mean) * inv + back;
   return out;
 }

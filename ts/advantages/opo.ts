@@ -3,10 +3,12 @@
  *
  * @module
  */
-import { fail } from '../core/errors.js';
-import { rowArgs } from './row_args.js';
+import type { AdvantageEstimatorDefinition } from './registry.js';
+import { DATA, ROW_OPTIONS, rowArgs } from './row_args.js';
 import { type GroupId, type SingletonPolicy, groupStatsOf } from './groups.js';
 import { lengthsArg } from './masked.js';
+
+const OPO_OPTIONS = { ...ROW_OPTIONS, lengths: DATA } as const;
 
 /**
  * Arguments of {@link opo}.
@@ -46,8 +48,7 @@ export interface OpoArgs {
  * @category Advantages
  */
 export function opo(a: OpoArgs): Float64Array {
-  const { a: o, rewards, idx, singleton } = rowArgs(a, 'opo', ['lengths']);
-  if (o.lengths === undefined) fail('ERR_OPTION', 'opo: lengths', 'the counted-token length of every row', undefined);
+  const { a: o, rewards, idx, singleton } = rowArgs(a, 'opo', OPO_OPTIONS);
   const lengths = lengthsArg(o.lengths, 'opo: lengths', rewards.length)!;
   const st = groupStatsOf(rewards, idx, { weights: lengths });
   const plain = groupStatsOf(rewards, idx);
@@ -63,3 +64,8 @@ export function opo(a: OpoArgs): Float64Array {
   }
   return out;
 }
+
+/** @internal Estimator `opo`. */
+export const opoEstimator: AdvantageEstimatorDefinition<OpoArgs> = {
+  name: 'opo', level: 'row', description: 'length-weighted group baseline', options: OPO_OPTIONS, compute: opo,
+};

@@ -6,8 +6,8 @@
  * @module
  */
 import { fail } from '../core/errors.js';
-import * as v from '../core/validate.js';
-import { type OptionsSchema, checkSchema } from '../registry/schema.js';
+import { createRegistry, replaceOpt } from '../registry/registry.js';
+import { type OptionsSchema, type ResolvedOptions, readArgs, resolveOptions } from '../registry/schema.js';
 
 /**
  * Where an estimator's output lives: `'row'` = one value per row (broadcast to the row's tokens by
@@ -39,9 +39,12 @@ export interface AdvantageEstimatorDefinition<A = Record<string, unknown>> {
   description?: string;
   /** `'row'` (per-row output) or `'token'` (per-token output). */
   level: EstimatorLevel;
-  /** The arguments' schema, checked with coded errors before `compute` runs. */
+  /**
+   * The arguments' schema, checked with coded errors before `compute` runs (an option absent from the
+   * arguments takes the value its spec declares).
+   */
   options?: OptionsSchema;
-  /** Computes the advantages from the arguments. */
+  /** Computes the advantages from the arguments (read once, checked against `options`). */
   compute: (args: A) => EstimatorOutput;
 }
 
@@ -59,57 +62,34 @@ export interface RegisterEstimatorOptions {
   replace?: boolean;
 }
 
-interface Entry { def: Readonly<AdvantageEstimatorDefinition>; builtin: boolean }
+/** @internal The advantage-estimator registry. */
+export const estimators = createRegistry<AdvantageEstimatorDefinition>({
+  register: 'registerAdvantageEstimator',
+  unregister: 'unregisterAdvantageEstimator',
+  lookup: 'estimator',
+  noun: 'estimator',
+  fields: ['name', 'aliases', 'description', 'level', 'options', 'compute'],
+  check(d) {
+    if (d.level !== 'row' && d.level !== 'token') fail('ERR_OPTION', `registerAdvantageEstimator(${d.name}): level`, "'row' or 'token'", d.level);
+    if (typeof d.compute !== 'function') fail('ERR_OPTION', `registerAdvantageEstimator(${d.name}): compute`, 'a function', d.compute);
+  },
+});
 
-const entries = new Map<string, Entry>();
-const names = new Map<string, string>();
-const NAME = /^[A-Za-z0-9_.-]{1,64}$/;
-const FIELDS = ['name', 'aliases', 'description', 'level', 'options', 'compute'];
-
-function checkDefinition(def: unknown): AdvantageEstimatorDefinition {
-  if (def === null || typeof def !== 'object') fail('ERR_OPTION', 'registerAdvantageEstimator', 'a definition object', def);
-  const d = def as AdvantageEstimatorDefinition;
-  v.knownKeys(d, 'registerAdvantageEstimator', FIELDS);
-  if (d.aliases !== undefined && !Array.isArray(d.aliases)) fail('ERR_OPTION', 'registerAdvantageEstimator: aliases', 'an array of names', d.aliases);
-  for (const n of [d.name, ...(d.aliases ?? [])]) {
-    if (typeof n !== 'string' || !NAME.test(n)) {
-      fail('ERR_OPTION', 'registerAdvantageEstimator: name', 'a name of letters, digits, _ - . (1 to 64)', n);
-    }
-  }
-  if (d.level !== 'row' && d.level !== 'token') fail('ERR_OPTION', `registerAdvantageEstimator(${d.name}): level`, "'row' or 'token'", d.level);
-  if (typeof d.compute !== 'function') fail('ERR_OPTION', `registerAdvantageEstimator(${d.name}): compute`, 'a function', d.compute);
-  checkSchema(d.options, `registerAdvantageEstimator(${d.name}): options`);
-  return d;
-}
-
-function add(def: AdvantageEstimatorDefinition, builtin: boolean, opts: RegisterEstimatorOptions): void {
-  const d = checkDefinition(def);
-  const replace = opts.replace === true;
-  for (const n of [d.name, ...(d.aliases ?? [])]) {
-    const owner = names.get(n);
-    if (owner === undefined || (replace && owner === d.name)) continue;
-    fail('ERR_OPTION', 'registerAdvantageEstimator: name', `a name not already registered${entries.get(owner)!.builtin ? ' (built-in)' : ''}`, n);
-  }
-  const prev = entries.get(d.name);
-  if (prev !== undefined) {
-    if (prev.builtin) fail('ERR_OPTION', 'registerAdvantageEstimator: name', 'not a built-in estimator', d.name);
-    removeEntry(d.name);
-  }
-  const frozen = Object.freeze({ ...d, aliases: Object.freeze([...(d.aliases ?? [])]) });
-  entries.set(d.name, { def: frozen as Readonly<AdvantageEstimatorDefinition>, builtin });
-  for (const n of [d.name, ...frozen.aliases]) names.set(n, d.name);
-}
-
-function removeEntry(name: string): void {
-  const e = entries.get(name);
-  if (e === undefined) return;
-  for (const n of [name, ...(e.def.aliases ?? [])]) names.delete(n);
-  entries.delete(name);
-}
-
-/** @internal Registers a built-in estimator (cannot be replaced or removed). */
+/**
+ * @internal Registers a built-in estimator (cannot be replaced or removed). Its `compute` is the public
+ * function, which reads its arguments with {@link estimatorArgs} against the same schema.
+ */
 export function registerBuiltinEstimator<A>(def: AdvantageEstimatorDefinition<A>): void {
-  add(def as unknown as AdvantageEstimatorDefinition, true, {});
+  estimators.add(def, true, false);
+}
+
+/**
+ * @internal Reads a built-in estimator's arguments object once (its own enumerable properties, each
+ * getter run once), refuses keys outside `schema`, and checks the options against it, filling in their
+ * defaults: the schema is the one place an estimator's option names, bounds and defaults are written.
+ */
+export function estimatorArgs<S extends OptionsSchema>(schema: S, a: unknown, fn: string): ResolvedOptions<S> {
+  return resolveOptions(schema, readArgs(a, fn, Object.keys(schema)), fn);
 }
 
 /**
@@ -143,7 +123,7 @@ export function registerBuiltinEstimator<A>(def: AdvantageEstimatorDefinition<A>
 export function registerAdvantageEstimator<A = Record<string, unknown>>(
   def: AdvantageEstimatorDefinition<A>, opts: RegisterEstimatorOptions = {},
 ): void {
-  add(def as unknown as AdvantageEstimatorDefinition, false, opts);
+  estimators.add(def, false, replaceOpt(opts, 'registerAdvantageEstimator'));
 }
 
 /**
@@ -163,11 +143,7 @@ export function registerAdvantageEstimator<A = Record<string, unknown>>(
  * @category Registry
  */
 export function unregisterAdvantageEstimator(name: string): boolean {
-  const canonical = names.get(name);
-  if (canonical === undefined || canonical !== name) return false;
-  if (entries.get(canonical)!.builtin) fail('ERR_OPTION', 'unregisterAdvantageEstimator', 'a user-registered estimator', name);
-  removeEntry(canonical);
-  return true;
+  return estimators.remove(name);
 }
 
 /**
@@ -186,11 +162,7 @@ export function unregisterAdvantageEstimator(name: string): boolean {
  * @category Registry
  */
 export function getAdvantageEstimator(name: string): Readonly<AdvantageEstimatorDefinition> {
-  const canonical = typeof name === 'string' ? names.get(name) : undefined;
-  if (canonical === undefined) {
-    fail('ERR_OPTION', 'estimator', `one of ${[...names.keys()].map((a) => `'${a}'`).join(', ')}`, name);
-  }
-  return entries.get(canonical)!.def;
+  return estimators.get(name);
 }
 
 /**
@@ -206,5 +178,5 @@ export function getAdvantageEstimator(name: string): Readonly<AdvantageEstimator
  * @category Registry
  */
 export function listAdvantageEstimators(): string[] {
-  return [...entries.keys()];
+  return estimators.list();
 }

@@ -6,8 +6,9 @@
  */
 import { fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
-import { rowArgs } from './row_args.js';
-import { type GroupId, type SingletonPolicy, groupStatsOf, objectArg } from './groups.js';
+import { type AdvantageEstimatorDefinition, estimatorArgs } from './registry.js';
+import { OPT_DATA, ROW_OPTIONS, TOKEN_OPTIONS, rowArgs } from './row_args.js';
+import { type GroupId, type SingletonPolicy, groupStatsOf } from './groups.js';
 import { lengthsArg, weightedVar, whitenRows } from './masked.js';
 
 /**
@@ -31,6 +32,8 @@ export interface ReinforcePlusPlusBaselineArgs {
   singleton?: SingletonPolicy;
 }
 
+const RPP_BASELINE_OPTIONS = { ...ROW_OPTIONS, lengths: OPT_DATA } as const;
+
 /**
  * REINFORCE++-baseline: `a_i = r_i - mean_g`, then whitened over the whole batch exactly as verl's
  * `masked_whiten` (statistics over every counted token, `+1e-8` on the count and under the square
@@ -48,7 +51,7 @@ export interface ReinforcePlusPlusBaselineArgs {
  * @category Advantages
  */
 export function reinforcePlusPlusBaseline(a: ReinforcePlusPlusBaselineArgs): Float64Array {
-  const { a: o, rewards, idx, singleton } = rowArgs(a, 'reinforcePlusPlusBaseline', ['lengths']);
+  const { a: o, rewards, idx, singleton } = rowArgs(a, 'reinforcePlusPlusBaseline', RPP_BASELINE_OPTIONS);
   const lengths = lengthsArg(o.lengths, 'reinforcePlusPlusBaseline: lengths', rewards.length);
   const st = groupStatsOf(rewards, idx);
   const centred = new Float64Array(rewards.length);
@@ -99,23 +102,29 @@ export interface ReinforcePlusPlusArgs {
   precision?: 'float32' | 'float64';
 }
 
+const RPP_OPTIONS = {
+  ...TOKEN_OPTIONS,
+  gamma: { type: 'number', min: 0, max: 1, default: 1, description: 'discount per token' },
+  compat: { type: 'string', values: ['verl', 'verl-legacy', 'verl-agent'], description: 'masked gaps: skipped (verl) or reset (verl-legacy, verl-agent)' },
+  semantics: { type: 'string', values: ['current', 'legacy'], description: 'deprecated: compat' },
+  precision: { type: 'string', values: ['float32', 'float64'], default: 'float32', description: 'output precision' },
+  baselines: OPT_DATA,
+} as const;
+
 function tokenArgs(a: unknown, fn: string) {
-  const o = objectArg(a, fn);
-  v.knownKeys(o, fn, ['tokenRewards', 'offsets', 'mask', 'gamma', 'compat', 'semantics', 'precision', 'baselines']);
+  const o = estimatorArgs(RPP_OPTIONS, a, fn);
   const x = o.tokenRewards;
   if (!(v.isTyped(x, Float32Array) || v.isTyped(x, Float64Array))) fail('ERR_DTYPE', `${fn}: tokenRewards`, 'Float32Array or Float64Array', x);
   v.allFinite(x, `${fn}: tokenRewards`);
   const R = v.offsets(o.offsets, `${fn}: offsets`, x.length);
   const mask = v.optMask(o.mask, `${fn}: mask`, x.length);
-  const gamma = v.numOpt(o.gamma, `${fn}: gamma`, 1, { min: 0, max: 1 });
-  const byAlias = v.enumOpt(o.semantics, `${fn}: semantics`, ['current', 'legacy'] as const, 'current');
-  const compat = o.compat === undefined ? undefined : v.enumOpt(o.compat, `${fn}: compat`, ['verl', 'verl-legacy', 'verl-agent'] as const, 'verl');
+  const { gamma, compat, precision } = o;
+  const byAlias = o.semantics ?? 'current';
   const byCompat = compat === undefined ? undefined : compat === 'verl' ? 'current' : 'legacy';
   if (byCompat !== undefined && o.semantics !== undefined && byCompat !== byAlias) {
     fail('ERR_OPTION', `${fn}: compat`, `a value agreeing with the deprecated semantics '${byAlias}' (give compat only)`, compat);
   }
   const semantics = byCompat ?? byAlias;
-  const precision = v.enumOpt(o.precision, `${fn}: precision`, ['float32', 'float64'] as const, 'float32');
   return { o, x, offsets: o.offsets as Int32Array, R, mask, gamma, semantics, precision };
 }
 
@@ -148,11 +157,11 @@ function returnsOf(x: ArrayLike<number>, off: Int32Array, R: number, mask: Uint8
  * @returns per-token returns (Float64Array)
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { tokenReturns } from 'gear-rl/diagnostics';
  *
  * // outcome reward on the last token of each row; the discounted return flows back over the row
  * const tokenRewards = Float32Array.of(0, 0, 1, 0, 2);
- * const returns = rl.tokenReturns({ tokenRewards, offsets: Int32Array.of(0, 3, 5), gamma: 0.5 });
+ * const returns = tokenReturns({ tokenRewards, offsets: Int32Array.of(0, 3, 5), gamma: 0.5 });
  * console.log(returns); // Float64Array [0.25, 0.5, 1, 1, 2]
  * ```
  * @category Advantages
@@ -196,3 +205,13 @@ export function reinforcePlusPlus(a: ReinforcePlusPlusArgs): Float32Array | Floa
   for (let i = 0; i < ret.length; i++) out[i] = m && !m[i] ? 0 : (ret[i]! - mean) * inv;
   return out;
 }
+
+/** @internal Estimator `reinforce_plus_plus_baseline`. */
+export const reinforcePlusPlusBaselineEstimator: AdvantageEstimatorDefinition<ReinforcePlusPlusBaselineArgs> = {
+  name: 'reinforce_plus_plus_baseline', level: 'row', description: 'group-mean baseline, then batch whitening',
+  options: RPP_BASELINE_OPTIONS, compute: reinforcePlusPlusBaseline,
+};
+/** @internal Estimator `reinforce_plus_plus`. */
+export const reinforcePlusPlusEstimator: AdvantageEstimatorDefinition<ReinforcePlusPlusArgs> = {
+  name: 'reinforce_plus_plus', level: 'token', description: 'whitened discounted token returns', options: RPP_OPTIONS, compute: reinforcePlusPlus,
+};

@@ -5,7 +5,14 @@
  */
 import { fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
-import { objectArg, rewardsArg } from './groups.js';
+import { rewardsArg } from './groups.js';
+import { type AdvantageEstimatorDefinition, estimatorArgs } from './registry.js';
+import { DATA, TOKEN_OPTIONS } from './row_args.js';
+
+const REMAX_OPTIONS = {
+  ...TOKEN_OPTIONS, baselines: DATA,
+  precision: { type: 'string', values: ['float32', 'float64'], default: 'float32', description: 'output precision' },
+} as const;
 
 /**
  * Arguments of {@link remax}.
@@ -57,8 +64,7 @@ export function remax(a: RemaxArgs & { precision: 'float64' }): Float64Array;
 /** With the default `precision: 'float32'`: the advantages as a Float32Array (described with the first signature). */
 export function remax(a: RemaxArgs): Float32Array;
 export function remax(a: RemaxArgs): Float32Array | Float64Array {
-  const o = objectArg(a, 'remax');
-  v.knownKeys(o, 'remax', ['tokenRewards', 'offsets', 'mask', 'baselines', 'precision']);
+  const o = estimatorArgs(REMAX_OPTIONS, a, 'remax');
   const x = o.tokenRewards;
   if (!(v.isTyped(x, Float32Array) || v.isTyped(x, Float64Array))) fail('ERR_DTYPE', 'remax: tokenRewards', 'Float32Array or Float64Array', x);
   v.allFinite(x, 'remax: tokenRewards');
@@ -66,8 +72,7 @@ export function remax(a: RemaxArgs): Float32Array | Float64Array {
   const R = v.offsets(off, 'remax: offsets', x.length);
   const mask = v.optMask(o.mask, 'remax: mask', x.length);
   const b = rewardsArg(o.baselines, 'remax: baselines', R);
-  const precision = v.enumOpt(o.precision, 'remax: precision', ['float32', 'float64'] as const, 'float32');
-  const out = precision === 'float64' ? new Float64Array(x.length) : new Float32Array(x.length);
+  const out = o.precision === 'float64' ? new Float64Array(x.length) : new Float32Array(x.length);
   for (let r = 0; r < R; r++) {
     let run = 0;
     for (let t = off[r + 1]! - 1; t >= off[r]!; t--) {
@@ -78,3 +83,8 @@ export function remax(a: RemaxArgs): Float32Array | Float64Array {
   }
   return out;
 }
+
+/** @internal Estimator `remax`. */
+export const remaxEstimator: AdvantageEstimatorDefinition<RemaxArgs> = {
+  name: 'remax', level: 'token', description: 'reward-to-go minus the greedy rollout baseline', options: REMAX_OPTIONS, compute: remax,
+};

@@ -3,7 +3,8 @@
  *
  * @module
  */
-import { rowArgs } from './row_args.js';
+import type { AdvantageEstimatorDefinition } from './registry.js';
+import { ROW_OPTIONS, rowArgs } from './row_args.js';
 import { type GroupId, type SingletonPolicy, groupStatsOf } from './groups.js';
 
 /**
@@ -40,7 +41,7 @@ export interface RlooArgs {
  * @category Advantages
  */
 export function rloo(a: RlooArgs): Float64Array {
-  const { rewards, idx, singleton } = rowArgs(a, 'rloo', []);
+  const { rewards, idx, singleton } = rowArgs(a, 'rloo', ROW_OPTIONS);
   const st = groupStatsOf(rewards, idx);
   const out = new Float64Array(rewards.length);
   for (let i = 0; i < rewards.length; i++) {
@@ -55,3 +56,8 @@ export function rloo(a: RlooArgs): Float64Array {
   }
   return out;
 }
+
+/** @internal Estimator `rloo`. */
+export const rlooEstimator: AdvantageEstimatorDefinition<RlooArgs> = {
+  name: 'rloo', level: 'row', description: 'leave-one-out baseline', options: ROW_OPTIONS, compute: rloo,
+};

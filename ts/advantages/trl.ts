@@ -7,7 +7,9 @@
  */
 import { fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
-import { type GroupId, type GroupIndex, batchStats, groupIndex, groupStatsOf, objectArg, rewardsArg, scaled } from './groups.js';
+import { type GroupId, type GroupIndex, batchStats, components, groupIndex, groupStatsOf, rewardsArg, scaled } from './groups.js';
+import { type AdvantageEstimatorDefinition, estimatorArgs } from './registry.js';
+import { DATA, OPT_DATA, epsilonOption } from './row_args.js';
 
 /**
  * Arguments of {@link trlAdvantages}.
@@ -73,6 +75,14 @@ function groupNanStd(x: Float64Array, idx: GroupIndex): Float64Array {
   return out;
 }
 
+const TRL_OPTIONS = {
+  rewards: DATA, weights: OPT_DATA, groups: OPT_DATA,
+  numGenerations: { type: 'number', int: true, min: 1, description: 'rows per group, consecutive (instead of groups)' },
+  scaleRewards: { type: 'string', values: ['group', 'batch', 'none'], default: 'group', description: "TRL's scale_rewards" },
+  aggregation: { type: 'string', values: ['sum_then_normalize', 'normalize_then_sum'], default: 'sum_then_normalize', description: 'how several reward functions combine' },
+  epsilon: epsilonOption(1e-4),
+} as const;
+
 /**
  * TRL's GRPO advantages. `sum_then_normalize`: `r = nansum_k(w_k r_k)` (unscorable rows NaN),
  * `A = (r - nanmean_g) / (std + epsilon)` with the group's or the batch's `nanstd` (Bessel), or
@@ -97,12 +107,11 @@ function groupNanStd(x: Float64Array, idx: GroupIndex): Float64Array {
  * @category Advantages
  */
 export function trlAdvantages(a: TrlAdvantagesArgs): TrlAdvantages {
-  const o = objectArg(a, 'trlAdvantages');
-  v.knownKeys(o, 'trlAdvantages', ['rewards', 'weights', 'groups', 'numGenerations', 'scaleRewards', 'aggregation', 'epsilon']);
+  const o = estimatorArgs(TRL_OPTIONS, a, 'trlAdvantages');
   if (!Array.isArray(o.rewards) || o.rewards.length === 0) {
     fail('ERR_OPTION', 'trlAdvantages: rewards', 'a non-empty array of per-row reward arrays (one per function)', o.rewards);
   }
-  const comps = (o.rewards as unknown[]).map((r, k) => rewardsArg(r, `trlAdvantages: rewards[${k}]`, undefined, true));
+  const comps = components(v.list(o.rewards, 'trlAdvantages: rewards', 'an array of reward arrays'), 'trlAdvantages: rewards', true);
   const N = comps[0]!.length;
   comps.forEach((c, k) => {
     if (c.length !== N) fail('ERR_SHAPE', `trlAdvantages: rewards[${k}].length`, `${N} (as rewards[0])`, c.length);
@@ -114,15 +123,12 @@ export function trlAdvantages(a: TrlAdvantagesArgs): TrlAdvantages {
     if (o.numGenerations !== undefined) fail('ERR_OPTION', 'trlAdvantages: numGenerations', 'not given together with groups', o.numGenerations);
     idx = groupIndex(o.groups as ArrayLike<GroupId>, 'trlAdvantages: groups', N);
   } else {
-    const G = v.numOpt(o.numGenerations, 'trlAdvantages: numGenerations', NaN, { min: 1, int: true });
-    if (Number.isNaN(G)) fail('ERR_OPTION', 'trlAdvantages: groups', 'groups or numGenerations', undefined);
+    const G = o.numGenerations;
+    if (G === undefined) fail('ERR_OPTION', 'trlAdvantages: groups', 'groups or numGenerations', undefined);
     if (N % G !== 0) fail('ERR_SHAPE', 'trlAdvantages: rewards[0].length', `a multiple of numGenerations ${G}`, N);
     idx = groupIndex(Int32Array.from({ length: N }, (_, i) => Math.floor(i / G)), 'groups', N);
   }
-  const scale = v.enumOpt(o.scaleRewards, 'trlAdvantages: scaleRewards', ['group', 'batch', 'none'] as const, 'group');
-  const agg = v.enumOpt(o.aggregation, 'trlAdvantages: aggregation',
-    ['sum_then_normalize', 'normalize_then_sum'] as const, 'sum_then_normalize');
-  const eps = v.numOpt(o.epsilon, 'trlAdvantages: epsilon', 1e-4, { min: 0 });
+  const { scaleRewards: scale, aggregation: agg, epsilon: eps } = o;
 
   const unscorable = new Uint8Array(N);
   for (let i = 0; i < N; i++) {
@@ -180,3 +186,8 @@ export function trlAdvantages(a: TrlAdvantagesArgs): TrlAdvantages {
   for (let i = 0; i < N; i++) isStdZero[i] = Math.abs(std[i]!) <= 1e-8 ? 1 : 0;
   return { advantages: adv, std, isStdZero };
 }
+
+/** @internal Estimator `trl`. */
+export const trlEstimator: AdvantageEstimatorDefinition<TrlAdvantagesArgs> = {
+  name: 'trl', level: 'row', description: "TRL GRPOTrainer's advantages (several reward functions)", options: TRL_OPTIONS, compute: trlAdvantages,
+};

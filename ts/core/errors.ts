@@ -53,8 +53,29 @@ export class GearError extends Error {
     this.name = 'GearError';
     this.code = code;
     this.kind = kind ?? (code === 'ERR_DTYPE' ? 'type' : 'range');
+    Object.defineProperty(this, BRAND, { value: true });
+  }
+
+  /**
+   * `x instanceof GearError` holds for every GearError of this realm, whichever copy of the package
+   * made it (two installs side by side, or module graphs evaluated more than once in one thread, each
+   * register their own class with the one native addon of the thread). Subclasses test as usual.
+   *
+   * @param x the value tested
+   * @returns whether `x` is a GearError
+   */
+  static override [Symbol.hasInstance](x: unknown): boolean {
+    if (this !== GearError) return Function.prototype[Symbol.hasInstance].call(this, x);
+    try {
+      return typeof x === 'object' && x !== null && Object.prototype.hasOwnProperty.call(x, BRAND);
+    } catch {
+      return false; // a Proxy whose trap throws is no GearError
+    }
   }
 }
+
+/** Marks the errors of every copy of the package (a registry-wide symbol). */
+const BRAND = Symbol.for('gear-rl.GearError');
 
 /** Throws a {@link GearError} with a message of the form "what: expected X, got Y". */
 export function fail(code: GearErrorCode, what: string, expected: string, got: unknown): never {

@@ -40,6 +40,7 @@ export function i32(v: unknown, what: string, len?: number): Int32Array {
 export function mask01(v: unknown, what: string, len: number): Uint8Array {
   if (!isTyped(v, Uint8Array)) fail('ERR_DTYPE', what, 'Uint8Array', v);
   if (v.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), v.length);
+  if (len === 0) return v; // nothing to scan (and a detached buffer takes no new view)
   // Branch-free scan (fast on 10^7 tokens); the offending index is searched only on failure.
   let bits = 0;
   const words = v.byteOffset % 4 === 0 ? new Uint32Array(v.buffer, v.byteOffset, v.length >>> 2) : null;
@@ -58,17 +59,24 @@ export function optMask(v: unknown, what: string, len: number): Uint8Array | und
   return v === undefined ? undefined : mask01(v, what, len);
 }
 
-/** Requires a numeric array (plain array or typed array) of the given length; returns it as is. */
+/**
+ * Requires a numeric array (plain array or typed array) of the given length. A typed array is returned as
+ * is; a plain array is copied into a new Float64Array with each element read once, so a getter cannot
+ * pass the check and then hand out another value, and a hole (read as undefined) is refused.
+ */
 export function numArray(v: unknown, what: string, len?: number): NumArray {
   if (!(Array.isArray(v) || isTypedArray(v))) fail('ERR_DTYPE', what, 'an array of numbers', v);
   const a = v as ArrayLike<unknown>;
-  if (len !== undefined && a.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), a.length);
-  if (Array.isArray(v)) {
-    for (let i = 0; i < a.length; i++) {
-      if (typeof a[i] !== 'number') fail('ERR_DTYPE', `${what}[${i}]`, 'a number', a[i]);
-    }
+  const n = a.length;
+  if (len !== undefined && n !== len) fail('ERR_SHAPE', `${what}.length`, String(len), n);
+  if (!Array.isArray(v)) return a as NumArray;
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const x = a[i];
+    if (typeof x !== 'number') fail('ERR_DTYPE', `${what}[${i}]`, 'a number', x);
+    out.push(x);
   }
-  return a as NumArray;
+  return Float64Array.from(out);
 }
 
 /** Requires every element to be finite (no NaN, no ±Infinity). */
@@ -103,8 +111,15 @@ export const MAX_LIST_LENGTH = 2 ** 20;
  * once instead of being walked).
  */
 export function list(v: unknown, what: string, expected: string): unknown[] {
+  return list_(v, what, expected);
+}
+
+function list_(v: unknown, what: string, expected: string): unknown[] {
   if (!Array.isArray(v)) fail('ERR_DTYPE', what, expected, v);
-  if (v.length > MAX_LIST_LENGTH) fail('ERR_SHAPE', `${what}.length`, `at most ${MAX_LIST_LENGTH}`, v.length);
+  const n = v.length;
+  if (n > MAX_LIST_LENGTH) fail('ERR_SHAPE', `${what}.length`, `at most ${MAX_LIST_LENGTH}`, n);
+  // a sparse array: its holes would be skipped by map / forEach and read as undefined elsewhere
+  for (let i = 0; i < n; i++) if (!(i in v)) fail('ERR_DTYPE', `${what}[${i}]`, 'an element (not a hole of a sparse array)', undefined);
   return v;
 }
 
@@ -184,4 +199,34 @@ export function nameArg(w: unknown, dflt: string): string {
   if (w === undefined) return dflt;
   if (typeof w !== 'string') fail('ERR_OPTION', 'what', 'a string (a name for error messages)', w);
   return w;
+}
+
+/**
+ * The `signal` of an async call's options object (`undefined`, or an object whose `signal` is read
+ * once); `null` or a primitive is `ERR_OPTION`. The signal itself is checked where it is used.
+ */
+export function signalOpt(opts: unknown, what: string): AbortSignal | undefined {
+  if (opts === undefined) return undefined;
+  if (opts === null || typeof opts !== 'object') fail('ERR_OPTION', what, 'an options object ({ signal? })', opts);
+  return (opts as { signal?: AbortSignal }).signal;
+}
+
+/**
+ * A numeric array (plain array or typed array) as a Float64Array: a Float64Array as is, anything else
+ * copied (see {@link numArray}). `len` requires that length.
+ */
+export function numbers(v: unknown, what: string, len?: number): Float64Array {
+  const a = numArray(v, what, len);
+  return isTyped(a, Float64Array) ? a : Float64Array.from(a);
+}
+
+/**
+ * A list of Float32Array (gradients, parameters): each element read once into a new dense array (a
+ * hole reads as undefined and is refused), every one a Float32Array. The copy is what the caller uses.
+ */
+export function f32List(x: unknown, what: string): Float32Array[] {
+  const list = list_(x, what, 'an array of Float32Array');
+  const out: Float32Array[] = [];
+  for (let i = 0; i < list.length; i++) out.push(f32(list[i], `${what}[${i}]`));
+  return out;
 }

@@ -89,26 +89,68 @@ export function distillLoss(a: DistillArgs<AnyLogits>): DistillResult<Float32Arr
 export function distillLoss(a: DistillArgs<AnyLogits>): DistillResult<Float32Array | DeviceLogits<'float32'>> {
   if (typeof a !== 'object' || a === null) fail('ERR_OPTION', 'distillLoss(a)', 'an object', a);
   v.knownKeys(a, 'distillLoss(a)', ['student', 'teacher', 'mask', 'distillCoef', 'temperature', 'klCap', 'stats']);
-  if (a.distillCoef === undefined) fail('ERR_OPTION', 'distillCoef', 'a number >= 0', undefined);
-  const coef = v.numOpt(a.distillCoef, 'distillCoef', 0, { min: 0, finite: true });
-  const klCap = v.numOpt(a.klCap, 'klCap', 20, { min: 0, minOpen: true });
-  const opts = { kind: 'reverse_kl' as const, temperature: a.temperature ?? 1, klCap };
-  const stats = a.stats ?? divergence(a.student, a.teacher, opts);
-  const rows = a.student.rows;
+  // Each argument (and each field of the logits and of `stats`) read once, before anything is checked:
+  // the forward, the checks and the backward all see the same values.
+  const student = readLogits(a.student, 'student'), teacher = readLogits(a.teacher, 'teacher');
+  const { mask: mask0, distillCoef, temperature, klCap: cap, stats: stats0 } = a;
+  const given = stats0 === undefined ? undefined : readStats(stats0);
+  if (distillCoef === undefined) fail('ERR_OPTION', 'distillCoef', 'a number >= 0', undefined);
+  const coef = v.numOpt(distillCoef, 'distillCoef', 0, { min: 0, finite: true });
+  const klCap = v.numOpt(cap, 'klCap', 20, { min: 0, minOpen: true });
+  const opts = { kind: 'reverse_kl' as const, temperature: temperature ?? 1, klCap };
+  const stats = given ?? divergence(student, teacher, opts);
+  const rows = student.rows;
   v.f32(stats.value, 'stats.value', rows);
-  const mask = v.optMask(a.mask, 'mask', rows);
+  const mask = v.optMask(mask0, 'mask', rows);
+  return distillChecked(student, teacher, mask, coef, opts, stats);
+}
+
+/**
+ * @internal {@link distillLoss} over checked inputs: `stats` the forward of `student` and `teacher`
+ * with `opts` (its `value` of length `student.rows`), `mask` a 0/1 mask of that length.
+ */
+export function distillChecked(
+  student: Logits, teacher: Logits, mask: Uint8Array | undefined, coef: number,
+  opts: { kind: 'reverse_kl'; temperature: number; klCap: number }, stats: Divergence,
+): DistillResult {
+  const rows = student.rows;
+  const value = stats.value;
   let nv = 0;
   let sum = 0;
   for (let r = 0; r < rows; r++) {
     if (mask && !mask[r]) continue;
     nv++;
-    sum += stats.value[r]!;
+    sum += value[r]!;
   }
   const g = new Float32Array(rows);
   if (nv > 0 && coef > 0) {
     const w = coef / nv;
     for (let r = 0; r < rows; r++) g[r] = mask && !mask[r] ? 0 : w;
   }
-  const grad = divergenceBackward(a.student, a.teacher, g, { ...opts, stats });
-  return { loss: nv > 0 ? (coef * sum) / nv : 0, grad, divergence: stats.value, validTokens: nv };
+  const grad = divergenceBackward(student, teacher, g, { ...opts, stats });
+  return { loss: nv > 0 ? (coef * sum) / nv : 0, grad, divergence: value, validTokens: nv };
+}
+
+/**
+ * @internal A logits argument read once: an object's four fields copied into a plain object (what the
+ * ops then read again cannot change); anything else is refused.
+ */
+export function readLogits(x: unknown, what = 'logits'): Logits {
+  if (x === null || typeof x !== 'object' || ArrayBuffer.isView(x) || Array.isArray(x)) {
+    fail('ERR_DTYPE', what, 'a Logits object { data, rows, vocab, dtype? }', x);
+  }
+  v.knownKeys(x, what, ['data', 'rows', 'vocab', 'dtype']);
+  const { data, rows, vocab, dtype } = x as Logits;
+  return dtype === undefined ? { data, rows, vocab } : { data, rows, vocab, dtype };
+}
+
+/** `stats` of a forward pass, read once (every field of a {@link Divergence}). */
+function readStats(x: unknown): Divergence {
+  if (x === null || typeof x !== 'object') fail('ERR_DTYPE', 'stats', 'the Divergence of the forward pass', x);
+  const s = x as Divergence;
+  const { value, studentEntropy, studentLogsumexp, teacherLogsumexp, studentLogprob, teacherLogprob } = s;
+  const out: Divergence = { value, studentEntropy, studentLogsumexp, teacherLogsumexp };
+  if (studentLogprob !== undefined) out.studentLogprob = studentLogprob;
+  if (teacherLogprob !== undefined) out.teacherLogprob = teacherLogprob;
+  return out;
 }

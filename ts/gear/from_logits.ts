@@ -11,9 +11,9 @@ import type { Divergence } from '../ops/divergence.js';
 import type { AnyLogits, Logits } from '../ops/token_stats.js';
 import type { DeviceLogits } from '../core/device.js';
 import * as v from '../core/validate.js';
-import { distillLoss } from './distill.js';
+import { distillChecked, readLogits } from './distill.js';
 import type { DistillResult } from './distill.js';
-import { gearAdvantages, resolveGearOptions } from './gear.js';
+import { gearAdvantagesArg, gearChecked, gearMaskArg, resolveGearOptions } from './gear.js';
 import type { GearOptions, GearResult } from './gear.js';
 
 /**
@@ -105,26 +105,30 @@ export function gearFromLogits(a: GearFromLogitsInput): GearFromLogitsResult<Flo
   if (typeof a !== 'object' || a === null) fail('ERR_OPTION', 'gearFromLogits(a)', 'an object', a);
   v.knownKeys(a, 'gearFromLogits(a)',
     ['student', 'teacher', 'targets', 'advantages', 'offsets', 'mask', 'temperature', 'options', 'distillCoef']);
-  const o = resolveGearOptions(a.options);
-  const distillCoef = v.numOpt(a.distillCoef, 'distillCoef', 0, { min: 0, finite: true });
-  const rows = a.student?.rows;
-  v.offsets(a.offsets, 'offsets', rows);
-  const fwd = { kind: 'reverse_kl' as const, temperature: a.temperature ?? 1, klCap: o.klCap };
-  const stats = divergence(a.student, a.teacher, { ...fwd, targets: a.targets });
+  // Each argument read once, in a fixed order, before anything is checked; the GEAR options are
+  // resolved and the offsets and advantages checked once, here, for the whole call.
+  const { student: s0, teacher: t0, targets, advantages, offsets, mask, temperature, options, distillCoef: coef } = a;
+  const student = readLogits(s0, 'student'), teacher = readLogits(t0, 'teacher');
+  const o = resolveGearOptions(options);
+  const distillCoef = v.numOpt(coef, 'distillCoef', 0, { min: 0, finite: true });
+  if (targets === undefined) fail('ERR_DTYPE', 'targets', 'an Int32Array (the sampled token of each row)', targets);
+  const fwd = { kind: 'reverse_kl' as const, temperature: temperature ?? 1, klCap: o.klCap };
+  const stats = divergence(student, teacher, { ...fwd, targets });
+  const rows = stats.value.length;
+  const R = v.offsets(offsets, 'offsets', rows);
+  const adv = gearAdvantagesArg(advantages, R);
+  const m = gearMaskArg(mask, rows);
   const sl = stats.studentLogprob!, tl = stats.teacherLogprob!;
   const logratio = new Float32Array(rows);
   for (let t = 0; t < rows; t++) logratio[t] = tl[t]! - sl[t]!;
-  const res = gearAdvantages({
-    advantages: a.advantages, offsets: a.offsets, mask: a.mask, divergence: stats.value, entropy: stats.studentEntropy,
-    logratio, options: a.options,
+  const res = gearChecked({
+    adv, offsets, rows: R, mask: m, div: stats.value, ent: stats.studentEntropy, lr: logratio, o,
+    out: { advantages: null, weights: null, segmentId: null },
   });
   const out: GearFromLogitsResult<Float32Array | DeviceLogits<'float32'>> = {
     ...res, signals: { divergence: stats.value, entropy: stats.studentEntropy, logratio }, stats,
   };
-  if (distillCoef > 0) {
-    out.distill = distillLoss({
-      student: a.student, teacher: a.teacher, mask: a.mask, distillCoef, temperature: fwd.temperature, klCap: o.klCap, stats,
-    });
-  }
+  // the mask's values were checked by the scan; the forward statistics are this call's own
+  if (distillCoef > 0) out.distill = distillChecked(student, teacher, m, distillCoef, fwd, stats);
   return out;
 }

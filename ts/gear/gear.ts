@@ -20,6 +20,8 @@ import { fail } from '../core/errors.js';
 import { native } from '../core/addon.js';
 import type { GearScanOptions } from '../core/addon_types.js';
 import * as v from '../core/validate.js';
+import type { AdvantageEstimatorDefinition } from '../advantages/registry.js';
+import type { OptionsSchema } from '../registry/schema.js';
 
 /**
  * How departure points (divergence spikes) are detected.
@@ -246,9 +248,9 @@ export const GEAR_OPTION_KEYS: readonly (keyof GearOptions)[] = Object.freeze(
  * @returns every option with its value
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { resolveGearOptions } from 'gear-rl/diagnostics';
  *
- * const o = rl.resolveGearOptions({ alpha: 0.5, segmentEnd: 'entropy_settles' });
+ * const o = resolveGearOptions({ alpha: 0.5, segmentEnd: 'entropy_settles' });
  * console.log(o.alpha, o.klCap, o.maxSegmentLength); // 0.5 20 256: unset options take GEAR_DEFAULTS
  * ```
  * @category GEAR
@@ -386,7 +388,13 @@ export interface GearResult {
   diagnostics: GearDiagnostics;
 }
 
-const INPUT_KEYS = ['advantages', 'offsets', 'mask', 'divergence', 'entropy', 'logratio', 'options', 'out'] as const;
+/** The arguments of {@link gear}, as its advantage-estimator entry declares them (each checked by gear itself). */
+const GEAR_INPUT = {
+  advantages: { type: 'any', required: true }, offsets: { type: 'any', required: true }, mask: { type: 'any' },
+  divergence: { type: 'any', required: true }, entropy: { type: 'any', required: true }, logratio: { type: 'any' },
+  options: { type: 'object' }, out: { type: 'object' },
+} as const satisfies OptionsSchema;
+const INPUT_KEYS = Object.keys(GEAR_INPUT);
 const ENUM_CODES = {
   peakRule: { zscore: 0, quantile: 1 },
   segmentEnd: { next_fork: 0, entropy_settles: 1 },
@@ -459,25 +467,50 @@ export function gearParams(o: ResolvedGearOptions): GearScanOptions {
 export function gearAdvantages(a: GearInput): GearResult {
   if (typeof a !== 'object' || a === null) fail('ERR_OPTION', 'gear(a)', 'an object', a);
   v.knownKeys(a, 'gear(a)', INPUT_KEYS);
-  const o = resolveGearOptions(a.options);
-  const div = v.f32(a.divergence, 'divergence');
+  // each argument read once, in a fixed order, before anything is checked
+  const { advantages, offsets, mask, divergence, entropy, logratio, options, out } = a;
+  const o = resolveGearOptions(options);
+  v.knownKeys(out, 'out', ['advantages', 'weights', 'segmentId']);
+  const outA = out?.advantages, outW = out?.weights, outS = out?.segmentId;
+  const div = v.f32(divergence, 'divergence');
   const n = div.length;
-  const rows = v.offsets(a.offsets, 'offsets', n);
-  v.f32(a.entropy, 'entropy', n);
-  const adv = v.isTyped(a.advantages, Float64Array) ? a.advantages : Float64Array.from(v.numArray(a.advantages, 'advantages'));
+  const rows = v.offsets(offsets, 'offsets', n);
+  const ent = v.f32(entropy, 'entropy', n);
+  const adv = gearAdvantagesArg(advantages, rows);
+  const m = gearMaskArg(mask, n);
+  const lr = logratio === undefined ? undefined : v.f32(logratio, 'logratio', n);
+  if (o.signMode === 'rlsd' && lr === undefined) fail('ERR_OPTION', 'logratio', "a Float32Array (signMode 'rlsd')", undefined);
+  const oa = outA === undefined ? null : v.f32(outA, 'out.advantages', n);
+  const ow = outW === undefined ? null : v.f32(outW, 'out.weights', n);
+  const os = outS === undefined ? null : v.i32(outS, 'out.segmentId', n);
+  return gearChecked({ adv, offsets: offsets as Int32Array, rows, mask: m, div, ent, lr, o, out: { advantages: oa, weights: ow, segmentId: os } });
+}
+
+/** @internal The per-row advantages of {@link gear}: numbers, finite, one per row (as a Float64Array). */
+export function gearAdvantagesArg(advantages: unknown, rows: number): Float64Array {
+  const adv = v.isTyped(advantages, Float64Array) ? advantages : v.numbers(advantages, 'advantages');
   if (adv.length !== rows) fail('ERR_SHAPE', 'advantages.length', `the row count ${rows}`, adv.length);
   v.allFinite(adv, 'advantages');
-  // mask values (0/1) are checked natively, in the same pass that reads them
-  if (a.mask !== undefined && !v.isTyped(a.mask, Uint8Array)) fail('ERR_DTYPE', 'mask', 'Uint8Array', a.mask);
-  if (a.mask !== undefined && a.mask.length !== n) fail('ERR_SHAPE', 'mask.length', String(n), a.mask.length);
-  const lr = a.logratio === undefined ? undefined : v.f32(a.logratio, 'logratio', n);
-  if (o.signMode === 'rlsd' && lr === undefined) fail('ERR_OPTION', 'logratio', "a Float32Array (signMode 'rlsd')", undefined);
-  v.knownKeys(a.out, 'out', ['advantages', 'weights', 'segmentId']);
-  const oa = a.out?.advantages === undefined ? null : v.f32(a.out.advantages, 'out.advantages', n);
-  const ow = a.out?.weights === undefined ? null : v.f32(a.out.weights, 'out.weights', n);
-  const os = a.out?.segmentId === undefined ? null : v.i32(a.out.segmentId, 'out.segmentId', n);
-  const r = native.gearScan({ advantages: adv, offsets: a.offsets, mask: a.mask, divergence: div, entropy: a.entropy,
-    logratio: lr, options: gearParams(o), out: { advantages: oa, weights: ow, segmentId: os } });
+  return adv;
+}
+
+/** @internal The mask of {@link gear}: its type and length (its 0/1 values are checked natively, in the pass that reads them). */
+export function gearMaskArg(mask: unknown, n: number): Uint8Array | undefined {
+  return v.optMaskShape(mask, 'mask', n);
+}
+
+/** @internal Checked inputs of one {@link gear} call. */
+export interface GearChecked {
+  adv: Float64Array; offsets: Int32Array; rows: number; mask: Uint8Array | undefined;
+  div: Float32Array; ent: Float32Array; lr: Float32Array | undefined; o: ResolvedGearOptions;
+  out: { advantages: Float32Array | null; weights: Float32Array | null; segmentId: Int32Array | null };
+}
+
+/** @internal {@link gear} over checked inputs: the native scan, then the diagnostics. */
+export function gearChecked(p: GearChecked): GearResult {
+  const { rows } = p;
+  const r = native.gearScan({ advantages: p.adv, offsets: p.offsets, mask: p.mask, divergence: p.div, entropy: p.ent,
+    logratio: p.lr, options: gearParams(p.o), out: p.out });
   const s = r.diagnostics;
   const valid = s.validTokens, peaks = s.peaks, segments = s.segments, inSeg = s.tokensInSegments;
   return {
@@ -525,3 +558,9 @@ export function gearAdvantages(a: GearInput): GearResult {
 export function gear(a: GearInput): GearResult {
   return gearAdvantages(a);
 }
+
+/** @internal The `gear` advantage estimator (token level). */
+export const gearEstimator: AdvantageEstimatorDefinition<GearInput> = {
+  name: 'gear', level: 'token', description: 'GEAR-proposed divergence-anchored segment reweighting',
+  options: GEAR_INPUT, compute: gearAdvantages,
+};

@@ -82,12 +82,17 @@ export function formatReference(groundTruth: string, template: string = DEFAULT_
  */
 export function teacherMessages(messages: readonly ChatMessage[], groundTruth: string, template?: string): ChatMessage[] {
   if (!Array.isArray(messages)) fail('ERR_OPTION', 'messages', 'an array of { role, content }', messages);
-  const out = messages.map((m, i) => {
-    if (typeof m !== 'object' || m === null || typeof m.role !== 'string' || typeof m.content !== 'string') {
+  v.list(messages, 'messages', 'an array of { role, content }');
+  // each message copied once (every field read once), then checked: the copy is what is returned
+  const out: ChatMessage[] = [];
+  for (let i = 0; i < messages.length; i++) {
+    const m: unknown = messages[i];
+    const c = typeof m === 'object' && m !== null ? { ...m } as ChatMessage : undefined;
+    if (c === undefined || typeof c.role !== 'string' || typeof c.content !== 'string') {
       fail('ERR_OPTION', `messages[${i}]`, '{ role: string, content: string }', m);
     }
-    return { ...m };
-  });
+    out.push(c);
+  }
   let last = -1;
   for (let i = out.length - 1; i >= 0; i--) if (out[i]!.role === 'user') { last = i; break; }
   if (last < 0) fail('ERR_OPTION', 'messages', 'at least one user message', `${out.length} messages, none from the user`);
@@ -195,31 +200,41 @@ function ids(x: unknown, what: string, vocab: number | undefined): Int32Array {
 export function teacherInput(a: TeacherInputArgs): TeacherInput {
   if (typeof a !== 'object' || a === null) fail('ERR_OPTION', 'teacherInput(a)', 'an object', a);
   v.knownKeys(a, 'teacherInput(a)', ['prompt', 'insertAt', 'response', 'reference', 'vocab']);
-  const vocab = a.vocab === undefined ? undefined : v.numOpt(a.vocab, 'vocab', 0, { min: 1, int: true, max: 2147483647 });
-  let before: Int32Array, after: Int32Array;
-  const p = a.prompt as unknown;
+  // Each argument and each field of `prompt` and `reference` read once, in a fixed order, before the
+  // token ids are checked and copied (`reference.encode` runs once, after the reads).
+  const { prompt: p, insertAt, response: response0, reference: r, vocab: vocab0 } = a as { [K in keyof TeacherInputArgs]: unknown };
+  let pp: { before: unknown; after: unknown } | undefined;
   if (typeof p === 'object' && p !== null && !Array.isArray(p) && !ArrayBuffer.isView(p)) {
-    const pp = p as { before: unknown; after: unknown };
-    v.knownKeys(pp, 'prompt', ['before', 'after']);
-    if (a.insertAt !== undefined) fail('ERR_OPTION', 'insertAt', 'undefined with a { before, after } prompt', a.insertAt);
+    v.knownKeys(p, 'prompt', ['before', 'after']);
+    const { before: b, after: af } = p as { before: unknown; after: unknown };
+    pp = { before: b, after: af };
+  }
+  let rr: { groundTruth: unknown; encode: unknown; template: unknown } | undefined;
+  if (typeof r === 'object' && r !== null && !Array.isArray(r) && !ArrayBuffer.isView(r)) {
+    v.knownKeys(r, 'reference', ['groundTruth', 'encode', 'template']);
+    const { groundTruth, encode, template } = r as { groundTruth: unknown; encode: unknown; template?: unknown };
+    rr = { groundTruth, encode, template };
+  }
+  const vocab = vocab0 === undefined ? undefined : v.numOpt(vocab0, 'vocab', 0, { min: 1, int: true, max: 2147483647 });
+  let before: Int32Array, after: Int32Array;
+  if (pp !== undefined) {
+    if (insertAt !== undefined) fail('ERR_OPTION', 'insertAt', 'undefined with a { before, after } prompt', insertAt);
     before = ids(pp.before, 'prompt.before', vocab);
     after = ids(pp.after, 'prompt.after', vocab);
   } else {
     const flat = ids(p, 'prompt', vocab);
-    if (a.insertAt === undefined) fail('ERR_OPTION', 'insertAt', 'the index of the end of the last user message', undefined);
-    const at = v.numOpt(a.insertAt, 'insertAt', 0, { min: 0, max: flat.length, int: true });
+    if (insertAt === undefined) fail('ERR_OPTION', 'insertAt', 'the index of the end of the last user message', undefined);
+    const at = v.numOpt(insertAt, 'insertAt', 0, { min: 0, max: flat.length, int: true });
     before = flat.subarray(0, at);
     after = flat.subarray(at);
   }
-  const response = ids(a.response, 'response', vocab);
+  const response = ids(response0, 'response', vocab);
   let ref: Int32Array;
-  const r = a.reference as unknown;
-  if (typeof r === 'object' && r !== null && !Array.isArray(r) && !ArrayBuffer.isView(r)) {
-    const rr = r as { groundTruth: unknown; encode: unknown; template?: unknown };
-    v.knownKeys(rr, 'reference', ['groundTruth', 'encode', 'template']);
-    if (typeof rr.encode !== 'function') fail('ERR_OPTION', 'reference.encode', 'a function (text) => token ids', rr.encode);
+  if (rr !== undefined) {
+    const encode = rr.encode;
+    if (typeof encode !== 'function') fail('ERR_OPTION', 'reference.encode', 'a function (text) => token ids', encode);
     const text = formatReference(rr.groundTruth as string, (rr.template ?? DEFAULT_TEACHER_TEMPLATE) as string);
-    ref = ids((rr.encode as (t: string) => ArrayLike<number>)(text), 'reference.encode(text)', vocab);
+    ref = ids((encode as (t: string) => ArrayLike<number>)(text), 'reference.encode(text)', vocab);
   } else {
     ref = ids(r, 'reference', vocab);
   }
@@ -280,17 +295,19 @@ export interface LogitsRows {
  */
 export function gatherRows<L extends LogitsRows>(logits: L, rows: ArrayLike<number>): L {
   if (typeof logits !== 'object' || logits === null) fail('ERR_DTYPE', 'logits', 'a Logits object', logits);
-  const { data, vocab } = logits;
+  // every field read once (the result copies these values, not the object again)
+  const fields = { ...logits } as L;
+  const { data, vocab, rows: n } = fields;
+  const idx = v.numArray(rows, 'rows'); // read (and copied) before the logits are checked
   if (!(v.isTyped(data, Float32Array) || v.isTyped(data, Uint16Array))) fail('ERR_DTYPE', 'logits.data', 'a Float32Array or Uint16Array', data);
-  if (!Number.isSafeInteger(vocab) || vocab < 1 || !Number.isSafeInteger(logits.rows) || logits.rows * vocab !== data.length) {
-    fail('ERR_SHAPE', 'logits', `rows * vocab = data.length`, `${logits.rows} x ${vocab} vs ${data.length}`);
-  }
-  const idx = v.numArray(rows, 'rows');
+  if (!Number.isSafeInteger(vocab) || vocab < 1) fail('ERR_SHAPE', 'logits.vocab', 'an integer >= 1', vocab);
+  if (!Number.isSafeInteger(n) || n < 0) fail('ERR_SHAPE', 'logits.rows', 'an integer >= 0', n);
+  if (n * vocab !== data.length) fail('ERR_SHAPE', 'logits', 'rows * vocab = data.length', `${n} x ${vocab} vs ${data.length}`);
   const out = new (data.constructor as { new (n: number): Float32Array | Uint16Array })(idx.length * vocab);
   for (let j = 0; j < idx.length; j++) {
     const r = idx[j]!;
-    if (!Number.isInteger(r) || r < 0 || r >= logits.rows) fail('ERR_SHAPE', `rows[${j}]`, `a row index in [0, ${logits.rows})`, r);
+    if (!Number.isInteger(r) || r < 0 || r >= n) fail('ERR_SHAPE', `rows[${j}]`, `a row index in [0, ${n})`, r);
     out.set(data.subarray(r * vocab, (r + 1) * vocab), j * vocab);
   }
-  return { ...logits, data: out, rows: idx.length };
+  return { ...fields, data: out, rows: idx.length };
 }

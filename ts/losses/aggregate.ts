@@ -98,16 +98,23 @@ export interface AggWeights {
 
 const AGG_KEYS = ['globalTokens', 'globalRows', 'lossScaleFactor', 'dpSize', 'compat', 'semantics'] as const;
 
-/** @internal Checks an {@link AggregateOptions} object. */
-export function checkAggOptions(opts: AggregateOptions | undefined, what = 'opts'): Required<Pick<AggregateOptions, 'semantics' | 'dpSize'>> & AggregateOptions {
+/**
+ * @internal Checks an {@link AggregateOptions} object. `semantics`: the caller's already checked
+ * peer (then `opts` holds no `semantics` / `compat` of its own).
+ */
+export function checkAggOptions(
+  opts: AggregateOptions | undefined, what = 'opts', semantics0?: Semantics,
+): Required<Pick<AggregateOptions, 'semantics' | 'dpSize'>> & AggregateOptions {
   v.knownKeys(opts, what, AGG_KEYS);
-  const o = opts ?? {};
-  const semantics = compatOpt(o as Record<string, unknown>, `${what}.`, SEMANTICS, 'verl', { key: 'semantics', values: SEMANTICS });
+  // each option read once, before any check
+  const o: Record<string, unknown> = {};
+  if (opts !== undefined) for (const k of AGG_KEYS) { const x = (opts as Record<string, unknown>)[k]; if (x !== undefined) o[k] = x; }
+  const semantics = semantics0 ?? compatOpt(o as Record<string, unknown>, `${what}.`, SEMANTICS, 'verl', { key: 'semantics', values: SEMANTICS });
   const dpSize = v.numOpt(o.dpSize, `${what}.dpSize`, 1, { min: 1, int: true });
   if (o.globalTokens !== undefined) v.numOpt(o.globalTokens, `${what}.globalTokens`, 0, { min: 0, minOpen: true, max: Number.MAX_SAFE_INTEGER });
   if (o.globalRows !== undefined) v.numOpt(o.globalRows, `${what}.globalRows`, 0, { min: 0, minOpen: true, max: Number.MAX_SAFE_INTEGER });
   if (o.lossScaleFactor !== undefined) v.numOpt(o.lossScaleFactor, `${what}.lossScaleFactor`, 0, { min: 0, minOpen: true, finite: true });
-  return { ...o, semantics, dpSize };
+  return { ...(o as AggregateOptions), semantics, dpSize };
 }
 
 /**
@@ -216,11 +223,11 @@ export function aggregate(
   values: FloatArray, offsets: Int32Array, mask: Uint8Array | undefined, mode: AggMode,
   opts?: AggregateOptions,
 ): AggregateResult {
+  const o = checkAggOptions(opts); // first: its getters run before the arrays are checked
   const x = floats(values, 'values');
   rowsOf(offsets, x.length);
   const mk = v.optMask(mask, 'mask', x.length);
   const md = v.enumOpt(mode, 'mode', AGG_MODES, 'token-mean');
-  const o = checkAggOptions(opts);
   // NaN outside the mask is ignored, as current verl's masked_sum does.
   finite(x, 'values', mk);
   const { w, nan } = aggWeights(offsets, mk, md, o);
@@ -247,23 +254,24 @@ export function aggregate(
  * @returns Float64Array of length R
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { effectiveRowWeights } from 'gear-rl/diagnostics';
  *
  * // rows of 1 and 4 tokens: token-mean weights rows by length, seq-mean-token-mean equally
  * const offsets = Int32Array.of(0, 1, 5);
- * console.log(rl.effectiveRowWeights(offsets, undefined, 'token-mean'));          // Float64Array [0.2, 0.8]
- * console.log(rl.effectiveRowWeights(offsets, undefined, 'seq-mean-token-mean')); // Float64Array [~0.5, ~0.5]
+ * console.log(effectiveRowWeights(offsets, undefined, 'token-mean'));          // Float64Array [0.2, 0.8]
+ * console.log(effectiveRowWeights(offsets, undefined, 'seq-mean-token-mean')); // Float64Array [~0.5, ~0.5]
  * ```
  * @category Losses
  */
 export function effectiveRowWeights(
   offsets: Int32Array, mask: Uint8Array | undefined, mode: AggMode, opts?: AggregateOptions,
 ): Float64Array {
+  const o = checkAggOptions(opts); // first: its getters run before the arrays are checked
   const rows = v.offsets(offsets, 'offsets');
   const n = offsets[rows]!;
   const mk = v.optMask(mask, 'mask', n);
   const md = v.enumOpt(mode, 'mode', AGG_MODES, 'token-mean');
-  const { w } = aggWeights(offsets, mk, md, checkAggOptions(opts));
+  const { w } = aggWeights(offsets, mk, md, o);
   const out = new Float64Array(rows);
   for (let r = 0; r < rows; r++) {
     let s = 0;

@@ -195,17 +195,17 @@ const f32 = Math.fround;
  *
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { quantileLinear } from 'gear-rl/diagnostics';
  *
- * console.log(rl.quantileLinear([1, 2, 3, 4], 0.5)); // 2.5, as torch.quantile
+ * console.log(quantileLinear([1, 2, 3, 4], 0.5)); // 2.5, as torch.quantile
  * ```
  * @category Losses
  */
 export function quantileLinear(values: ArrayLike<number>, q: number): number {
-  v.numArray(values, 'values');
+  const vals = v.numArray(values, 'values');
   if (q === undefined) fail('ERR_OPTION', 'q', 'a number in [0, 1]', q);
   v.numOpt(q, 'q', 0, { min: 0, max: 1 });
-  const s = Float32Array.from(values).sort();
+  const s = Float32Array.from(vals).sort();
   const n = s.length;
   if (n === 0) return NaN;
   const pos = f32(q * (n - 1));
@@ -231,9 +231,12 @@ interface TrlInputs {
 }
 
 /** Stage 1: argument checks, per-token advantages and row lengths. */
-function trlInputs(a: TrlLossArgs & { clipLow?: number; clipHigh?: number }): TrlInputs {
-  if (a === null || typeof a !== 'object') fail('ERR_OPTION', 'trlLoss', 'an arguments object', a);
-  v.knownKeys(a, 'trlLoss', KEYS);
+function trlInputs(args: TrlLossArgs & { clipLow?: number; clipHigh?: number }): TrlInputs {
+  if (args === null || typeof args !== 'object') fail('ERR_OPTION', 'trlLoss', 'an arguments object', args);
+  v.knownKeys(args, 'trlLoss', KEYS);
+  // each argument read once, in a fixed order, before anything is checked
+  const a = {} as TrlLossArgs & { clipLow?: number; clipHigh?: number };
+  for (const k of KEYS) (a as unknown as Record<string, unknown>)[k] = (args as unknown as Record<string, unknown>)[k];
   const lp = floats(a.logprob, 'logprob');
   const n = lp.length;
   const rows = rowsOf(a.offsets, n);

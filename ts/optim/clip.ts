@@ -36,16 +36,17 @@ export interface ClipGradNormAsyncOptions extends ClipGradNormOptions {
   signal?: AbortSignal;
 }
 
-function args(grads: unknown, maxNorm: unknown, opts: ClipGradNormOptions | undefined) {
+function args(grads: unknown, maxNorm: unknown, opts: ClipGradNormAsyncOptions | undefined) {
+  // the options first, then each gradient once: no getter runs after the arrays are checked
   v.knownKeys(opts, 'options', ['errorIfNonfinite', 'signal']);
-  const list = v.list(grads, 'grads', 'an array of Float32Array');
-  for (let i = 0; i < list.length; i++) v.f32(list[i], `grads[${i}]`); // holes included (forEach skips them)
-  checkDisjoint(grads as Float32Array[], 'grads');
+  const e = opts?.errorIfNonfinite;
+  const signal = opts?.signal;
+  const list = v.f32List(grads, 'grads');
+  checkDisjoint(list, 'grads');
   const max = v.numOpt(maxNorm, 'maxNorm', NaN, { min: 0 });
   if (Number.isNaN(max)) fail('ERR_OPTION', 'maxNorm', 'a number >= 0', maxNorm);
-  const e = opts?.errorIfNonfinite;
   if (e !== undefined && typeof e !== 'boolean') fail('ERR_OPTION', 'errorIfNonfinite', 'a boolean', e);
-  return { grads: grads as Float32Array[], max, err: e ?? true };
+  return { grads: list, max, err: e ?? true, signal };
 }
 
 /** The gradients are written in place. */
@@ -104,10 +105,10 @@ export function clipGradNorm(grads: Float32Array[], maxNorm: number, opts?: Clip
  * @category Optimizers
  */
 export async function clipGradNormAsync(
-  grads: Float32Array[], maxNorm: number, opts: ClipGradNormAsyncOptions = {},
+  grads: Float32Array[], maxNorm: number, opts?: ClipGradNormAsyncOptions,
 ): Promise<number> {
   const a = args(grads, maxNorm, opts);
-  const r = await callAsync(use(a), opts.signal, (abort) =>
+  const r = await callAsync(use(a), a.signal, (abort) =>
     native.clipGradNorm({ grads: a.grads, maxNorm: a.max, errorIfNonfinite: a.err, async: true, abort }));
   return r.norm;
 }
@@ -126,7 +127,6 @@ export async function clipGradNormAsync(
  * @category Optimizers
  */
 export function gradNorm(grads: Float32Array[]): number {
-  const list = v.list(grads, 'grads', 'an array of Float32Array');
-  for (let i = 0; i < list.length; i++) v.f32(list[i], `grads[${i}]`); // holes included (forEach skips them)
-  return callSync({ reads: grads.map((g, i) => [`grads[${i}]`, g] as [string, Float32Array]) }, () => native.gradNorm({ grads }).norm);
+  const list = v.f32List(grads, 'grads');
+  return callSync({ reads: list.map((g, i) => [`grads[${i}]`, g] as [string, Float32Array]) }, () => native.gradNorm({ grads: list }).norm);
 }

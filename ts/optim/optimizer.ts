@@ -5,7 +5,7 @@
  * @module
  */
 import { GearError, fail } from '../core/errors.js';
-import { f32, knownKeys } from '../core/validate.js';
+import { f32List, knownKeys } from '../core/validate.js';
 import { type BufferUse, callAsync, callSync } from '../core/invoke.js';
 import { checkGrads, checkLr, checkParams } from './state.js';
 import type { OptimizerState } from './state.js';
@@ -165,6 +165,6 @@ export abstract class Optimizer {
  */
 export function zeroGrad(grads: Float32Array[]): void {
   if (!Array.isArray(grads)) fail('ERR_DTYPE', 'grads', 'an array of Float32Array', grads);
-  grads.forEach((g, i) => f32(g, `grads[${i}]`));
-  for (const g of grads) g.fill(0);
+  // each element read once and checked before any is written; an empty (or detached) array has nothing to zero
+  for (const g of f32List(grads, 'grads')) if (g.length > 0) g.fill(0);
 }

@@ -60,17 +60,24 @@ export interface CosineScheduleOptions extends DecayScheduleOptions {
   numCycles?: number;
 }
 
-function base(o: ScheduleOptions, known: readonly string[]) {
-  if (typeof o !== 'object' || o === null) fail('ERR_OPTION', 'options', 'an object', o);
-  v.knownKeys(o, 'options', known);
+/** The options object read once (its known fields, in a fixed order), then unknown keys refused. */
+function read(opts: unknown, known: readonly string[]): Record<string, unknown> {
+  if (typeof opts !== 'object' || opts === null) fail('ERR_OPTION', 'options', 'an object', opts);
+  v.knownKeys(opts, 'options', known);
+  const o: Record<string, unknown> = {};
+  for (const k of known) o[k] = (opts as Record<string, unknown>)[k];
+  return o;
+}
+
+function base(o: Record<string, unknown>) {
   const peak = v.numOpt(o.peak, 'peak', NaN, { min: 0 });
   if (!Number.isFinite(peak)) fail('ERR_OPTION', 'peak', 'a finite number >= 0', o.peak);
   const warmup = v.numOpt(o.warmupSteps, 'warmupSteps', 0, { min: 0, int: true });
   return { peak, warmup };
 }
 
-function decay(o: DecayScheduleOptions, known: readonly string[]) {
-  const b = base(o, known);
+function decay(o: Record<string, unknown>) {
+  const b = base(o);
   const total = v.numOpt(o.totalSteps, 'totalSteps', NaN, { min: b.warmup, minOpen: true, int: true });
   if (Number.isNaN(total)) fail('ERR_OPTION', 'totalSteps', `an integer > warmupSteps (${b.warmup})`, o.totalSteps);
   const floor = v.numOpt(o.floor, 'floor', 0, { min: 0, max: b.peak });
@@ -103,7 +110,7 @@ function warmupRatio(step: number, warmup: number): number {
  * @category Optimizers
  */
 export function constantSchedule(opts: ScheduleOptions): Schedule {
-  const { peak, warmup } = base(opts, ['peak', 'warmupSteps']);
+  const { peak, warmup } = base(read(opts, ['peak', 'warmupSteps']));
   return (step) => {
     checkStep(step);
     return step < warmup ? peak * warmupRatio(step, warmup) : peak;
@@ -126,10 +133,13 @@ export function constantSchedule(opts: ScheduleOptions): Schedule {
  * @category Optimizers
  */
 export function linearWarmupSchedule(opts: Required<ScheduleOptions>): Schedule {
-  if (typeof opts === 'object' && opts !== null && (opts.warmupSteps === undefined || opts.warmupSteps < 1)) {
-    fail('ERR_OPTION', 'warmupSteps', 'an integer >= 1', opts.warmupSteps);
-  }
-  return constantSchedule(opts);
+  const o = read(opts, ['peak', 'warmupSteps']);
+  if (typeof o.warmupSteps !== 'number' || !(o.warmupSteps >= 1)) fail('ERR_OPTION', 'warmupSteps', 'an integer >= 1', o.warmupSteps);
+  const { peak, warmup } = base(o);
+  return (step) => {
+    checkStep(step);
+    return step < warmup ? peak * warmupRatio(step, warmup) : peak;
+  };
 }
 
 /**
@@ -151,8 +161,9 @@ export function linearWarmupSchedule(opts: Required<ScheduleOptions>): Schedule 
  * @category Optimizers
  */
 export function cosineSchedule(opts: CosineScheduleOptions): Schedule {
-  const { peak, warmup, total, minRatio } = decay(opts, ['peak', 'warmupSteps', 'totalSteps', 'floor', 'numCycles']);
-  const cycles = v.numOpt(opts.numCycles, 'numCycles', 0.5, { min: 0 });
+  const o = read(opts, ['peak', 'warmupSteps', 'totalSteps', 'floor', 'numCycles']);
+  const { peak, warmup, total, minRatio } = decay(o);
+  const cycles = v.numOpt(o.numCycles, 'numCycles', 0.5, { min: 0 });
   if (!Number.isFinite(cycles)) fail('ERR_OPTION', 'numCycles', 'a finite number >= 0', cycles);
   const coef = (1 - minRatio) * 0.5;
   const intercept = (1 + minRatio) * 0.5;
@@ -182,7 +193,7 @@ export function cosineSchedule(opts: CosineScheduleOptions): Schedule {
  * @category Optimizers
  */
 export function linearSchedule(opts: DecayScheduleOptions): Schedule {
-  const { peak, warmup, total, minRatio } = decay(opts, ['peak', 'warmupSteps', 'totalSteps', 'floor']);
+  const { peak, warmup, total, minRatio } = decay(read(opts, ['peak', 'warmupSteps', 'totalSteps', 'floor']));
   return (step) => {
     checkStep(step);
     if (step < warmup) return peak * warmupRatio(step, warmup);
@@ -240,6 +251,7 @@ export class LRScheduler {
     if (typeof optimizer !== 'object' || optimizer === null || !('lr' in optimizer)) {
       fail('ERR_OPTION', 'optimizer', 'an object with an lr property', optimizer);
     }
+    if (!settable(optimizer, 'lr')) fail('ERR_OPTION', 'optimizer.lr', 'a writable property (the scheduler sets it)', 'a read-only one');
     if (typeof schedule !== 'function') fail('ERR_OPTION', 'schedule', 'a function (step) => lr', schedule);
     this.#target = optimizer;
     this.#schedule = schedule;
@@ -285,7 +297,21 @@ export class LRScheduler {
     if (typeof lr !== 'number' || !Number.isFinite(lr) || lr < 0) {
       fail('ERR_OPTION', `schedule(${step})`, 'a finite learning rate >= 0', lr);
     }
-    this.#target.lr = lr;
+    // Reflect.set answers false (where an assignment would throw) when lr became read-only after construction
+    if (!Reflect.set(this.#target, 'lr', lr)) {
+      fail('ERR_OPTION', 'optimizer.lr', 'a writable property (the scheduler sets it)', 'a read-only one');
+    }
     this.#step = step;
   }
+}
+
+/** Whether `obj[key] = x` can succeed: a writable data property, or an accessor with a setter, found on the chain. */
+function settable(obj: object, key: string): boolean {
+  for (let o: object | null = obj; o !== null; o = Object.getPrototypeOf(o)) {
+    const d = Object.getOwnPropertyDescriptor(o, key);
+    if (d === undefined) continue;
+    if ('value' in d) return d.writable === true && (o === obj || Object.isExtensible(obj));
+    return d.set !== undefined;
+  }
+  return Object.isExtensible(obj);
 }

@@ -80,9 +80,7 @@ export type OptimizerState = AdamState | SGDState;
  * listed twice would be updated twice). Returns a copy of the list.
  */
 export function checkParams(params: unknown): Float32Array[] {
-  v.list(params, 'params', 'an array of Float32Array');
-  const out: Float32Array[] = [];
-  for (let i = 0; i < (params as unknown[]).length; i++) out.push(v.f32((params as unknown[])[i], `params[${i}]`));
+  const out = v.f32List(params, 'params');
   checkDisjoint(out, 'params');
   return out;
 }
@@ -112,15 +110,15 @@ export function checkDisjoint(list: readonly Float32Array[], what: string): void
 
 /** Checks a gradient list against the parameters: same count, Float32Array, same lengths. */
 export function checkGrads(grads: unknown, params: readonly Float32Array[], what = 'grads'): Float32Array[] {
-  v.list(grads, what, 'an array of Float32Array');
-  if ((grads as unknown[]).length !== params.length) {
-    fail('ERR_SHAPE', `${what}.length`, `${params.length} (one per parameter)`, (grads as unknown[]).length);
+  const list = v.list(grads, what, 'an array of Float32Array');
+  if (list.length !== params.length) {
+    fail('ERR_SHAPE', `${what}.length`, `${params.length} (one per parameter)`, list.length);
   }
+  const out = v.f32List(list, what);
   for (let i = 0; i < params.length; i++) {
-    const g = v.f32((grads as unknown[])[i], `${what}[${i}]`);
-    if (g.length !== params[i]!.length) fail('ERR_SHAPE', `${what}[${i}].length`, String(params[i]!.length), g.length);
+    if (out[i]!.length !== params[i]!.length) fail('ERR_SHAPE', `${what}[${i}].length`, String(params[i]!.length), out[i]!.length);
   }
-  return grads as Float32Array[];
+  return out;
 }
 
 /** A learning rate: finite, >= 0. */
@@ -155,22 +153,26 @@ export function stateBuffers(list: unknown, params: readonly Float32Array[], wha
   if (list.length !== params.length) {
     throw new GearError('ERR_STATE', `state.${what}.length: expected ${params.length} (one per parameter), got ${list.length}`);
   }
-  return list.map((b, i) => {
+  const out: Float32Array[] = [];
+  for (let i = 0; i < params.length; i++) {
+    const b: unknown = list[i]; // read once; a hole reads as undefined and is refused
     if (!v.isTyped(b, Float32Array)) {
       throw new GearError('ERR_STATE', `state.${what}[${i}]: expected a Float32Array, got ${describe(b)}`);
     }
     if (b.length !== params[i]!.length) {
       throw new GearError('ERR_STATE', `state.${what}[${i}].length: expected ${params[i]!.length}, got ${b.length}`);
     }
-    const copy = b.slice();
+    // an empty buffer (a detached one reads as empty) has nothing to copy
+    const copy = b.length === 0 ? new Float32Array(0) : b.slice();
     for (let j = 0; j < copy.length; j++) {
       const x = copy[j]!;
       if (!Number.isFinite(x) || (nonNegative && x < 0)) {
         throw new GearError('ERR_STATE', `state.${what}[${i}][${j}]: expected a finite number${nonNegative ? ' >= 0' : ''}, got ${describe(x)}`);
       }
     }
-    return copy;
-  });
+    out.push(copy);
+  }
+  return out;
 }
 
 /** Checks the common header of a state object. */
@@ -178,7 +180,8 @@ export function stateHeader(state: unknown, kinds: readonly string[]): Record<st
   if (typeof state !== 'object' || state === null) {
     throw new GearError('ERR_STATE', `state: expected an optimizer state object, got ${describe(state)}`);
   }
-  const s = state as Record<string, unknown>;
+  // every field read once, first: the checks and the restore see one snapshot
+  const s = { ...state } as Record<string, unknown>;
   if (!kinds.includes(s.kind as string)) {
     throw new GearError('ERR_STATE', `state.kind: expected ${kinds.map((k) => `'${k}'`).join(' or ')}, got ${describe(s.kind)}`);
   }

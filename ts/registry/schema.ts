@@ -1,7 +1,8 @@
 /**
- * Option schemas of registered estimators and losses: each entry names an option, its type and its
- * bounds, so that user-defined plug-ins get the same coded `ERR_OPTION` / `ERR_DTYPE` errors as the
- * built-ins without writing their own checks.
+ * Option schemas of registered estimators and losses: each entry names an option, its type, its bounds
+ * and its default, so that built-in and user-defined kinds are read and checked by one reader
+ * ({@link resolveOptions}) with the same coded `ERR_OPTION` / `ERR_DTYPE` errors, and a kind's
+ * defaults and bounds are written once, in its schema.
  *
  * @module
  */
@@ -59,6 +60,17 @@ export interface OptionSpec {
   finite?: boolean;
   /** `'string'`: the accepted values (any string when absent). */
   values?: readonly string[];
+  /**
+   * `null` is accepted as a value of its own (as "none", say), besides the type.
+   *
+   * @defaultValue `false`
+   */
+  nullable?: boolean;
+  /**
+   * The value an absent option takes (a number, string, boolean or `null`); it must satisfy the spec.
+   * Without one an absent option stays `undefined`.
+   */
+  default?: number | string | boolean | null;
   /** One line for listings and docs. */
   description?: string;
 }
@@ -71,21 +83,24 @@ export interface OptionSpec {
 export type OptionsSchema = Readonly<Record<string, OptionSpec>>;
 
 const TYPES: readonly OptionType[] = ['number', 'boolean', 'string', 'array', 'typedArray', 'object', 'function', 'any'];
+const SPEC_FIELDS = ['type', 'required', 'min', 'max', 'minOpen', 'maxOpen', 'int', 'finite', 'values', 'nullable', 'default', 'description'];
 
 /**
- * Checks that `schema` is a well-formed {@link OptionsSchema} (used at registration time).
+ * Checks that `schema` is a well-formed {@link OptionsSchema} (at registration) and returns a frozen copy,
+ * each spec read once, so that later changes to the caller's objects do not reach the registry.
  *
  * @param schema the schema to check (`undefined` passes)
  * @param what name used in error messages
  * @throws GearError `ERR_OPTION` on a malformed schema
  */
-export function checkSchema(schema: unknown, what: string): void {
-  if (schema === undefined) return;
+export function checkSchema(schema: unknown, what: string): OptionsSchema | undefined {
+  if (schema === undefined) return undefined;
   if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) fail('ERR_OPTION', what, 'an object of option specs', schema);
+  const out: Record<string, OptionSpec> = {};
   for (const [k, s] of Object.entries(schema as Record<string, unknown>)) {
     if (s === null || typeof s !== 'object') fail('ERR_OPTION', `${what}.${k}`, 'an option spec object', s);
-    const spec = s as Record<string, unknown>;
-    v.knownKeys(spec, `${what}.${k}`, ['type', 'required', 'min', 'max', 'minOpen', 'maxOpen', 'int', 'finite', 'values', 'description']);
+    const spec = { ...s } as Record<string, unknown>;
+    v.knownKeys(spec, `${what}.${k}`, SPEC_FIELDS);
     v.enumOpt(spec.type, `${what}.${k}.type`, TYPES, 'any');
     if (spec.type === undefined) fail('ERR_OPTION', `${what}.${k}.type`, `one of ${TYPES.join(', ')}`, undefined);
     for (const b of ['min', 'max'] as const) {
@@ -93,10 +108,25 @@ export function checkSchema(schema: unknown, what: string): void {
         fail('ERR_OPTION', `${what}.${k}.${b}`, 'a number', spec[b]);
       }
     }
-    if (spec.values !== undefined && (!Array.isArray(spec.values) || spec.values.some((x) => typeof x !== 'string'))) {
-      fail('ERR_OPTION', `${what}.${k}.values`, 'an array of strings', spec.values);
+    for (const b of ['required', 'minOpen', 'maxOpen', 'int', 'finite', 'nullable'] as const) {
+      if (spec[b] !== undefined && typeof spec[b] !== 'boolean') fail('ERR_OPTION', `${what}.${k}.${b}`, 'a boolean', spec[b]);
     }
+    if (spec.values !== undefined) {
+      const values = Array.isArray(spec.values) ? [...(spec.values as unknown[])] : undefined;
+      if (values === undefined || values.some((x) => typeof x !== 'string')) fail('ERR_OPTION', `${what}.${k}.values`, 'an array of strings', spec.values);
+      spec.values = Object.freeze(values);
+    }
+    const d = spec.default;
+    if (d !== undefined) {
+      if (!(d === null || typeof d === 'number' || typeof d === 'string' || typeof d === 'boolean')) {
+        fail('ERR_OPTION', `${what}.${k}.default`, 'a number, string, boolean or null', d);
+      }
+      // the default must pass its own spec
+      checkValue(spec as unknown as OptionSpec, d, `${what}.${k}.default`);
+    }
+    out[k] = Object.freeze(spec) as unknown as OptionSpec;
   }
+  return Object.freeze(out);
 }
 
 function typeOk(x: unknown, t: OptionType): boolean {
@@ -112,29 +142,94 @@ function typeOk(x: unknown, t: OptionType): boolean {
   }
 }
 
+/** Checks one given (not `undefined`) value against its spec; `what` names it in messages. */
+function checkValue(spec: OptionSpec, x: unknown, what: string): void {
+  if (x === null && spec.nullable === true) return;
+  if (spec.type === 'number') {
+    const { min, max, minOpen, maxOpen, int, finite } = spec;
+    v.numOpt(x, what, 0, { min, max, minOpen, maxOpen, int, finite });
+  } else if (spec.type === 'string' && spec.values !== undefined) {
+    v.enumOpt(x, what, spec.values, spec.values[0]!);
+  } else if (!typeOk(x, spec.type)) {
+    fail(spec.type === 'typedArray' ? 'ERR_DTYPE' : 'ERR_OPTION', what, `a value of type ${spec.type}`, x);
+  }
+}
+
 /**
- * Validates the options named in `schema` on `obj` (keys not in the schema are left to the caller).
- * Wrong types throw `ERR_DTYPE` (typed arrays) or `ERR_OPTION`; out-of-range numbers, strings outside
- * `values` and missing required options throw `ERR_OPTION`.
+ * The options of an {@link OptionsSchema} resolved: each one's checked value, or its default.
  *
+ * @internal
+ */
+export type ResolvedOptions<S extends OptionsSchema> = {
+  -readonly [K in keyof S]: SpecValue<S[K]> | (S[K] extends { default: unknown } | { required: true } ? never : undefined)
+};
+/** @internal The value type of one spec. */
+export type SpecValue<S extends OptionSpec> =
+  | (S['type'] extends 'number' ? number
+    : S['type'] extends 'boolean' ? boolean
+    : S['type'] extends 'string' ? (S extends { values: readonly (infer V)[] } ? V : string)
+    : unknown)
+  | (S extends { nullable: true } ? null : never);
+
+/**
+ * Reads and checks the options named in `schema` from `obj` (a plain object already read once by the
+ * caller): each option's value is checked against its spec and an absent one takes its default. Keys
+ * not in the schema are left to the caller. Wrong types throw `ERR_DTYPE` (typed arrays) or
+ * `ERR_OPTION`; out-of-range numbers, strings outside `values` and missing required options throw
+ * `ERR_OPTION`.
+ *
+ * @internal
+ * @param schema the option specs (`undefined`: nothing to read)
+ * @param obj the arguments
+ * @param what name used in error messages, e.g. the estimator's name (`"what: key"`; `''`: the key alone)
+ * @param opts `foreign`: options checked when given but never required nor defaulted (another kind's)
+ * @returns a new object with one entry per schema key
+ */
+export function resolveOptions<S extends OptionsSchema>(
+  schema: S | undefined, obj: Readonly<Record<string, unknown>>, what: string, opts: { foreign?: ReadonlySet<string> } = {},
+): ResolvedOptions<S> {
+  const out: Record<string, unknown> = {};
+  if (schema === undefined) return out as ResolvedOptions<S>;
+  for (const k of Object.keys(schema)) {
+    const spec = schema[k]!;
+    const x = obj[k];
+    const name = what === '' ? k : `${what}: ${k}`;
+    const foreign = opts.foreign?.has(k) === true;
+    if (x === undefined) {
+      if (foreign) continue;
+      if (spec.required === true) fail('ERR_OPTION', name, 'a value (required)', undefined);
+      out[k] = spec.default;
+      continue;
+    }
+    checkValue(spec, x, name);
+    out[k] = x;
+  }
+  return out as ResolvedOptions<S>;
+}
+
+/**
+ * Validates the options named in `schema` on `obj` (keys not in the schema are left to the caller);
+ * see {@link resolveOptions}, which also fills in the defaults.
+ *
+ * @internal
  * @param schema the option specs (`undefined`: nothing to check)
  * @param obj the options object
  * @param what name used in error messages, e.g. the estimator's name
  */
-export function validateOptions(schema: OptionsSchema | undefined, obj: Record<string, unknown>, what: string): void {
-  if (schema === undefined) return;
-  for (const [k, spec] of Object.entries(schema)) {
-    const x = obj[k];
-    if (x === undefined) {
-      if (spec.required === true) fail('ERR_OPTION', `${what}: ${k}`, 'a value (required)', undefined);
-      continue;
-    }
-    if (!typeOk(x, spec.type)) fail(spec.type === 'typedArray' ? 'ERR_DTYPE' : 'ERR_OPTION', `${what}: ${k}`, `a value of type ${spec.type}`, x);
-    if (spec.type === 'number') {
-      const { min, max, minOpen, maxOpen, int, finite } = spec;
-      v.numOpt(x, `${what}: ${k}`, 0, { min, max, minOpen, maxOpen, int, finite });
-    } else if (spec.type === 'string' && spec.values !== undefined) {
-      v.enumOpt(x, `${what}: ${k}`, spec.values, spec.values[0]!);
-    }
-  }
+export function validateOptions(schema: OptionsSchema | undefined, obj: Readonly<Record<string, unknown>>, what: string): void {
+  resolveOptions(schema, obj, what);
+}
+
+/**
+ * Reads the single arguments object of a kind's function once: refuses a non-object with `ERR_OPTION`,
+ * copies its own enumerable properties (each getter runs once, in property order) and rejects keys
+ * outside `known`. Everything after works on the copy, so a getter cannot change what was checked.
+ *
+ * @internal
+ */
+export function readArgs(a: unknown, what: string, known: readonly string[]): Record<string, unknown> {
+  if (typeof a !== 'object' || a === null || Array.isArray(a)) fail('ERR_OPTION', what, 'an options object', a);
+  const o = { ...a } as Record<string, unknown>;
+  v.knownKeys(o, what, known);
+  return o;
 }

@@ -153,28 +153,36 @@ export interface RolloutBatch {
   promptOffsets: Int32Array;
 }
 
-function tokenIds(x: unknown, what: string): ArrayLike<number> {
+/** Token ids, each read once, checked, and copied. */
+function tokenIds(x: unknown, what: string): Int32Array {
   if (!(Array.isArray(x) || v.isTypedArray(x))) fail('ERR_DTYPE', what, 'an array of token ids', x);
   const a = x as ArrayLike<unknown>;
-  for (let i = 0; i < a.length; i++) {
+  const n = a.length;
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
     const t = a[i];
     if (typeof t !== 'number' || !Number.isInteger(t)) fail('ERR_DTYPE', `${what}[${i}]`, 'an integer token id', t);
     if (t < 0 || t > 0x7fffffff) fail('ERR_TARGET_RANGE', `${what}[${i}]`, 'a token id in [0, 2^31)', t);
+    out.push(t);
   }
-  return a as ArrayLike<number>;
+  return Int32Array.from(out);
 }
 
-function maskOf(x: unknown, what: string, len: number): ArrayLike<number | boolean> | undefined {
+/** A 0/1 (or boolean) mask, each value read once, checked, and copied as 0/1. */
+function maskOf(x: unknown, what: string, len: number): Uint8Array | undefined {
   if (x === undefined) return undefined;
   if (!(Array.isArray(x) || v.isTypedArray(x))) fail('ERR_DTYPE', what, 'an array of 0/1 values', x);
   const a = x as ArrayLike<unknown>;
-  if (a.length > len) fail('ERR_SHAPE', `${what}.length`, `at most the ${len} tokens it masks`, a.length);
-  if (a.length !== len) fail('ERR_SHAPE', `${what}.length`, `the token count ${len}`, a.length);
-  for (let i = 0; i < a.length; i++) {
+  const n = a.length;
+  if (n > len) fail('ERR_SHAPE', `${what}.length`, `at most the ${len} tokens it masks`, n);
+  if (n !== len) fail('ERR_SHAPE', `${what}.length`, `the token count ${len}`, n);
+  const out = new Uint8Array(n);
+  for (let i = 0; i < n; i++) {
     const m = a[i];
     if (!(m === 0 || m === 1 || m === true || m === false)) fail('ERR_OPTION', `${what}[${i}]`, '0, 1, true or false', m);
+    out[i] = m ? 1 : 0;
   }
-  return a as ArrayLike<number | boolean>;
+  return out;
 }
 
 function finite(x: unknown, what: string, dflt: number): number {
@@ -189,60 +197,90 @@ function idArg(x: unknown, what: string): GroupId {
   return fail('ERR_GROUP', what, 'a number or string id', x);
 }
 
+/** A trajectory read once: every field, every step and every step's arrays (checked and copied). */
+interface Traj { id: GroupId; group: GroupId; steps: Step[]; episodeReward: number | undefined; groundTruth: unknown }
+/** A step read once. */
+interface Step { tokens: Int32Array; mask: Uint8Array | undefined; reward: number; anchor: unknown; observation: Int32Array | undefined }
+/** A declared group read once. */
+interface Group { id: GroupId; prompt: Int32Array | undefined; groundTruth: unknown }
+
+/** Each element of an array-valued argument read once (a hole reads as undefined and is refused by the caller's checks). */
+function elements(x: unknown[]): unknown[] {
+  const out: unknown[] = [];
+  for (let i = 0; i < x.length; i++) out.push(x[i]);
+  return out;
+}
+
+/** Stage 2: reads and checks one trajectory and its steps (token ids and masks copied). */
+function readTrajectory(t: unknown, ti: number): Traj {
+  const w = `trajectories[${ti}]`;
+  if (typeof t !== 'object' || t === null) fail('ERR_DTYPE', w, 'a trajectory object', t);
+  v.knownKeys(t, w, ['id', 'group', 'steps', 'episodeReward', 'groundTruth']);
+  const { id: id0, group: g0, steps: steps0, episodeReward, groundTruth } = t as TrajectoryInput;
+  const id = id0 === undefined ? ti : idArg(id0, `${w}.id`);
+  const group = idArg(g0, `${w}.group`);
+  if (!Array.isArray(steps0) || steps0.length === 0) fail('ERR_SHAPE', `${w}.steps`, 'a non-empty array of steps', steps0);
+  const ep = episodeReward === undefined ? undefined : finite(episodeReward, `${w}.episodeReward`, 0);
+  const steps = elements(steps0).map((s, si): Step => {
+    const ws = `${w}.steps[${si}]`;
+    if (typeof s !== 'object' || s === null) fail('ERR_DTYPE', ws, 'a step object', s);
+    v.knownKeys(s, ws, ['tokens', 'mask', 'reward', 'anchor', 'observation']);
+    const { tokens: tk, mask, reward, anchor, observation } = s as StepInput;
+    const tokens = tokenIds(tk, `${ws}.tokens`);
+    return {
+      tokens, mask: maskOf(mask, `${ws}.mask`, tokens.length), reward: finite(reward, `${ws}.reward`, 0), anchor,
+      observation: observation === undefined ? undefined : tokenIds(observation, `${ws}.observation`),
+    };
+  });
+  return { id, group, steps, episodeReward: ep, groundTruth };
+}
+
 /** Declared groups by id, with their index in `input.groups`. */
 interface Declared {
   byId: Map<GroupId, number>;
-  list: GroupInput[];
+  list: Group[];
 }
 
 /** Stage 1: the declared groups (unique ids, valid prompts). */
-function declaredGroups(input: RolloutBatchInput): Declared {
+function declaredGroups(groups: unknown): Declared {
   const declared = new Map<GroupId, number>();
-  const groupList: GroupInput[] = [];
-  if (input.groups !== undefined) {
-    if (!Array.isArray(input.groups)) fail('ERR_DTYPE', 'buildRolloutBatch: groups', 'an array of groups', input.groups);
-    input.groups.forEach((g, k) => {
+  const groupList: Group[] = [];
+  if (groups !== undefined) {
+    if (!Array.isArray(groups)) fail('ERR_DTYPE', 'buildRolloutBatch: groups', 'an array of groups', groups);
+    elements(groups).forEach((g, k) => {
       if (typeof g !== 'object' || g === null) fail('ERR_DTYPE', `groups[${k}]`, 'a group object', g);
       v.knownKeys(g, `groups[${k}]`, ['id', 'prompt', 'groundTruth']);
-      const id = idArg(g.id, `groups[${k}].id`);
+      const { id: id0, prompt, groundTruth } = g as GroupInput;
+      const id = idArg(id0, `groups[${k}].id`);
       if (declared.has(id)) fail('ERR_GROUP', `groups[${k}].id`, 'a unique group id', id);
-      if (g.prompt !== undefined) tokenIds(g.prompt, `groups[${k}].prompt`);
       declared.set(id, k);
-      groupList.push(g);
+      groupList.push({ id, prompt: prompt === undefined ? undefined : tokenIds(prompt, `groups[${k}].prompt`), groundTruth });
     });
   }
   return { byId: declared, list: groupList };
 }
 
-/** Stage 2: validates every trajectory and step, and counts the rows and tokens of the layout. */
+/** Stage 3: unique trajectory ids, declared groups, and the rows and tokens of the layout. */
 function sizeBatch(
-  trajs: TrajectoryInput[], layout: 'step' | 'conversation', groupsDeclared: boolean, declared: Declared,
+  trajs: Traj[], layout: 'step' | 'conversation', groupsDeclared: boolean, declared: Declared,
 ): { rows: number; tokens: number } {
   const seenTraj = new Set<GroupId>();
   let rows = 0;
   let tokens = 0;
   trajs.forEach((t, ti) => {
     const w = `trajectories[${ti}]`;
-    if (typeof t !== 'object' || t === null) fail('ERR_DTYPE', w, 'a trajectory object', t);
-    v.knownKeys(t, w, ['id', 'group', 'steps', 'episodeReward', 'groundTruth']);
-    const id = t.id === undefined ? ti : idArg(t.id, `${w}.id`);
+    const id = t.id;
     if (seenTraj.has(id)) fail('ERR_GROUP', `${w}.id`, 'a unique trajectory id', id);
     seenTraj.add(id);
-    const g = idArg(t.group, `${w}.group`);
+    const g = t.group;
     if (groupsDeclared && !declared.byId.has(g)) {
       fail('ERR_GROUP', `${w}.group`, `one of the declared group ids`, g);
     }
-    if (!Array.isArray(t.steps) || t.steps.length === 0) fail('ERR_SHAPE', `${w}.steps`, 'a non-empty array of steps', t.steps);
-    finite(t.episodeReward, `${w}.episodeReward`, 0);
     let convTokens = 0;
     t.steps.forEach((s, si) => {
       const ws = `${w}.steps[${si}]`;
-      if (typeof s !== 'object' || s === null) fail('ERR_DTYPE', ws, 'a step object', s);
-      v.knownKeys(s, ws, ['tokens', 'mask', 'reward', 'anchor', 'observation']);
-      const toks = tokenIds(s.tokens, `${ws}.tokens`);
-      maskOf(s.mask, `${ws}.mask`, toks.length);
-      finite(s.reward, `${ws}.reward`, 0);
-      const obs = s.observation === undefined ? undefined : tokenIds(s.observation, `${ws}.observation`);
+      const toks = s.tokens;
+      const obs = s.observation;
       if (layout === 'step') {
         if (toks.length === 0) fail('ERR_SHAPE', `${ws}.tokens.length`, 'at least 1 (a row cannot be empty)', 0);
         rows++;
@@ -261,15 +299,15 @@ function sizeBatch(
   return { rows, tokens };
 }
 
-/** Stage 3: dense group indices, declared order first, then first appearance. */
-function groupOrder(declared: Declared, trajs: TrajectoryInput[]): Map<GroupId, number> {
+/** Stage 4: dense group indices, declared order first, then first appearance. */
+function groupOrder(declared: Declared, trajs: Traj[]): Map<GroupId, number> {
   const gIndex = new Map<GroupId, number>();
   for (const g of declared.list) gIndex.set(g.id, gIndex.size);
   for (const t of trajs) if (!gIndex.has(t.group)) gIndex.set(t.group, gIndex.size);
   return gIndex;
 }
 
-/** Stage 4: the zero-filled batch arrays. */
+/** Stage 5: the zero-filled batch arrays. */
 function allocBatch(layout: 'step' | 'conversation', rows: number, tokens: number, groups: number): RolloutBatch {
   return {
     layout, rows, tokens,
@@ -296,7 +334,7 @@ class RowWriter {
   constructor(private readonly out: RolloutBatch) {}
 
   /** Appends tokens (mask 0 throughout when `fixed` is 0); returns how many count. */
-  put(toks: ArrayLike<number>, mask: ArrayLike<number | boolean> | undefined, fixed?: 0): number {
+  put(toks: ArrayLike<number>, mask: Uint8Array | undefined, fixed?: 0): number {
     const out = this.out;
     let c = 0;
     for (let i = 0; i < toks.length; i++) {
@@ -327,18 +365,18 @@ class RowWriter {
   }
 }
 
-/** Stage 5: packs every trajectory's rows: ids, tokens, masks, rewards, anchors, ground truth. */
+/** Stage 6: packs every trajectory's rows: ids, tokens, masks, rewards, anchors, ground truth. */
 function packRows(
-  out: RolloutBatch, trajs: TrajectoryInput[], layout: 'step' | 'conversation', gIndex: Map<GroupId, number>, declared: Declared,
+  out: RolloutBatch, trajs: Traj[], layout: 'step' | 'conversation', gIndex: Map<GroupId, number>, declared: Declared,
 ): void {
   const w = new RowWriter(out);
   trajs.forEach((t, ti) => {
-    const id = t.id === undefined ? ti : t.id;
+    const id = t.id;
     const gi = gIndex.get(t.group)!;
     const dg = declared.byId.has(t.group) ? declared.list[declared.byId.get(t.group)!] : undefined;
     const truth = t.groundTruth !== undefined ? t.groundTruth : dg?.groundTruth;
     let sum = 0;
-    for (const s of t.steps) sum += s.reward ?? 0;
+    for (const s of t.steps) sum += s.reward;
     const episode = t.episodeReward ?? sum;
     const row = (step: number, reward: number, anchor: unknown) => {
       const r = w.r;
@@ -354,10 +392,10 @@ function packRows(
     };
     if (layout === 'step') {
       t.steps.forEach((s, si) => {
-        row(si, s.reward ?? 0, s.anchor);
+        row(si, s.reward, s.anchor);
         const c = w.put(s.tokens, s.mask);
         out.lengths[w.r] = c;
-        w.reward(c, s.reward ?? 0);
+        w.reward(c, s.reward);
         w.endRow();
       });
     } else {
@@ -365,7 +403,7 @@ function packRows(
       let c = 0;
       for (const s of t.steps) {
         const k = w.put(s.tokens, s.mask);
-        w.reward(k, s.reward ?? 0);
+        w.reward(k, s.reward);
         c += k;
         if (s.observation) w.put(s.observation, undefined, 0);
       }
@@ -375,7 +413,7 @@ function packRows(
   });
 }
 
-/** Stage 6: the prompt tokens of the declared groups, packed in dense group order. */
+/** Stage 7: the prompt tokens of the declared groups, packed in dense group order. */
 function packPrompts(out: RolloutBatch, declared: Declared, gIndex: Map<GroupId, number>): void {
   let pn = 0;
   for (const g of declared.list) pn += g.prompt ? g.prompt.length : 0;
@@ -421,13 +459,16 @@ function packPrompts(out: RolloutBatch, declared: Declared, gIndex: Map<GroupId,
 export function buildRolloutBatch(input: RolloutBatchInput): RolloutBatch {
   if (typeof input !== 'object' || input === null) fail('ERR_OPTION', 'buildRolloutBatch', 'an options object', input);
   v.knownKeys(input, 'buildRolloutBatch', ['trajectories', 'groups', 'layout']);
-  const layout = v.enumOpt(input.layout, 'buildRolloutBatch: layout', ['step', 'conversation'] as const, 'step');
-  const trajs = input.trajectories;
-  if (!Array.isArray(trajs) || trajs.length === 0) {
-    fail('ERR_SHAPE', 'buildRolloutBatch: trajectories', 'a non-empty array of trajectories', trajs);
+  // The whole input is read once, field by field and element by element, and copied (token ids and
+  // masks checked as they are copied): the passes below never read the caller's objects again.
+  const { trajectories: trajs0, groups, layout: layout0 } = input;
+  const layout = v.enumOpt(layout0, 'buildRolloutBatch: layout', ['step', 'conversation'] as const, 'step');
+  if (!Array.isArray(trajs0) || trajs0.length === 0) {
+    fail('ERR_SHAPE', 'buildRolloutBatch: trajectories', 'a non-empty array of trajectories', trajs0);
   }
-  const declared = declaredGroups(input);
-  const { rows, tokens } = sizeBatch(trajs, layout, input.groups !== undefined, declared);
+  const declared = declaredGroups(groups);
+  const trajs = elements(trajs0).map(readTrajectory);
+  const { rows, tokens } = sizeBatch(trajs, layout, groups !== undefined, declared);
   const gIndex = groupOrder(declared, trajs);
   const out = allocBatch(layout, rows, tokens, gIndex.size);
   packRows(out, trajs, layout, gIndex, declared);

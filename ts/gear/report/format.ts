@@ -61,7 +61,7 @@ export interface SavedBatch {
   rowLabels?: string[];
   /** GEAR options the result was (or is to be) computed with. */
   options?: GearOptions;
-  /** Optional stored result of {@link gear}; recomputed from the inputs when absent. */
+  /** Optional stored result of {@link gear-rl!gear}; recomputed from the inputs when absent. */
   result?: {
     /** Per-token advantages. */
     advantages: JsonNumber[];
@@ -79,7 +79,7 @@ export interface SavedBatch {
 }
 
 /**
- * What {@link saveBatch} and {@link renderReport} take: the inputs of {@link gear} plus display extras.
+ * What {@link saveBatch} and {@link renderReport} take: the inputs of {@link gear-rl!gear} plus display extras.
  *
  * @category GEAR
  */
@@ -207,6 +207,7 @@ export function checkRecord(b: unknown, what = 'batch'): GearBatchRecord {
  * @example
  * ```ts
  * import * as rl from 'gear-rl';
+ * import { toSavedBatch } from 'gear-rl/report';
  *
  * const input = {                                                      // what gear() takes
  *   advantages: [1, -0.5], offsets: Int32Array.of(0, 4, 7),             // two rows, 7 tokens
@@ -214,7 +215,7 @@ export function checkRecord(b: unknown, what = 'batch'): GearBatchRecord {
  *   entropy: Float32Array.of(0.3, 2, 0.1, 0.1, 1.5, 0, 0.2),
  * };
  * const batch = { ...input, tokens: ['Let', ' x', ' =', ' 3', 'So', ' 4', '.'], rowLabels: ['reward 1', 'reward 0'] };
- * const json = rl.toSavedBatch({ ...batch, result: rl.gear(input) });
+ * const json = toSavedBatch({ ...batch, result: rl.gear(input) });
  * console.log(json.format, json.version, json.divergence); // 'gear-rl/batch' 1 [plain numbers]
  * console.log(JSON.stringify(json).length);
  * ```
@@ -258,6 +259,7 @@ export function toSavedBatch(batch: GearBatchRecord): SavedBatch {
  * import { tmpdir } from 'node:os';
  * import { join } from 'node:path';
  * import * as rl from 'gear-rl';
+ * import { saveBatch } from 'gear-rl/report';
  *
  * const input = {                                                      // what gear() takes
  *   advantages: [1, -0.5], offsets: Int32Array.of(0, 4, 7),             // two rows, 7 tokens
@@ -266,7 +268,7 @@ export function toSavedBatch(batch: GearBatchRecord): SavedBatch {
  * };
  * const batch = { ...input, tokens: ['Let', ' x', ' =', ' 3', 'So', ' 4', '.'], rowLabels: ['reward 1', 'reward 0'] };
  * const file = join(tmpdir(), 'gear-batch.json');
- * rl.saveBatch(file, { ...batch, result: rl.gear(input), meta: { step: 120 } });
+ * saveBatch(file, { ...batch, result: rl.gear(input), meta: { step: 120 } });
  * console.log(`npx gear-rl visualize ${file} --out report.html`); // the report from the command line
  * ```
  * @category GEAR
@@ -285,7 +287,7 @@ export function saveBatch(path: string, b: GearBatchRecord): void {
  *
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { fromSavedBatch, toSavedBatch } from 'gear-rl/report';
  *
  * const input = {                                                      // what gear() takes
  *   advantages: [1, -0.5], offsets: Int32Array.of(0, 4, 7),             // two rows, 7 tokens
@@ -293,8 +295,8 @@ export function saveBatch(path: string, b: GearBatchRecord): void {
  *   entropy: Float32Array.of(0.3, 2, 0.1, 0.1, 1.5, 0, 0.2),
  * };
  * const batch = { ...input, tokens: ['Let', ' x', ' =', ' 3', 'So', ' 4', '.'], rowLabels: ['reward 1', 'reward 0'] };
- * const text = JSON.stringify(rl.toSavedBatch(batch));  // e.g. sent over the network
- * const back = rl.fromSavedBatch(JSON.parse(text));
+ * const text = JSON.stringify(toSavedBatch(batch));  // e.g. sent over the network
+ * const back = fromSavedBatch(JSON.parse(text));
  * console.log(back.divergence, back.tokens);            // typed arrays again
  * ```
  * @category GEAR
@@ -373,7 +375,7 @@ export function fromSavedBatch(obj: unknown): GearBatchRecord {
  * ```ts
  * import { tmpdir } from 'node:os';
  * import { join } from 'node:path';
- * import * as rl from 'gear-rl';
+ * import { loadBatch, saveBatch } from 'gear-rl/report';
  *
  * const input = {                                                      // what gear() takes
  *   advantages: [1, -0.5], offsets: Int32Array.of(0, 4, 7),             // two rows, 7 tokens
@@ -382,8 +384,8 @@ export function fromSavedBatch(obj: unknown): GearBatchRecord {
  * };
  * const batch = { ...input, tokens: ['Let', ' x', ' =', ' 3', 'So', ' 4', '.'], rowLabels: ['reward 1', 'reward 0'] };
  * const file = join(tmpdir(), 'gear-batch-load.json');
- * rl.saveBatch(file, batch);
- * const back = rl.loadBatch(file);
+ * saveBatch(file, batch);
+ * const back = loadBatch(file);
  * console.log(back.offsets, back.result);  // Int32Array [0, 4, 7], undefined: no result was stored
  * ```
  * @category GEAR

@@ -113,7 +113,7 @@ function fill(values: Record<ReportSlot, string>): string {
  *
  * @example
  * ```ts
- * import * as rl from 'gear-rl';
+ * import { renderReport } from 'gear-rl/report';
  *
  * const input = {                                                      // what gear() takes
  *   advantages: [1, -0.5], offsets: Int32Array.of(0, 4, 7),             // two rows, 7 tokens
@@ -121,7 +121,7 @@ function fill(values: Record<ReportSlot, string>): string {
  *   entropy: Float32Array.of(0.3, 2, 0.1, 0.1, 1.5, 0, 0.2),
  * };
  * const batch = { ...input, tokens: ['Let', ' x', ' =', ' 3', 'So', ' 4', '.'], rowLabels: ['reward 1', 'reward 0'] };
- * const html = rl.renderReport(batch, { title: 'step 120', metric: 'weight', maxRows: 100 });
+ * const html = renderReport(batch, { title: 'step 120', metric: 'weight', maxRows: 100 });
  * console.log(html.length); // one self-contained HTML document (gear runs when no result is given)
  * ```
  * @category GEAR
@@ -257,6 +257,7 @@ function medianPositive(x: number[], valid: (t: number) => boolean): number {
  * import { tmpdir } from 'node:os';
  * import { join } from 'node:path';
  * import * as rl from 'gear-rl';
+ * import { writeReport } from 'gear-rl/report';
  *
  * const input = {                                                      // what gear() takes
  *   advantages: [1, -0.5], offsets: Int32Array.of(0, 4, 7),             // two rows, 7 tokens
@@ -265,7 +266,7 @@ function medianPositive(x: number[], valid: (t: number) => boolean): number {
  * };
  * const batch = { ...input, tokens: ['Let', ' x', ' =', ' 3', 'So', ' 4', '.'], rowLabels: ['reward 1', 'reward 0'] };
  * const file = join(tmpdir(), 'gear-report.html');
- * rl.writeReport(file, { ...batch, result: rl.gear(input) }, { title: 'step 120' });
+ * writeReport(file, { ...batch, result: rl.gear(input) }, { title: 'step 120' });
  * console.log(`open ${file} in a browser`);
  * ```
  * @category GEAR

@@ -5,12 +5,12 @@
  */
 import type { FloatArray } from '../inputs.js';
 import { asTerms, ratioStats } from './grad.js';
-import { registerBuiltinPolicyLoss } from './registry.js';
-import { sharedOptions } from './shared_options.js';
-import type { Opts, Terms } from './types.js';
+import { CLIP_RANGE, type ClipRangeOptions, clipRange } from './clip.js';
+import { builtinPolicyLoss } from './registry.js';
+import type { Terms } from './types.js';
 
 /** @internal Per-token terms of `cispo`. */
-export function cispoTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mask: Uint8Array | undefined, o: Opts): Terms {
+export function cispoTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mask: Uint8Array | undefined, o: { lo: number; hi: number }): Terms {
   const n = lp.length;
   const L = new Float64Array(n);
   const dL = new Float64Array(n);
@@ -31,9 +31,10 @@ export function cispoTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mask:
   return { L, dL, metrics };
 }
 
-registerBuiltinPolicyLoss({
+/** @internal Kind `cispo`. */
+export const cispo = builtinPolicyLoss<ClipRangeOptions>()({
   name: 'cispo',
   description: 'clipped IS weight times −Aℓ',
-  options: sharedOptions('clipLow', 'clipHigh'),
-  terms: (c) => asTerms(cispoTerms(c.logprob, c.oldLogprob, c.advantages, c.mask, c.options)),
+  options: CLIP_RANGE,
+  terms: (c) => asTerms(cispoTerms(c.logprob, c.oldLogprob, c.advantages, c.mask, clipRange(c.args))),
 });

@@ -8,12 +8,46 @@ import type { FloatArray } from '../inputs.js';
 import { maskedMeanEps } from '../inputs.js';
 import { mulberry32 } from '../../core/prng.js';
 import { asTerms, clampD, maxGrad, ratioStats } from './grad.js';
-import { registerBuiltinPolicyLoss } from './registry.js';
-import { sharedOptions } from './shared_options.js';
-import type { Opts, Terms } from './types.js';
+import { CLIP_RANGE, type ClipRangeOptions, clipRange } from './clip.js';
+import { type KindOptions, builtinPolicyLoss } from './registry.js';
+import type { Terms } from './types.js';
+
+/**
+ * Options of kind `clip_cov` (besides the clip range).
+ *
+ * @category Losses
+ */
+export interface ClipCovOptions {
+  /**
+   * Clip-Cov: share of valid tokens whose gradient is removed (default 2e-4).
+   *
+   * @defaultValue `2e-4`
+   */
+  clipCovRatio?: number;
+  /**
+   * Clip-Cov: lower covariance bound (default 1.0).
+   *
+   * @defaultValue `1`
+   */
+  clipCovLb?: number;
+  /**
+   * Clip-Cov: upper covariance bound (default 5.0).
+   *
+   * @defaultValue `5`
+   */
+  clipCovUb?: number;
+  /**
+   * Clip-Cov: seed of the random pick among candidates (default 0). When every candidate is picked the
+   * result does not depend on it; otherwise the pick is a seeded partial Fisher-Yates shuffle (verl
+   * uses `torch.randperm`, which cannot be reproduced bit for bit).
+   *
+   * @defaultValue `0`
+   */
+  seed?: number;
+}
 
 /** @internal Per-token terms of `clip_cov`. */
-export function clipCovTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mask: Uint8Array | undefined, o: Opts): Terms {
+export function clipCovTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mask: Uint8Array | undefined, o: KindOptions<ClipCovOptions> & { lo: number; hi: number }): Terms {
   const n = lp.length;
   const L = new Float64Array(n);
   const dL = new Float64Array(n);
@@ -61,9 +95,17 @@ export function clipCovTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mas
   return { L, dL, metrics };
 }
 
-registerBuiltinPolicyLoss({
+/** @internal Kind `clip_cov`. */
+export const clipCov = builtinPolicyLoss<ClipRangeOptions & ClipCovOptions>()({
   name: 'clip_cov',
   description: 'covariance-selected gradient removal',
-  options: sharedOptions('clipLow', 'clipHigh', 'clipCovRatio', 'clipCovLb', 'clipCovUb', 'seed'),
-  terms: (c) => asTerms(clipCovTerms(c.logprob, c.oldLogprob, c.advantages, c.mask, c.options)),
+  options: {
+    ...CLIP_RANGE,
+    clipCovRatio: { type: 'number', min: 0, minOpen: true, default: 2e-4, description: 'share of valid tokens' },
+    clipCovLb: { type: 'number', default: 1.0, description: 'lower covariance bound' },
+    clipCovUb: { type: 'number', default: 5.0, description: 'upper covariance bound' },
+    seed: { type: 'number', int: true, min: 0, max: 2 ** 32 - 1, default: 0, description: 'seed of the random pick' },
+  },
+  terms: (c) => asTerms(clipCovTerms(c.logprob, c.oldLogprob, c.advantages, c.mask,
+    { ...(c.args as KindOptions<ClipCovOptions>), ...clipRange(c.args) })),
 });

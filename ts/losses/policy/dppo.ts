@@ -7,12 +7,25 @@
  */
 import type { FloatArray } from '../inputs.js';
 import { asTerms, ratioStats } from './grad.js';
-import { registerBuiltinPolicyLoss } from './registry.js';
-import { sharedOptions } from './shared_options.js';
-import type { Opts, Terms } from './types.js';
+import { CLIP_RANGE, clipRange } from './clip.js';
+import type { PpoOptions } from './ppo.js';
+import { type KindOptions, builtinPolicyLoss } from './registry.js';
+import type { Terms } from './types.js';
+
+/** The options of both DPPO kinds: the trust region's bounds, and `clipC` as the IS truncation. */
+type DppoOptions = Pick<PpoOptions, 'clipLow' | 'clipHigh' | 'clipC'>;
+const DPPO_OPTIONS = {
+  ...CLIP_RANGE,
+  clipC: { type: 'number', min: 0, minOpen: true, default: 20, description: 'IS truncation' },
+} as const;
+
+/** The DPPO settings of resolved arguments. */
+function dppoSettings(args: Readonly<Record<string, unknown>>): { lo: number; hi: number; c: number } {
+  return { ...clipRange(args), c: (args as KindOptions<DppoOptions>).clipC };
+}
 
 /** @internal Per-token terms of `dppo`. */
-export function dppoTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mask: Uint8Array | undefined, o: Opts, tv: boolean): Terms {
+export function dppoTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mask: Uint8Array | undefined, o: { lo: number; hi: number; c: number }, tv: boolean): Terms {
   const n = lp.length;
   const L = new Float64Array(n);
   const dL = new Float64Array(n);
@@ -50,15 +63,17 @@ export function dppoTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mask: 
   return { L, dL, metrics };
 }
 
-registerBuiltinPolicyLoss({
+/** @internal Kind `dppo_tv`. */
+export const dppoTv = builtinPolicyLoss<DppoOptions>()({
   name: 'dppo_tv',
   description: 'probability trust region (total variation) with truncated IS',
-  options: sharedOptions('clipLow', 'clipHigh', 'truncation'),
-  terms: (c) => asTerms(dppoTerms(c.logprob, c.oldLogprob, c.advantages, c.mask, c.options, true)),
+  options: DPPO_OPTIONS,
+  terms: (c) => asTerms(dppoTerms(c.logprob, c.oldLogprob, c.advantages, c.mask, dppoSettings(c.args), true)),
 });
-registerBuiltinPolicyLoss({
+/** @internal Kind `dppo_kl`. */
+export const dppoKl = builtinPolicyLoss<DppoOptions>()({
   name: 'dppo_kl',
   description: 'probability trust region (binary KL) with truncated IS',
-  options: sharedOptions('clipLow', 'clipHigh', 'truncation'),
-  terms: (c) => asTerms(dppoTerms(c.logprob, c.oldLogprob, c.advantages, c.mask, c.options, false)),
+  options: DPPO_OPTIONS,
+  terms: (c) => asTerms(dppoTerms(c.logprob, c.oldLogprob, c.advantages, c.mask, dppoSettings(c.args), false)),
 });

@@ -6,12 +6,21 @@
 import type { FloatArray } from '../inputs.js';
 import { maskedMeanEps } from '../inputs.js';
 import { asTerms, ratioStats } from './grad.js';
-import { registerBuiltinPolicyLoss } from './registry.js';
-import { sharedOptions } from './shared_options.js';
-import type { Opts, Terms } from './types.js';
+import { type KindOptions, builtinPolicyLoss } from './registry.js';
+import type { Terms } from './types.js';
+
+/**
+ * Options of kind `dro`.
+ *
+ * @category Losses
+ */
+export interface DroOptions {
+  /** DRO: β (required with kind `dro`, > 0). */
+  droBeta?: number;
+}
 
 /** @internal Per-token terms of `dro`. */
-export function droTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mask: Uint8Array | undefined, o: Opts): Terms {
+export function droTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mask: Uint8Array | undefined, o: KindOptions<DroOptions>): Terms {
   const n = lp.length;
   const L = new Float64Array(n);
   const dL = new Float64Array(n);
@@ -25,9 +34,10 @@ export function droTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mask: U
   return { L, dL, metrics };
 }
 
-registerBuiltinPolicyLoss({
+/** @internal Kind `dro`. */
+export const dro = builtinPolicyLoss<DroOptions>()({
   name: 'dro',
   description: 'DRO −(ℓA − ½βδ²)',
-  options: sharedOptions('droBeta'),
-  terms: (c) => asTerms(droTerms(c.logprob, c.oldLogprob, c.advantages, c.mask, c.options)),
+  options: { droBeta: { type: 'number', min: 0, minOpen: true, required: true, description: 'β (required, > 0)' } },
+  terms: (c) => asTerms(droTerms(c.logprob, c.oldLogprob, c.advantages, c.mask, c.args as KindOptions<DroOptions>)),
 });

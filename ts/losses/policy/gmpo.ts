@@ -8,13 +8,12 @@
 import { fail } from '../../core/errors.js';
 import { type FloatArray, maskedMeanEps } from '../inputs.js';
 import { clampD, minGrad, ratioStats } from './grad.js';
-import { registerBuiltinPolicyLoss } from './registry.js';
-import { sharedOptions } from './shared_options.js';
-import type { Opts } from './types.js';
+import { CLIP_RANGE, type ClipRangeOptions, clipRange } from './clip.js';
+import { builtinPolicyLoss } from './registry.js';
 
-/** GMPO (verl `geo_mean`): its own reduction (mean over all rows); returns value and per-token gradient. */
-export function gmpo(lp: FloatArray, old: FloatArray, A: FloatArray, offsets: Int32Array, mask: Uint8Array | undefined,
-  o: Opts, isw: Float64Array | undefined, globalRows: number | undefined): { value: number; g: Float64Array; metrics: Record<string, number> } {
+/** @internal GMPO (verl `geo_mean`): its own reduction (mean over all rows); returns value and per-token gradient. */
+export function gmpoReduce(lp: FloatArray, old: FloatArray, A: FloatArray, offsets: Int32Array, mask: Uint8Array | undefined,
+  o: { lo: number; hi: number }, isw: Float64Array | undefined, globalRows: number | undefined): { value: number; g: Float64Array; metrics: Record<string, number> } {
   const n = lp.length;
   const rows = offsets.length - 1;
   // verl averages over this call's rows; `globalRows` makes micro-batches add up to the full batch
@@ -65,17 +64,18 @@ export function gmpo(lp: FloatArray, old: FloatArray, A: FloatArray, offsets: In
   return { value: rows > 0 ? value / denom : 0, g, metrics };
 }
 
-registerBuiltinPolicyLoss({
+/** @internal Kind `gmpo`. */
+export const gmpo = builtinPolicyLoss<ClipRangeOptions>()({
   name: 'gmpo',
   aliases: ['geo_mean'],
   description: 'GMPO geometric-mean ratio per row (its own reduction)',
-  options: sharedOptions('clipLow', 'clipHigh'),
+  options: CLIP_RANGE,
   reduce: (c) => {
     const rows = c.offsets.length - 1;
     if (c.aggOptions.globalRows !== undefined && c.aggOptions.globalRows < rows) {
       fail('ERR_OPTION', 'globalRows', `>= the ${rows} rows of this call (GMPO averages over all rows)`, c.aggOptions.globalRows);
     }
-    const r = gmpo(c.logprob, c.oldLogprob, c.advantages, c.offsets, c.mask, c.options, c.isWeights, c.aggOptions.globalRows);
+    const r = gmpoReduce(c.logprob, c.oldLogprob, c.advantages, c.offsets, c.mask, clipRange(c.args), c.isWeights, c.aggOptions.globalRows);
     return { loss: r.value, grad: r.g, metrics: r.metrics };
   },
 });

@@ -5,8 +5,7 @@
  */
 import type { FloatArray } from '../inputs.js';
 import { asTerms } from './grad.js';
-import { registerBuiltinPolicyLoss } from './registry.js';
-import { sharedOptions } from './shared_options.js';
+import { builtinPolicyLoss } from './registry.js';
 import type { Terms } from './types.js';
 
 /** @internal Per-token terms of `gpg`. */
@@ -18,9 +17,10 @@ export function gpgTerms(lp: FloatArray, A: FloatArray): Terms {
   return { L, dL, metrics: {} };
 }
 
-registerBuiltinPolicyLoss({
+/** @internal Kind `gpg` (no options of its own). */
+export const gpg = builtinPolicyLoss<Record<never, never>>()({
   name: 'gpg',
   description: 'plain policy gradient −Aℓ',
-  options: sharedOptions(),
+  options: {},
   terms: (c) => asTerms(gpgTerms(c.logprob, c.advantages)),
 });

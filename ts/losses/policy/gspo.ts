@@ -6,12 +6,12 @@
  */
 import type { FloatArray } from '../inputs.js';
 import { asTerms, clampD, maxGrad, ratioStats } from './grad.js';
-import { registerBuiltinPolicyLoss } from './registry.js';
-import { sharedOptions } from './shared_options.js';
-import type { Opts, Terms } from './types.js';
+import { CLIP_RANGE, type ClipRangeOptions, clipRange } from './clip.js';
+import { builtinPolicyLoss } from './registry.js';
+import type { Terms } from './types.js';
 
 /** @internal Per-token terms of `gspo`. */
-export function gspoTerms(lp: FloatArray, old: FloatArray, A: FloatArray, offsets: Int32Array, mask: Uint8Array | undefined, o: Opts): Terms {
+export function gspoTerms(lp: FloatArray, old: FloatArray, A: FloatArray, offsets: Int32Array, mask: Uint8Array | undefined, o: { lo: number; hi: number }): Terms {
   const n = lp.length;
   const L = new Float64Array(n);
   const dL = new Float64Array(n);
@@ -52,9 +52,10 @@ export function gspoTerms(lp: FloatArray, old: FloatArray, A: FloatArray, offset
   return { L, dL, metrics, forcedAgg: 'seq-mean-token-mean' };
 }
 
-registerBuiltinPolicyLoss({
+/** @internal Kind `gspo`. */
+export const gspo = builtinPolicyLoss<ClipRangeOptions>()({
   name: 'gspo',
   description: 'GSPO sequence-level ratio clip',
-  options: sharedOptions('clipLow', 'clipHigh'),
-  terms: (c) => asTerms(gspoTerms(c.logprob, c.oldLogprob, c.advantages, c.offsets, c.mask, c.options)),
+  options: CLIP_RANGE,
+  terms: (c) => asTerms(gspoTerms(c.logprob, c.oldLogprob, c.advantages, c.offsets, c.mask, clipRange(c.args))),
 });

@@ -12,6 +12,7 @@
  * @module
  */
 import type { trlLoss } from '../trl_loss.js';
+import { ppoSettings } from './ppo.js';
 import { policyLossPpoNative } from './ppo_native.js';
 import type { registerPolicyLoss } from './registry.js';
 import { policyLossTs, prepare } from './run.js';
@@ -21,8 +22,14 @@ export { policyLossAsync } from './ppo_native.js';
 export type { PolicyLossAsyncOptions } from './ppo_native.js';
 export { rolloutCorrectionWeights } from './rollout_correction.js';
 export type { RolloutCorrection, RolloutCorrectionResult } from './rollout_correction.js';
-export { POLICY_LOSS_KINDS } from './types.js';
+export { POLICY_LOSS_KINDS } from './builtins.js';
 export type { PolicyLossArgs, PolicyLossResult, PolicyLossKind, ResolvedPolicyLossOptions } from './types.js';
+export type { ClipRangeOptions } from './clip.js';
+export type { PpoOptions } from './ppo.js';
+export type { SapoOptions } from './sapo.js';
+export type { ClipCovOptions } from './clip_cov.js';
+export type { KlCovOptions } from './kl_cov.js';
+export type { DroOptions } from './dro.js';
 export { registerPolicyLoss, unregisterPolicyLoss, getPolicyLoss, listPolicyLosses } from './registry.js';
 export type {
   PolicyLossDefinition, PolicyLossContext, PolicyLossTerms, PolicyLossReduction, RegisterPolicyLossOptions,
@@ -91,8 +98,8 @@ export function policyLoss(a: PolicyLossArgs): PolicyLossResult {
   const p = prepare(a);
   if ('trl' in p) return p.trl;
   if (p.useNative) {
-    return policyLossPpoNative(p.lp as Float32Array, p.old as Float32Array, p.A as Float32Array, p.offsets, p.mask, p.o, p.agg, p.aggOpts,
-      p.out as Float32Array | undefined);
+    return policyLossPpoNative(p.lp as Float32Array, p.old as Float32Array, p.A as Float32Array, p.offsets, p.mask,
+      ppoSettings(p.args), p.agg, p.aggOpts, p.out as Float32Array | undefined);
   }
-  return policyLossTs(a, p);
+  return policyLossTs(p);
 }

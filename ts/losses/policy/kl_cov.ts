@@ -7,12 +7,31 @@
 import type { FloatArray } from '../inputs.js';
 import { maskedMeanEps } from '../inputs.js';
 import { asTerms, ratioStats } from './grad.js';
-import { registerBuiltinPolicyLoss } from './registry.js';
-import { sharedOptions } from './shared_options.js';
-import type { Opts, Terms } from './types.js';
+import { type KindOptions, builtinPolicyLoss } from './registry.js';
+import type { Terms } from './types.js';
+
+/**
+ * Options of kind `kl_cov`.
+ *
+ * @category Losses
+ */
+export interface KlCovOptions {
+  /**
+   * KL-Cov: share of valid tokens that get the |δ| penalty (default 2e-4).
+   *
+   * @defaultValue `2e-4`
+   */
+  klCovRatio?: number;
+  /**
+   * KL-Cov: coefficient of |δ| (default 1.0, verl's function fallback; its config uses 0.1).
+   *
+   * @defaultValue `1`
+   */
+  ppoKlCoef?: number;
+}
 
 /** @internal Per-token terms of `kl_cov`. */
-export function klCovTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mask: Uint8Array | undefined, o: Opts): Terms {
+export function klCovTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mask: Uint8Array | undefined, o: KindOptions<KlCovOptions>): Terms {
   const n = lp.length;
   const L = new Float64Array(n);
   const dL = new Float64Array(n);
@@ -44,9 +63,13 @@ export function klCovTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mask:
   return { L, dL, metrics };
 }
 
-registerBuiltinPolicyLoss({
+/** @internal Kind `kl_cov`. */
+export const klCov = builtinPolicyLoss<KlCovOptions>()({
   name: 'kl_cov',
   description: 'covariance-selected |δ| penalty',
-  options: sharedOptions('klCovRatio', 'ppoKlCoef'),
-  terms: (c) => asTerms(klCovTerms(c.logprob, c.oldLogprob, c.advantages, c.mask, c.options)),
+  options: {
+    klCovRatio: { type: 'number', min: 0, minOpen: true, default: 2e-4, description: 'share of valid tokens penalised' },
+    ppoKlCoef: { type: 'number', default: 1.0, description: 'coefficient of |δ|' },
+  },
+  terms: (c) => asTerms(klCovTerms(c.logprob, c.oldLogprob, c.advantages, c.mask, c.args as KindOptions<KlCovOptions>)),
 });

@@ -6,13 +6,43 @@
  * @module
  */
 import type { FloatArray } from '../inputs.js';
+import { CLIP_RANGE, type ClipRangeOptions, clipRange } from './clip.js';
 import { asTerms, clampD, maxGrad, minGrad, ratioStats } from './grad.js';
-import { registerBuiltinPolicyLoss } from './registry.js';
-import { sharedOptions } from './shared_options.js';
-import type { Opts, Terms } from './types.js';
+import { type KindOptions, builtinPolicyLoss } from './registry.js';
+import type { Terms } from './types.js';
+
+/**
+ * Options of kind `ppo` (and the clip options of the other clipped kinds).
+ *
+ * @category Losses
+ */
+export interface PpoOptions extends ClipRangeOptions {
+  /**
+   * Dual-clip constant c for A < 0 (ppo; default 3, must be > 1) or the DPPO truncation (default 20, > 0).
+   *
+   * @defaultValue `3` (ppo's dual clip; `20` for the DPPO truncation)
+   */
+  clipC?: number;
+  /**
+   * ±clamp of the log-ratio before exp (default 20; `null` = none, verl-agent's PPO, which is also the
+   * default under `compat: 'verl-agent'`).
+   *
+   * @defaultValue `20`
+   */
+  logRatioClamp?: number | null;
+}
+
+/** @internal The clip settings of the PPO terms, resolved. */
+export interface PpoSettings { lo: number; hi: number; c: number; clamp: number }
+
+/** @internal The PPO settings of resolved arguments (`null` clamp = none). */
+export function ppoSettings(args: Readonly<Record<string, unknown>>): PpoSettings {
+  const o = args as KindOptions<PpoOptions>;
+  return { ...clipRange(args), c: o.clipC, clamp: o.logRatioClamp === null ? Infinity : o.logRatioClamp };
+}
 
 /** @internal Per-token terms of `ppo`. */
-export function ppoTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mask: Uint8Array | undefined, o: Opts, dual: boolean): Terms {
+export function ppoTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mask: Uint8Array | undefined, o: PpoSettings, dual: boolean): Terms {
   const n = lp.length;
   const L = new Float64Array(n);
   const dL = new Float64Array(n);
@@ -56,10 +86,15 @@ export function ppoTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mask: U
   return { L, dL, metrics };
 }
 
-registerBuiltinPolicyLoss({
+/** @internal Kind `ppo`. */
+export const ppo = builtinPolicyLoss<PpoOptions>()({
   name: 'ppo',
   aliases: ['vanilla'],
   description: 'PPO clip with dual clip (verl vanilla)',
-  options: sharedOptions('clipLow', 'clipHigh', 'clipC'),
-  terms: (c) => asTerms(ppoTerms(c.logprob, c.oldLogprob, c.advantages, c.mask, c.options, true)),
+  options: {
+    ...CLIP_RANGE,
+    clipC: { type: 'number', min: 1, minOpen: true, default: 3, description: 'dual-clip constant c for A < 0' },
+    logRatioClamp: { type: 'number', min: 0, minOpen: true, nullable: true, default: 20, description: '±clamp of the log-ratio (null: none)' },
+  },
+  terms: (c) => asTerms(ppoTerms(c.logprob, c.oldLogprob, c.advantages, c.mask, ppoSettings(c.args), true)),
 });

@@ -8,10 +8,12 @@ import { fail } from '../../core/errors.js';
 import { native } from '../../core/addon.js';
 import type { AggModeCode, AggSemanticsCode, PolicyLossPpoResult } from '../../core/addon_types.js';
 import { callAsync, callSync } from '../../core/invoke.js';
+import { signalOpt } from '../../core/validate.js';
 import type { AggMode, AggregateOptions } from '../aggregate.js';
 import type { Semantics } from '../compat.js';
+import { type PpoSettings, ppoSettings } from './ppo.js';
 import { policyLossTs, prepare } from './run.js';
-import type { Opts, PolicyLossArgs, PolicyLossResult } from './types.js';
+import type { PolicyLossArgs, PolicyLossResult } from './types.js';
 
 const AGG_INDEX: Record<AggMode, AggModeCode> = {
   'token-mean': 0, 'token-sum': 1, 'seq-mean-token-sum': 2, 'seq-mean-token-mean': 3, 'seq-mean-token-sum-norm': 4,
@@ -19,7 +21,7 @@ const AGG_INDEX: Record<AggMode, AggModeCode> = {
 const SEM_INDEX: Record<Semantics, AggSemanticsCode> = { verl: 0, 'verl-legacy': 1, 'verl-agent': 2 };
 
 /** The fused native PPO pass (float32 in, float32 per-token math and gradient, float64 accumulation). */
-function ppoNativeArgs(o: Opts, agg: AggMode, ao: AggregateOptions) {
+function ppoNativeArgs(o: PpoSettings, agg: AggMode, ao: AggregateOptions) {
   const sem = ao.semantics ?? 'verl';
   if (sem !== 'verl' && agg === 'token-sum') {
     fail('ERR_OPTION', 'mode', `one of the ${sem} modes (token-sum exists in current verl only)`, agg);
@@ -63,7 +65,7 @@ function ppoUse(lp: Float32Array, old: Float32Array, A: Float32Array, offsets: I
 /** @internal The sync native PPO pass over validated float32 inputs. */
 export function policyLossPpoNative(
   lp: Float32Array, old: Float32Array, A: Float32Array, offsets: Int32Array, mask: Uint8Array | undefined,
-  o: Opts, agg: AggMode, ao: AggregateOptions, out: Float32Array | undefined,
+  o: PpoSettings, agg: AggMode, ao: AggregateOptions, out: Float32Array | undefined,
 ): PolicyLossResult {
   const p = ppoNativeArgs(o, agg, ao);
   return ppoResult(callSync(ppoUse(lp, old, A, offsets, mask, out), () =>
@@ -102,14 +104,15 @@ export interface PolicyLossAsyncOptions {
  * ```
  * @category Losses
  */
-export async function policyLossAsync(a: PolicyLossArgs, opts: PolicyLossAsyncOptions = {}): Promise<PolicyLossResult> {
+export async function policyLossAsync(a: PolicyLossArgs, opts?: PolicyLossAsyncOptions): Promise<PolicyLossResult> {
+  const signal = signalOpt(opts, 'policyLossAsync: opts');
   const p = prepare(a);
   if ('trl' in p) return p.trl;
-  if (!p.useNative) return policyLossTs(a, p);
-  const q = ppoNativeArgs(p.o, p.agg, p.aggOpts);
+  if (!p.useNative) return policyLossTs(p);
+  const q = ppoNativeArgs(ppoSettings(p.args), p.agg, p.aggOpts);
   // useNative: logprob, oldLogprob, advantages (and out) are Float32Arrays
   const lp = p.lp as Float32Array, old = p.old as Float32Array, A = p.A as Float32Array, out = p.out as Float32Array | undefined;
-  return ppoResult(await callAsync(ppoUse(lp, old, A, p.offsets, p.mask, out), opts.signal, (abort) =>
+  return ppoResult(await callAsync(ppoUse(lp, old, A, p.offsets, p.mask, out), signal, (abort) =>
     native.policyLossPpo({ ...q, logprob: lp, oldLogprob: old, advantages: A, offsets: p.offsets, mask: p.mask, out,
       async: true, abort })));
 }

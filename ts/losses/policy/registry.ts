@@ -5,11 +5,11 @@
  * @module
  */
 import { fail } from '../../core/errors.js';
-import * as v from '../../core/validate.js';
-import { type OptionsSchema, checkSchema } from '../../registry/schema.js';
+import { createRegistry, replaceOpt } from '../../registry/registry.js';
+import type { OptionsSchema } from '../../registry/schema.js';
 import type { AggMode, AggregateOptions } from '../aggregate.js';
 import type { FloatArray } from '../inputs.js';
-import { POLICY_LOSS_ARG_KEYS, type ResolvedPolicyLossOptions } from './types.js';
+import { POLICY_LOSS_COMMON_KEYS, type ResolvedPolicyLossOptions } from './types.js';
 
 /**
  * What a registered loss receives: the validated inputs and options of one {@link policyLoss} call.
@@ -27,9 +27,17 @@ export interface PolicyLossContext {
   offsets: Int32Array;
   /** 0/1 loss mask, when given. */
   mask: Uint8Array | undefined;
-  /** The shared options (clip bounds, clamp, ...) with their defaults filled in. */
-  options: ResolvedPolicyLossOptions;
-  /** The call's raw arguments: a loss reads its own options (declared in its schema) from here. */
+  /**
+   * The built-in kinds' numeric options under their short names, with their defaults filled in.
+   *
+   * @deprecated Read the options from `args`: a kind's own options (declared in its schema) are there
+   * with their defaults filled in.
+   */
+  readonly options: ResolvedPolicyLossOptions;
+  /**
+   * The call's arguments, each read once, with this kind's own options (declared in its schema)
+   * checked and their defaults filled in.
+   */
   args: Readonly<Record<string, unknown>>;
   /** Detached per-token importance weights (from `isWeights` or `rolloutCorrection`), when given. */
   isWeights: Float64Array | undefined;
@@ -84,8 +92,10 @@ export interface PolicyLossDefinition {
   /** One line for listings. */
   description?: string;
   /**
-   * The loss's own options, read from the {@link policyLoss} arguments and validated with coded errors
-   * before the loss runs. Names must not be argument names of `policyLoss` itself.
+   * The loss's own options, read from the {@link policyLoss} arguments, validated with coded errors
+   * and given their declared defaults before the loss runs (the loss finds them in
+   * {@link PolicyLossContext.args}). Names must not be argument names of `policyLoss` itself nor options
+   * of a built-in kind.
    */
   options?: OptionsSchema;
   /** Per-token terms (aggregated by the library). */
@@ -108,64 +118,39 @@ export interface RegisterPolicyLossOptions {
   replace?: boolean;
 }
 
-interface Entry { def: Readonly<PolicyLossDefinition>; builtin: boolean }
+/** @internal The policy-loss registry. */
+export const policyLosses = createRegistry<PolicyLossDefinition>({
+  register: 'registerPolicyLoss',
+  unregister: 'unregisterPolicyLoss',
+  lookup: 'kind',
+  noun: 'kind',
+  fields: ['name', 'aliases', 'description', 'options', 'terms', 'reduce'],
+  check(d, builtin) {
+    const hasTerms = typeof d.terms === 'function';
+    const hasReduce = typeof d.reduce === 'function';
+    if (hasTerms === hasReduce || (d.terms !== undefined && !hasTerms) || (d.reduce !== undefined && !hasReduce)) {
+      fail('ERR_OPTION', `registerPolicyLoss(${d.name}): terms / reduce`, 'exactly one of the two functions', hasTerms ? 'both' : 'neither');
+    }
+    // a user loss must not shadow a policyLoss argument or a built-in kind's option
+    if (builtin || d.options === null || typeof d.options !== 'object') return;
+    for (const k of Object.keys(d.options)) {
+      if (reservedOptionNames().has(k)) {
+        fail('ERR_OPTION', `registerPolicyLoss(${d.name}): options.${k}`, 'a name that is not a policyLoss argument', k);
+      }
+    }
+  },
+});
 
-const entries = new Map<string, Entry>();  // canonical name -> entry
-const names = new Map<string, string>();   // name or alias -> canonical name
-const NAME = /^[A-Za-z0-9_.-]{1,64}$/;
-const RESERVED: readonly string[] = POLICY_LOSS_ARG_KEYS;
-
-function checkDefinition(def: unknown, builtin: boolean): PolicyLossDefinition {
-  if (def === null || typeof def !== 'object') fail('ERR_OPTION', 'registerPolicyLoss', 'a definition object', def);
-  const d = def as PolicyLossDefinition;
-  v.knownKeys(d, 'registerPolicyLoss', ['name', 'aliases', 'description', 'options', 'terms', 'reduce']);
-  const all = [d.name, ...(d.aliases ?? [])];
-  if (d.aliases !== undefined && !Array.isArray(d.aliases)) fail('ERR_OPTION', 'registerPolicyLoss: aliases', 'an array of names', d.aliases);
-  for (const n of all) {
-    if (typeof n !== 'string' || !NAME.test(n)) fail('ERR_OPTION', 'registerPolicyLoss: name', 'a name of letters, digits, _ - . (1 to 64)', n);
-  }
-  const hasTerms = typeof d.terms === 'function';
-  const hasReduce = typeof d.reduce === 'function';
-  if (hasTerms === hasReduce || (d.terms !== undefined && !hasTerms) || (d.reduce !== undefined && !hasReduce)) {
-    fail('ERR_OPTION', `registerPolicyLoss(${d.name}): terms / reduce`, 'exactly one of the two functions', hasTerms ? 'both' : 'neither');
-  }
-  checkSchema(d.options, `registerPolicyLoss(${d.name}): options`);
-  // the built-ins' schemas describe the shared arguments they read; a user loss must not shadow them
-  for (const k of builtin ? [] : Object.keys(d.options ?? {})) {
-    if (RESERVED.includes(k)) fail('ERR_OPTION', `registerPolicyLoss(${d.name}): options.${k}`, 'a name that is not a policyLoss argument', k);
-  }
-  return d;
-}
-
-function add(def: PolicyLossDefinition, builtin: boolean, opts: RegisterPolicyLossOptions): void {
-  const d = checkDefinition(def, builtin);
-  const replace = opts.replace === true;
-  const prev = entries.get(d.name);
-  for (const n of [d.name, ...(d.aliases ?? [])]) {
-    const owner = names.get(n);
-    if (owner === undefined || (replace && owner === d.name)) continue;
-    const e = entries.get(owner)!;
-    fail('ERR_OPTION', 'registerPolicyLoss: name', `a name not already registered${e.builtin ? ' (built-in)' : ''}`, n);
-  }
-  if (prev !== undefined) {
-    if (prev.builtin) fail('ERR_OPTION', 'registerPolicyLoss: name', 'not a built-in kind', d.name);
-    removeEntry(d.name);
-  }
-  const frozen = Object.freeze({ ...d, aliases: Object.freeze([...(d.aliases ?? [])]) });
-  entries.set(d.name, { def: frozen, builtin });
-  for (const n of [d.name, ...frozen.aliases]) names.set(n, d.name);
-}
-
-function removeEntry(name: string): void {
-  const e = entries.get(name);
-  if (e === undefined) return;
-  for (const n of [name, ...(e.def.aliases ?? [])]) names.delete(n);
-  entries.delete(name);
+/** @internal The names a user kind's options may not take: the arguments and the built-in kinds' options. */
+function reservedOptionNames(): Set<string> {
+  const out = new Set<string>(POLICY_LOSS_COMMON_KEYS);
+  for (const d of policyLosses.all()) if (policyLosses.isBuiltin(d)) for (const k of Object.keys(d.options ?? {})) out.add(k);
+  return out;
 }
 
 /** @internal Registers a built-in kind (cannot be replaced or removed). */
 export function registerBuiltinPolicyLoss(def: PolicyLossDefinition): void {
-  add(def, true, {});
+  policyLosses.add(def, true, false);
 }
 
 /**
@@ -205,7 +190,7 @@ export function registerBuiltinPolicyLoss(def: PolicyLossDefinition): void {
  * @category Registry
  */
 export function registerPolicyLoss(def: PolicyLossDefinition, opts: RegisterPolicyLossOptions = {}): void {
-  add(def, false, opts);
+  policyLosses.add(def, false, replaceOpt(opts, 'registerPolicyLoss'));
 }
 
 /**
@@ -225,11 +210,7 @@ export function registerPolicyLoss(def: PolicyLossDefinition, opts: RegisterPoli
  * @category Registry
  */
 export function unregisterPolicyLoss(name: string): boolean {
-  const canonical = names.get(name);
-  if (canonical === undefined || canonical !== name) return false;
-  if (entries.get(canonical)!.builtin) fail('ERR_OPTION', 'unregisterPolicyLoss', 'a user-registered kind', name);
-  removeEntry(canonical);
-  return true;
+  return policyLosses.remove(name);
 }
 
 /**
@@ -248,15 +229,7 @@ export function unregisterPolicyLoss(name: string): boolean {
  * @category Registry
  */
 export function getPolicyLoss(name: string): Readonly<PolicyLossDefinition> {
-  const canonical = typeof name === 'string' ? names.get(name) : undefined;
-  if (canonical === undefined) fail('ERR_OPTION', 'kind', `one of ${policyLossNames().map((a) => `'${a}'`).join(', ')}`, name);
-  return entries.get(canonical)!.def;
-}
-
-/** @internal The definition under a name or alias, or undefined. */
-export function findPolicyLoss(name: unknown): Readonly<PolicyLossDefinition> | undefined {
-  const canonical = typeof name === 'string' ? names.get(name) : undefined;
-  return canonical === undefined ? undefined : entries.get(canonical)!.def;
+  return policyLosses.get(name);
 }
 
 /**
@@ -272,10 +245,26 @@ export function findPolicyLoss(name: unknown): Readonly<PolicyLossDefinition> | 
  * @category Registry
  */
 export function listPolicyLosses(): string[] {
-  return [...entries.keys()];
+  return policyLosses.list();
 }
 
-/** @internal Every accepted name (canonical names and aliases), for error messages. */
-export function policyLossNames(): string[] {
-  return [...names.keys()];
+/**
+ * @internal A built-in kind: its definition, typed with its names and with the options interface it
+ * declares (which `PolicyLossArgs` must include: `builtins.ts` checks it).
+ */
+export type BuiltinPolicyLoss<O, N extends string = string, A extends string = string> = PolicyLossDefinition & {
+  readonly name: N;
+  readonly aliases?: readonly A[];
+  /** Type only: the options interface. */
+  readonly __options?: O;
+};
+
+/** @internal Types a built-in kind's definition (`builtinPolicyLoss<SapoOptions>()({ ... })`). */
+export function builtinPolicyLoss<O>() {
+  return <const N extends string, const A extends string = never>(
+    def: PolicyLossDefinition & { name: N; aliases?: readonly A[] },
+  ): BuiltinPolicyLoss<O, N, A> => def;
 }
+
+/** @internal A kind's options as its code reads them from {@link PolicyLossContext.args} (declared defaults filled in). */
+export type KindOptions<O> = { readonly [K in keyof O]-?: Exclude<O[K], undefined> };

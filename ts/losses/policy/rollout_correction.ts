@@ -196,35 +196,70 @@ export interface RolloutCorrectionResult {
 export function rolloutCorrectionWeights(
   oldLogprob: FloatArray, offsets: Int32Array, mask: Uint8Array | undefined, rc: RolloutCorrection,
 ): RolloutCorrectionResult {
-  v.argsObject(rc, 'rolloutCorrection');
-  v.knownKeys(rc, 'rolloutCorrection', ['rolloutLogprob', 'level', 'threshold', 'mode', 'lower', 'batchNormalize', 'rejection']);
+  const s = readRolloutCorrection(rc);
   const old = floats(oldLogprob, 'oldLogprob');
   const n = old.length;
   const rows = rowsOf(offsets, n);
   const mk = v.optMask(mask, 'mask', n);
-  const roll = floats(rc.rolloutLogprob, 'rolloutCorrection.rolloutLogprob', n);
+  const roll = floats(s.rolloutLogprob, 'rolloutCorrection.rolloutLogprob', n);
   finite(old, 'oldLogprob', mk);
   finite(roll, 'rolloutCorrection.rolloutLogprob', mk);
-  const criteria = rc.rejection === undefined ? null : rejectionCriteria(rc.rejection);
-  if (rc.level === null) {
-    for (const k of ['threshold', 'mode', 'lower', 'batchNormalize'] as const) {
-      if (rc[k] !== undefined) fail('ERR_OPTION', `rolloutCorrection.${k}`, 'no importance-weight option with level null (no weights)', rc[k]);
+  return rolloutCorrectionOf(old, roll, offsets, rows, mk, s);
+}
+
+/** @internal A {@link RolloutCorrection} read once, its options checked; `rolloutLogprob` is checked with the other arrays. */
+export interface RolloutCorrectionSettings {
+  rolloutLogprob: unknown;
+  level: 'token' | 'sequence' | null;
+  mode: 'truncate' | 'mask';
+  upper: number;
+  lower: number;
+  batchNormalize: boolean;
+  criteria: Criterion[] | null;
+}
+
+/**
+ * @internal Reads a {@link RolloutCorrection} argument: every field once, in a fixed order, then the
+ * options' checks (no JavaScript of the caller's runs after the reads).
+ */
+export function readRolloutCorrection(rc: unknown): RolloutCorrectionSettings {
+  v.argsObject(rc, 'rolloutCorrection');
+  v.knownKeys(rc as object, 'rolloutCorrection', ['rolloutLogprob', 'level', 'threshold', 'mode', 'lower', 'batchNormalize', 'rejection']);
+  const r = rc as Record<string, unknown>;
+  const rolloutLogprob = r.rolloutLogprob, level0 = r.level, threshold = r.threshold, mode0 = r.mode, lower0 = r.lower;
+  const batchNormalize = r.batchNormalize, rejection = r.rejection;
+  const criteria = rejection === undefined ? null : rejectionCriteria(rejection);
+  if (level0 === null) {
+    for (const [k, x] of [['threshold', threshold], ['mode', mode0], ['lower', lower0], ['batchNormalize', batchNormalize]] as const) {
+      if (x !== undefined) fail('ERR_OPTION', `rolloutCorrection.${k}`, 'no importance-weight option with level null (no weights)', x);
     }
   }
-  const level = rc.level === null ? null : v.enumOpt(rc.level, 'rolloutCorrection.level', ['token', 'sequence'] as const, 'token');
-  const mode = v.enumOpt(rc.mode, 'rolloutCorrection.mode', ['truncate', 'mask'] as const, 'truncate');
-  const upper = v.numOpt(rc.threshold, 'rolloutCorrection.threshold', 2.0, { min: 0, minOpen: true });
-  if (rc.batchNormalize !== undefined && typeof rc.batchNormalize !== 'boolean') {
-    fail('ERR_OPTION', 'rolloutCorrection.batchNormalize', 'a boolean', rc.batchNormalize);
+  const level = level0 === null ? null : v.enumOpt(level0, 'rolloutCorrection.level', ['token', 'sequence'] as const, 'token');
+  const mode = v.enumOpt(mode0, 'rolloutCorrection.mode', ['truncate', 'mask'] as const, 'truncate');
+  const upper = v.numOpt(threshold, 'rolloutCorrection.threshold', 2.0, { min: 0, minOpen: true });
+  if (batchNormalize !== undefined && typeof batchNormalize !== 'boolean') {
+    fail('ERR_OPTION', 'rolloutCorrection.batchNormalize', 'a boolean', batchNormalize);
   }
   let lower: number;
   if (mode === 'mask') {
-    if (rc.lower === undefined) fail('ERR_OPTION', 'rolloutCorrection.lower', `a number in (0, ${upper}] with mode 'mask'`, rc.lower);
-    lower = v.numOpt(rc.lower, 'rolloutCorrection.lower', 0, { min: 0, minOpen: true, max: upper });
+    if (lower0 === undefined) fail('ERR_OPTION', 'rolloutCorrection.lower', `a number in (0, ${upper}] with mode 'mask'`, lower0);
+    lower = v.numOpt(lower0, 'rolloutCorrection.lower', 0, { min: 0, minOpen: true, max: upper });
   } else {
-    if (rc.lower !== undefined) fail('ERR_OPTION', 'rolloutCorrection.lower', "no lower bound with mode 'truncate' (use mode 'mask')", rc.lower);
+    if (lower0 !== undefined) fail('ERR_OPTION', 'rolloutCorrection.lower', "no lower bound with mode 'truncate' (use mode 'mask')", lower0);
     lower = 1 / upper; // only the metrics' "low" fractions use it, as verl's
   }
+  return { rolloutLogprob, level, mode, upper, lower, batchNormalize: batchNormalize === true, criteria };
+}
+
+/**
+ * @internal The weights, metrics and rejection mask over checked inputs: `old` and `roll` of length N,
+ * finite on valid tokens, `offsets` of `rows` rows over N, `mk` a 0/1 mask of length N.
+ */
+export function rolloutCorrectionOf(
+  old: FloatArray, roll: FloatArray, offsets: Int32Array, rows: number, mk: Uint8Array | undefined, s: RolloutCorrectionSettings,
+): RolloutCorrectionResult {
+  const n = old.length;
+  const { level, mode, upper, lower, criteria } = s;
   const valid = (t: number) => mk === undefined || mk[t] !== 0;
 
   // Raw weights r (0 on masked tokens), each row's unclamped log-ratio sum, the valid-token counts.
@@ -316,7 +351,7 @@ export function rolloutCorrectionWeights(
     metrics.rollout_is_seq_fraction_low = qlo / rows;
     if (mode === 'mask') metrics.rollout_is_oob_ratio = mean((t) => (raw[t]! < lower || raw[t]! > upper ? 1 : 0));
 
-    if (rc.batchNormalize === true) {
+    if (s.batchNormalize) {
       let norm: number;
       if (level === 'token') norm = wMean;
       else {
@@ -372,8 +407,8 @@ function offPolicyMetrics(
 const SAFETY_BOUND = 20;
 const clamp20 = (x: number) => Math.min(Math.max(x, -SAFETY_BOUND), SAFETY_BOUND);
 
-/** One resolved rejection criterion: verl's option `name`, its statistic and bounds. */
-interface Criterion {
+/** @internal One resolved rejection criterion: verl's option `name`, its statistic and bounds. */
+export interface Criterion {
   name: string;
   statistic: 'k1' | 'k2' | 'k3';
   level: 'token' | 'sequence-sum' | 'sequence-mean' | 'sequence-max';
@@ -390,10 +425,19 @@ function rejectionCriteria(x: unknown): Criterion[] {
   const what = 'rolloutCorrection.rejection';
   if (!Array.isArray(x) || x.length === 0) fail('ERR_OPTION', what, 'a non-empty array of criteria { statistic, level, threshold, lower? }', x);
   const seen = new Set<string>();
-  return x.map((c: Record<string, unknown>, i) => {
+  if (x.length > v.MAX_LIST_LENGTH) fail('ERR_SHAPE', `${what}.length`, `at most ${v.MAX_LIST_LENGTH}`, x.length);
+  // each element and each field read once (a hole reads as undefined and is refused)
+  const items: Record<string, unknown>[] = [];
+  for (let i = 0; i < x.length; i++) {
     const w = `${what}[${i}]`;
-    v.argsObject(c, w);
-    v.knownKeys(c, w, ['statistic', 'level', 'threshold', 'lower']);
+    const c0: unknown = x[i];
+    v.argsObject(c0, w);
+    v.knownKeys(c0 as object, w, ['statistic', 'level', 'threshold', 'lower']);
+    const r = c0 as Record<string, unknown>;
+    items.push({ statistic: r.statistic, level: r.level, threshold: r.threshold, lower: r.lower });
+  }
+  return items.map((c, i) => {
+    const w = `${what}[${i}]`;
     if (c.statistic === undefined) fail('ERR_OPTION', `${w}.statistic`, "one of 'k1', 'k2', 'k3'", undefined);
     const statistic = v.enumOpt(c.statistic, `${w}.statistic`, ['k1', 'k2', 'k3'] as const, 'k1');
     const level = v.enumOpt(c.level, `${w}.level`, RS_LEVELS, 'token');

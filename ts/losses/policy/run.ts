@@ -1,122 +1,166 @@
 /**
- * Argument checks and the float64 TypeScript path of {@link policyLoss}: the registered kind supplies
+ * Argument reading and the float64 TypeScript path of {@link policyLoss}: the registered kind supplies
  * per-token terms (aggregated here, with the importance weights) or its own reduction.
  *
  * @module
  */
 import { fail } from '../../core/errors.js';
 import * as v from '../../core/validate.js';
-import { validateOptions } from '../../registry/schema.js';
-import { AGG_MODES, AggMode, AggregateOptions, aggWeights, checkAggOptions } from '../aggregate.js';
+import { type OptionSpec, type OptionsSchema, resolveOptions } from '../../registry/schema.js';
+import { AGG_MODES, type AggMode, type AggregateOptions, aggWeights, checkAggOptions } from '../aggregate.js';
 import { COMPAT_VALUES, type Compat, SEMANTICS, type Semantics, compatOpt } from '../compat.js';
-import { FloatArray, finite, floats, rowsOf, sameType } from '../inputs.js';
-import { TrlLossArgs, trlLoss } from '../trl_loss.js';
+import { type FloatArray, finite, floats, rowsOf, sameType } from '../inputs.js';
+import { type TrlLossArgs, trlLoss } from '../trl_loss.js';
 import './builtins.js';
-import { type PolicyLossContext, type PolicyLossDefinition, findPolicyLoss, policyLossNames } from './registry.js';
-import { rolloutCorrectionWeights } from './rollout_correction.js';
-import { type Opts, POLICY_LOSS_ARG_KEYS, type PolicyLossArgs, type PolicyLossResult } from './types.js';
+import { type PolicyLossContext, type PolicyLossDefinition, policyLosses } from './registry.js';
+import { type RolloutCorrectionSettings, readRolloutCorrection, rolloutCorrectionOf } from './rollout_correction.js';
+import { POLICY_LOSS_COMMON_KEYS, type PolicyLossResult, type ResolvedPolicyLossOptions } from './types.js';
 
 function checkLength(x: ArrayLike<number> | undefined, n: number, what: string): void {
   if (x === null || typeof x !== 'object' || typeof x.length !== 'number') fail('ERR_DTYPE', what, 'an array of numbers', x);
   if (x.length !== n) fail('ERR_SHAPE', `${what}.length`, String(n), x.length);
 }
 
-/** @internal Validates the shared numeric options (for every kind, so a typo fails whichever kind runs). */
-export function resolveOpts(a: PolicyLossArgs, kind: string, sem: Semantics): Opts {
-  const lo = v.numOpt(a.clipLow, 'clipLow', 0.2, { min: 0, finite: true });
-  const hi = v.numOpt(a.clipHigh, 'clipHigh', lo, { min: 0, finite: true });
-  const isDppo = kind === 'dppo_tv' || kind === 'dppo_kl';
-  const c = isDppo
-    ? v.numOpt(a.clipC, 'clipC', 20, { min: 0, minOpen: true })
-    : v.numOpt(a.clipC, 'clipC', 3, { min: 1, minOpen: true });
-  let clamp: number;
-  if (a.logRatioClamp === null) clamp = Infinity;
-  else if (a.logRatioClamp === undefined) clamp = sem === 'verl-agent' ? Infinity : 20;
-  else clamp = v.numOpt(a.logRatioClamp, 'logRatioClamp', 20, { min: 0, minOpen: true });
-  const droBeta = kind === 'dro'
-    ? (a.droBeta === undefined ? fail('ERR_OPTION', 'droBeta', 'a number > 0 (required for kind dro)', undefined)
-      : v.numOpt(a.droBeta, 'droBeta', 0, { min: 0, minOpen: true }))
-    : 0;
-  return {
-    kind, lo, hi, c, clamp,
-    tauPos: v.numOpt(a.tauPos, 'tauPos', 1.0, { min: 0, minOpen: true }),
-    tauNeg: v.numOpt(a.tauNeg, 'tauNeg', 1.05, { min: 0, minOpen: true }),
-    clipCovRatio: v.numOpt(a.clipCovRatio, 'clipCovRatio', 2e-4, { min: 0, minOpen: true }),
-    clipCovLb: v.numOpt(a.clipCovLb, 'clipCovLb', 1.0),
-    clipCovUb: v.numOpt(a.clipCovUb, 'clipCovUb', 5.0),
-    seed: v.numOpt(a.seed, 'seed', 0, { int: true, min: 0, max: 2 ** 32 - 1 }),
-    klCovRatio: v.numOpt(a.klCovRatio, 'klCovRatio', 2e-4, { min: 0, minOpen: true }),
-    ppoKlCoef: v.numOpt(a.ppoKlCoef, 'ppoKlCoef', 1.0),
-    droBeta,
-  };
+/**
+ * The options a call of one kind reads: the kind's own (required and defaulted as declared) and every
+ * built-in kind's (checked when given, so a typo fails whichever kind runs; the first kind that
+ * declares a name gives its spec), in declaration order, after the arguments common to every kind.
+ */
+interface KindSchema { schema: OptionsSchema; specs: ReadonlyMap<string, OptionSpec>; foreign: ReadonlySet<string>; keys: readonly string[] }
+const kindSchemas = new WeakMap<object, KindSchema>();
+
+function kindSchema(def: Readonly<PolicyLossDefinition> | undefined): KindSchema {
+  const cached = def === undefined ? undefined : kindSchemas.get(def);
+  if (cached !== undefined) return cached;
+  const specs = new Map<string, OptionSpec>(Object.entries(def?.options ?? {}));
+  const foreign = new Set<string>();
+  for (const d of policyLosses.all()) {
+    if (!policyLosses.isBuiltin(d)) continue;
+    for (const [k, spec] of Object.entries(d.options ?? {})) {
+      if (!specs.has(k)) { specs.set(k, spec); foreign.add(k); }
+    }
+  }
+  const ks: KindSchema = { schema: Object.fromEntries(specs), specs, foreign, keys: [...POLICY_LOSS_COMMON_KEYS, ...specs.keys()] };
+  if (def !== undefined) kindSchemas.set(def, ks);
+  return ks;
 }
 
-/** @internal Validated and resolved arguments. */
+/** @internal Checked and resolved arguments of one call. */
 export interface Prepared {
-  lp: FloatArray; old: FloatArray; A: FloatArray; offsets: Int32Array; mask: Uint8Array | undefined; kind: string; def: Readonly<PolicyLossDefinition>;
-  agg: AggMode; aggOpts: AggregateOptions; o: Opts; useNative: boolean; out: FloatArray | undefined;
+  lp: FloatArray; old: FloatArray; A: FloatArray; offsets: Int32Array; rows: number; mask: Uint8Array | undefined;
+  def: Readonly<PolicyLossDefinition>; kind: string; ks: KindSchema;
+  /** The arguments, each read once, with the kind's own options resolved. */
+  args: Readonly<Record<string, unknown>>;
+  agg: AggMode; aggOpts: AggregateOptions; useNative: boolean; out: FloatArray | undefined;
+  isWeights: FloatArray | undefined; rc: RolloutCorrectionSettings | undefined; roll: FloatArray | undefined;
 }
 
-/** @internal Validates the arguments of {@link policyLoss} (a `flavor: 'trl'` call runs {@link trlLoss} here). */
-export function prepare(a: PolicyLossArgs): Prepared | { trl: PolicyLossResult } {
+/**
+ * @internal Reads and checks the arguments of {@link policyLoss} (a `compat: 'trl'` call runs
+ * {@link trlLoss} here). Every argument is read once, in a fixed order (`compat`, `flavor`, `kind`, the
+ * arguments every kind takes, the kinds' options, then the fields of `rolloutCorrection`), before
+ * anything is checked: a getter that detaches, shrinks or swaps an input runs before the checks that
+ * see its effect, and no caller code runs between a check and the use of what it checked.
+ */
+export function prepare(a: unknown): Prepared | { trl: PolicyLossResult } {
   if (a === null || typeof a !== 'object') fail('ERR_OPTION', 'policyLoss', 'an arguments object', a);
-  const compat: Compat | undefined = a.compat === undefined ? undefined : v.enumOpt(a.compat, 'compat', COMPAT_VALUES, 'verl');
-  const flavor = v.enumOpt(a.flavor, 'flavor', ['verl', 'trl'] as const, 'verl');
-  if (compat !== undefined && a.flavor !== undefined && (compat === 'trl') !== (flavor === 'trl')) {
+  const args = a as Record<string, unknown>;
+  const compat0 = args.compat, flavor0 = args.flavor;
+  const compat: Compat | undefined = compat0 === undefined ? undefined : v.enumOpt(compat0, 'compat', COMPAT_VALUES, 'verl');
+  const flavor = v.enumOpt(flavor0, 'flavor', ['verl', 'trl'] as const, 'verl');
+  if (compat !== undefined && flavor0 !== undefined && (compat === 'trl') !== (flavor === 'trl')) {
     fail('ERR_OPTION', 'compat', `a value agreeing with the deprecated flavor '${flavor}' (give compat only)`, compat);
   }
   if (flavor === 'trl' || compat === 'trl') {
-    const { flavor: _f, compat: _c, ...rest } = a as PolicyLossArgs & Record<string, unknown>;
+    const { flavor: _f, compat: _c, ...rest } = args;
     return { trl: trlLoss(rest as unknown as TrlLossArgs) };
   }
-  // a registered kind may add its own option names
-  const found = findPolicyLoss(a.kind ?? 'ppo');
-  v.knownKeys(a, 'policyLoss', found?.options === undefined ? POLICY_LOSS_ARG_KEYS : [...POLICY_LOSS_ARG_KEYS, ...Object.keys(found.options)]);
-  const lp = floats(a.logprob, 'logprob');
+  const kind0 = args.kind;
+  const def = kind0 === undefined ? policyLosses.get('ppo') : policyLosses.find(kind0);
+  const ks = kindSchema(def);
+  v.knownKeys(args, 'policyLoss', ks.keys);
+  if (def === undefined) policyLosses.get(kind0); // throws, listing the kinds
+  const raw: Record<string, unknown> = { compat: compat0, flavor: flavor0, kind: kind0 };
+  for (let i = 3; i < ks.keys.length; i++) raw[ks.keys[i]!] = args[ks.keys[i]!];
+  const rc = raw.rolloutCorrection === undefined ? undefined : readRolloutCorrection(raw.rolloutCorrection);
+  // Nothing of the caller's runs from here on: the checks below see the values the computation uses.
+
+  const lp = floats(raw.logprob, 'logprob');
   const n = lp.length;
-  const old = floats(a.oldLogprob, 'oldLogprob', n);
-  const A = floats(a.advantages, 'advantages', n);
-  const offsets = a.offsets; // read once: a getter may answer differently on a second read
-  rowsOf(offsets, n);
-  v.enumOpt(a.kind, 'kind', policyLossNames(), 'ppo');
-  const def = found!;
-  const kind = def.name;
-  // The fused native pass validates the mask values and the finiteness of valid tokens itself, in the
-  // same pass over memory; the TS path checks them before computing.
-  const useNative = a.native !== false && kind === 'ppo' && a.isWeights === undefined && a.rolloutCorrection === undefined &&
+  const old = floats(raw.oldLogprob, 'oldLogprob', n);
+  const A = floats(raw.advantages, 'advantages', n);
+  const offsets = raw.offsets as Int32Array;
+  const rows = rowsOf(offsets, n);
+  const kind = def!.name;
+  if (raw.native !== undefined && typeof raw.native !== 'boolean') fail('ERR_OPTION', 'native', 'a boolean', raw.native);
+  // The fused native pass checks the mask values and the finiteness of valid tokens itself, in the same
+  // pass over memory; the TS path checks them before computing.
+  const useNative = raw.native !== false && kind === 'ppo' && raw.isWeights === undefined && rc === undefined &&
     v.isTyped(lp, Float32Array) && v.isTyped(old, Float32Array) && v.isTyped(A, Float32Array);
-  if (a.native !== undefined && typeof a.native !== 'boolean') fail('ERR_OPTION', 'native', 'a boolean', a.native);
-  let mask: Uint8Array | undefined;
-  const mask0 = a.mask; // read once: a getter may answer differently on a second read
-  if (useNative && mask0 !== undefined) {
-    if (!v.isTyped(mask0, Uint8Array)) fail('ERR_DTYPE', 'mask', 'Uint8Array', mask0);
-    if (mask0.length !== n) fail('ERR_SHAPE', 'mask.length', String(n), mask0.length);
-    mask = mask0;
-  } else {
-    mask = v.optMask(mask0, 'mask', n);
-  }
-  const sem = compatOpt(a as unknown as Record<string, unknown>, '', SEMANTICS, 'verl', { key: 'semantics', values: SEMANTICS });
-  const agg = v.enumOpt(a.agg, 'agg', AGG_MODES, 'token-mean');
+  const mask = useNative ? v.optMaskShape(raw.mask, 'mask', n) : v.optMask(raw.mask, 'mask', n);
+  const sem: Semantics = compatOpt(raw, '', SEMANTICS, 'verl', { key: 'semantics', values: SEMANTICS });
+  const agg = v.enumOpt(raw.agg, 'agg', AGG_MODES, 'token-mean');
   const aggOpts: AggregateOptions = checkAggOptions({
-    globalTokens: a.globalTokens, globalRows: a.globalRows, lossScaleFactor: a.lossScaleFactor, dpSize: a.dpSize, semantics: sem,
-  }, 'policyLoss');
-  const o = resolveOpts(a, kind, sem);
-  validateOptions(def.options, a as unknown as Record<string, unknown>, `policyLoss(${kind})`);
+    globalTokens: raw.globalTokens as number | undefined, globalRows: raw.globalRows as number | undefined,
+    lossScaleFactor: raw.lossScaleFactor as number | undefined, dpSize: raw.dpSize as number | undefined,
+  }, 'policyLoss', sem);
+  // verl-agent's PPO clamps no log-ratio
+  if (sem === 'verl-agent' && raw.logRatioClamp === undefined) raw.logRatioClamp = null;
+  const own = resolveOptions(ks.schema, raw, '', { foreign: ks.foreign });
+  const isWeights = raw.isWeights === undefined ? undefined : floats(raw.isWeights, 'isWeights', n);
+  let roll: FloatArray | undefined;
+  if (rc !== undefined) {
+    if (isWeights !== undefined) fail('ERR_OPTION', 'rolloutCorrection', 'not together with isWeights', 'both');
+    roll = floats(rc.rolloutLogprob, 'rolloutCorrection.rolloutLogprob', n);
+  }
   let out: FloatArray | undefined;
-  if (a.out !== undefined) {
-    out = v.isTyped(lp, Float64Array) ? v.f64(a.out, 'out', n) : v.f32(a.out, 'out', n);
+  if (raw.out !== undefined) {
+    out = v.isTyped(lp, Float64Array) ? v.f64(raw.out, 'out', n) : v.f32(raw.out, 'out', n);
     for (const [x, what] of [[lp, 'logprob'], [old, 'oldLogprob'], [A, 'advantages']] as const) {
       const overlap = x.buffer === out.buffer && x.byteOffset < out.byteOffset + out.byteLength &&
         out.byteOffset < x.byteOffset + x.byteLength;
       if (overlap) fail('ERR_OPTION', 'out', `an array not overlapping ${what}`, out);
     }
   }
-  return { lp, old, A, offsets, mask, kind, def, agg, aggOpts, o, useNative, out };
+  return {
+    lp, old, A, offsets, rows, mask, def: def!, kind, ks, args: Object.freeze({ ...raw, ...own }), agg, aggOpts, useNative, out,
+    isWeights, rc, roll,
+  };
+}
+
+/**
+ * The built-in kinds' numeric options under their short names ({@link PolicyLossContext.options}):
+ * each one's value, or the default of the spec the call reads it with.
+ */
+function shortOptions(p: Prepared): ResolvedPolicyLossOptions {
+  const val = (k: string): number => (p.args[k] ?? p.ks.specs.get(k)?.default) as number;
+  const lo = val('clipLow');
+  return {
+    kind: p.kind, lo, hi: (p.args.clipHigh as number | undefined) ?? lo, c: val('clipC'),
+    clamp: p.args.logRatioClamp === null ? Infinity : val('logRatioClamp'),
+    tauPos: val('tauPos'), tauNeg: val('tauNeg'), clipCovRatio: val('clipCovRatio'), clipCovLb: val('clipCovLb'),
+    clipCovUb: val('clipCovUb'), seed: val('seed'), klCovRatio: val('klCovRatio'), ppoKlCoef: val('ppoKlCoef'),
+    droBeta: (p.args.droBeta as number | undefined) ?? 0,
+  };
+}
+
+/** A kind's result object, each field read once. */
+function readResult(r: unknown, what: string, fields: readonly string[]): Record<string, unknown> {
+  if (r === null || typeof r !== 'object') fail('ERR_DTYPE', what, 'a result object', r);
+  const out: Record<string, unknown> = {};
+  for (const f of fields) out[f] = (r as Record<string, unknown>)[f];
+  return out;
+}
+
+/** `out` after a kind's code ran (which may be the caller's own): still the length it was checked at. */
+function outAfterKind(p: Prepared): FloatArray | undefined {
+  if (p.out !== undefined && p.out.length !== p.lp.length) fail('ERR_SHAPE', 'out.length', String(p.lp.length), p.out.length);
+  return p.out;
 }
 
 /** @internal The float64 TypeScript path: weights, then the registered kind's terms or reduction. */
-export function policyLossTs(a: PolicyLossArgs, p: Prepared): PolicyLossResult {
-  const { lp, old, A, offsets, kind, agg, aggOpts, o } = p;
+export function policyLossTs(p: Prepared): PolicyLossResult {
+  const { lp, old, A, offsets, kind, agg, aggOpts } = p;
   let mask = p.mask;
   const n = lp.length;
   finite(lp, 'logprob', mask);
@@ -125,46 +169,49 @@ export function policyLossTs(a: PolicyLossArgs, p: Prepared): PolicyLossResult {
 
   let isw: Float64Array | undefined;
   let extra: Record<string, number> = {};
-  if (a.isWeights !== undefined) {
-    const w = floats(a.isWeights, 'isWeights', n);
+  if (p.isWeights !== undefined) {
+    const w = p.isWeights;
     finite(w, 'isWeights', mask);
     for (let t = 0; t < n; t++) if ((mask === undefined || mask[t]) && w[t]! < 0) fail('ERR_OPTION', `isWeights[${t}]`, '>= 0', w[t]);
     isw = Float64Array.from(w);
   }
-  if (a.rolloutCorrection !== undefined) {
-    if (isw !== undefined) fail('ERR_OPTION', 'rolloutCorrection', 'not together with isWeights', 'both');
-    const rc = rolloutCorrectionWeights(old, offsets, mask, a.rolloutCorrection);
+  if (p.rc !== undefined) {
+    finite(p.roll!, 'rolloutCorrection.rolloutLogprob', mask);
+    const rc = rolloutCorrectionOf(old, p.roll!, offsets, p.rows, mask, p.rc);
     isw = rc.weights;
     extra = rc.metrics;
     // rejection sampling: the rejected tokens leave the loss (verl replaces response_mask)
     if (rc.mask !== undefined) mask = rc.mask;
   }
 
+  let short: ResolvedPolicyLossOptions | undefined;
   const ctx: PolicyLossContext = {
-    logprob: lp, oldLogprob: old, advantages: A, offsets, mask, options: o,
-    args: a as unknown as Record<string, unknown>, isWeights: isw, agg, aggOptions: aggOpts,
+    logprob: lp, oldLogprob: old, advantages: A, offsets, mask, args: p.args, isWeights: isw, agg, aggOptions: aggOpts,
+    get options() { return (short ??= shortOptions(p)); },
   };
   if (p.def.reduce !== undefined) {
-    const r = p.def.reduce(ctx);
-    checkLength(r.grad, n, `policyLoss(${kind}): reduce().grad`);
-    const grad = p.out ?? sameType(lp, n);
-    for (let t = 0; t < n; t++) grad[t] = r.grad[t]!;
-    return { loss: r.loss, grad, metrics: { ...r.metrics, ...extra } };
+    const r = readResult(p.def.reduce(ctx), `policyLoss(${kind}): reduce()`, ['loss', 'grad', 'metrics']);
+    checkLength(r.grad as ArrayLike<number>, n, `policyLoss(${kind}): reduce().grad`);
+    const g = r.grad as ArrayLike<number>;
+    const grad = outAfterKind(p) ?? sameType(lp, n);
+    for (let t = 0; t < n; t++) grad[t] = g[t]!;
+    return { loss: r.loss as number, grad, metrics: { ...(r.metrics as Record<string, number> | undefined), ...extra } };
   }
 
-  const terms = p.def.terms!(ctx);
-  checkLength(terms.loss, n, `policyLoss(${kind}): terms().loss`);
-  checkLength(terms.dloss, n, `policyLoss(${kind}): terms().dloss`);
-  if (terms.agg !== undefined) v.enumOpt(terms.agg, `policyLoss(${kind}): terms().agg`, AGG_MODES, 'token-mean');
-  const { w, nan } = aggWeights(offsets, mask, terms.agg ?? agg, aggOpts);
+  const terms = readResult(p.def.terms!(ctx), `policyLoss(${kind}): terms()`, ['loss', 'dloss', 'metrics', 'agg']);
+  const L = terms.loss as ArrayLike<number>, dL = terms.dloss as ArrayLike<number>;
+  checkLength(L, n, `policyLoss(${kind}): terms().loss`);
+  checkLength(dL, n, `policyLoss(${kind}): terms().dloss`);
+  const tagg = terms.agg === undefined ? agg : v.enumOpt(terms.agg, `policyLoss(${kind}): terms().agg`, AGG_MODES, 'token-mean');
+  const { w, nan } = aggWeights(offsets, mask, tagg, aggOpts);
   let loss = 0;
-  const grad = p.out?.fill(0) ?? sameType(lp, n); // the loop below writes only tokens with weight
+  const grad = outAfterKind(p)?.fill(0) ?? sameType(lp, n); // the loop below writes only tokens with weight
   for (let t = 0; t < n; t++) {
     const wt = w[t]!;
     if (wt === 0) continue;
     const s = isw === undefined ? 1 : isw[t]!;
-    loss += wt * terms.loss[t]! * s;
-    grad[t] = wt * terms.dloss[t]! * s;
+    loss += wt * L[t]! * s;
+    grad[t] = wt * dL[t]! * s;
   }
-  return { loss: nan ? NaN : loss, grad, metrics: { ...terms.metrics, ...extra } };
+  return { loss: nan ? NaN : loss, grad, metrics: { ...(terms.metrics as Record<string, number> | undefined), ...extra } };
 }

@@ -6,12 +6,31 @@
  */
 import type { FloatArray } from '../inputs.js';
 import { asTerms, clampD, ratioStats } from './grad.js';
-import { registerBuiltinPolicyLoss } from './registry.js';
-import { sharedOptions } from './shared_options.js';
-import type { Opts, Terms } from './types.js';
+import { type KindOptions, builtinPolicyLoss } from './registry.js';
+import type { Terms } from './types.js';
+
+/**
+ * Options of kind `sapo`.
+ *
+ * @category Losses
+ */
+export interface SapoOptions {
+  /**
+   * SAPO temperature for A > 0 (default 1.0).
+   *
+   * @defaultValue `1`
+   */
+  tauPos?: number;
+  /**
+   * SAPO temperature for A <= 0 (default 1.05).
+   *
+   * @defaultValue `1.05`
+   */
+  tauNeg?: number;
+}
 
 /** @internal Per-token terms of `sapo`. */
-export function sapoTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mask: Uint8Array | undefined, o: Opts): Terms {
+export function sapoTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mask: Uint8Array | undefined, o: KindOptions<SapoOptions>): Terms {
   const n = lp.length;
   const L = new Float64Array(n);
   const dL = new Float64Array(n);
@@ -33,9 +52,13 @@ export function sapoTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mask: 
   return { L, dL, metrics, forcedAgg: 'seq-mean-token-mean' };
 }
 
-registerBuiltinPolicyLoss({
+/** @internal Kind `sapo`. */
+export const sapo = builtinPolicyLoss<SapoOptions>()({
   name: 'sapo',
   description: 'SAPO soft-gated ratio',
-  options: sharedOptions('tauPos', 'tauNeg'),
-  terms: (c) => asTerms(sapoTerms(c.logprob, c.oldLogprob, c.advantages, c.mask, c.options)),
+  options: {
+    tauPos: { type: 'number', min: 0, minOpen: true, default: 1.0, description: 'temperature for A > 0' },
+    tauNeg: { type: 'number', min: 0, minOpen: true, default: 1.05, description: 'temperature for A <= 0' },
+  },
+  terms: (c) => asTerms(sapoTerms(c.logprob, c.oldLogprob, c.advantages, c.mask, c.args as KindOptions<SapoOptions>)),
 });

@@ -6,7 +6,12 @@
 import type { AggMode } from '../aggregate.js';
 import type { Compat, Semantics } from '../compat.js';
 import type { FloatArray } from '../inputs.js';
+import type { ClipCovOptions } from './clip_cov.js';
+import type { DroOptions } from './dro.js';
+import type { KlCovOptions } from './kl_cov.js';
+import type { PpoOptions } from './ppo.js';
 import type { RolloutCorrection } from './rollout_correction.js';
+import type { SapoOptions } from './sapo.js';
 
 /**
  * The built-in loss families (verl's `loss_mode` names `vanilla` and `geo_mean` are accepted as aliases);
@@ -19,20 +24,14 @@ export type PolicyLossKind =
   | 'clip_cov' | 'kl_cov' | 'dppo_tv' | 'dppo_kl' | 'dro';
 
 /**
- * Every built-in {@link PolicyLossKind} name, aliases included.
+ * Arguments of {@link policyLoss}. Everything per token is length N = `offsets[R]`. The options of
+ * each built-in kind are declared with that kind ({@link PpoOptions} for the clipped kinds,
+ * {@link SapoOptions}, {@link ClipCovOptions}, {@link KlCovOptions}, {@link DroOptions}); every one of
+ * them is checked whichever kind runs, so a typo never passes silently.
  *
  * @category Losses
  */
-export const POLICY_LOSS_KINDS: readonly PolicyLossKind[] = [
-  'ppo', 'vanilla', 'gspo', 'sapo', 'gpg', 'cispo', 'gmpo', 'geo_mean', 'clip_cov', 'kl_cov', 'dppo_tv', 'dppo_kl', 'dro',
-];
-
-/**
- * Arguments of {@link policyLoss}. Everything per token is length N = `offsets[R]`.
- *
- * @category Losses
- */
-export interface PolicyLossArgs {
+export interface PolicyLossArgs extends PpoOptions, SapoOptions, ClipCovOptions, KlCovOptions, DroOptions {
   /** Current policy log-probs ℓ (the variable the gradient is taken with respect to). */
   logprob: FloatArray;
   /** Old / behaviour policy log-probs ℓ_old. */
@@ -49,30 +48,6 @@ export interface PolicyLossArgs {
    * @defaultValue `'ppo'`
    */
   kind?: PolicyLossKind | (string & {});
-  /**
-   * ε_low (default 0.2; verl's `clip_ratio_low ?? clip_ratio`). Must be >= 0.
-   *
-   * @defaultValue `0.2`
-   */
-  clipLow?: number;
-  /**
-   * ε_high (default = clipLow; verl's `clip_ratio_high ?? clip_ratio`). Must be >= 0.
-   *
-   * @defaultValue `clipLow`
-   */
-  clipHigh?: number;
-  /**
-   * Dual-clip constant c for A < 0 (ppo; default 3, must be > 1) or the DPPO truncation (default 20).
-   *
-   * @defaultValue `3` (ppo's dual clip; `20` for the DPPO truncation)
-   */
-  clipC?: number;
-  /**
-   * ±clamp of the log-ratio before exp (default 20; `null` = none, verl-agent's PPO).
-   *
-   * @defaultValue `20`
-   */
-  logRatioClamp?: number | null;
   /**
    * Aggregation mode (default `'token-mean'`; GSPO and SAPO always use `'seq-mean-token-mean'`, GMPO its own).
    *
@@ -121,58 +96,6 @@ export interface PolicyLossArgs {
    */
   rolloutCorrection?: RolloutCorrection;
   /**
-   * SAPO temperature for A > 0 (default 1.0).
-   *
-   * @defaultValue `1`
-   */
-  tauPos?: number;
-  /**
-   * SAPO temperature for A <= 0 (default 1.05).
-   *
-   * @defaultValue `1.05`
-   */
-  tauNeg?: number;
-  /**
-   * Clip-Cov: share of valid tokens whose gradient is removed (default 2e-4).
-   *
-   * @defaultValue `2e-4`
-   */
-  clipCovRatio?: number;
-  /**
-   * Clip-Cov: lower covariance bound (default 1.0).
-   *
-   * @defaultValue `1`
-   */
-  clipCovLb?: number;
-  /**
-   * Clip-Cov: upper covariance bound (default 5.0).
-   *
-   * @defaultValue `5`
-   */
-  clipCovUb?: number;
-  /**
-   * Clip-Cov: seed of the random pick among candidates (default 0). When every candidate is picked the
-   * result does not depend on it; otherwise the pick is a seeded partial Fisher-Yates shuffle (verl
-   * uses `torch.randperm`, which cannot be reproduced bit for bit).
-   *
-   * @defaultValue `0`
-   */
-  seed?: number;
-  /**
-   * KL-Cov: share of valid tokens that get the |δ| penalty (default 2e-4).
-   *
-   * @defaultValue `2e-4`
-   */
-  klCovRatio?: number;
-  /**
-   * KL-Cov: coefficient of |δ| (default 1.0, verl's function fallback; its config uses 0.1).
-   *
-   * @defaultValue `1`
-   */
-  ppoKlCoef?: number;
-  /** DRO: β (required, > 0). */
-  droBeta?: number;
-  /**
    * @deprecated Use `compat` (`flavor: 'trl'` is `compat: 'trl'`). `'verl'` (default) or `'trl'`: with
    * `'trl'` the arguments are those of {@link trlLoss}.
    *
@@ -212,12 +135,13 @@ export interface PolicyLossResult<G extends FloatArray = FloatArray> {
   metrics: Record<string, number>;
 }
 
-/** @internal The argument names of {@link policyLoss} (a registered loss may add its own). */
-export const POLICY_LOSS_ARG_KEYS = [
-  'logprob', 'oldLogprob', 'advantages', 'offsets', 'mask', 'kind', 'clipLow', 'clipHigh', 'clipC', 'logRatioClamp',
-  'agg', 'globalTokens', 'globalRows', 'lossScaleFactor', 'dpSize', 'compat', 'semantics', 'isWeights', 'rolloutCorrection',
-  'tauPos', 'tauNeg', 'clipCovRatio', 'clipCovLb', 'clipCovUb', 'seed', 'klCovRatio', 'ppoKlCoef', 'droBeta', 'flavor',
-  'native', 'out',
+/**
+ * @internal The argument names of {@link policyLoss} that belong to no kind, in the order they are read
+ * (the kinds' options come after them).
+ */
+export const POLICY_LOSS_COMMON_KEYS = [
+  'compat', 'flavor', 'kind', 'logprob', 'oldLogprob', 'advantages', 'offsets', 'mask', 'agg', 'globalTokens', 'globalRows', 'lossScaleFactor', 'dpSize',
+  'semantics', 'isWeights', 'rolloutCorrection', 'native', 'out',
 ] as const;
 
 /** @internal Per-token loss terms of a built-in kind before aggregation. */
@@ -229,8 +153,8 @@ export interface Terms {
 }
 
 /**
- * The shared numeric options of {@link policyLoss}, validated and with their defaults filled in, as a
- * registered loss receives them in {@link PolicyLossContext.options}.
+ * The built-in kinds' numeric options of one {@link policyLoss} call, checked and with their defaults
+ * filled in, under short names (as {@link PolicyLossContext.options} gives them).
  *
  * @category Losses
  */
@@ -261,9 +185,6 @@ export interface ResolvedPolicyLossOptions {
   klCovRatio: number;
   /** KL-Cov coefficient. */
   ppoKlCoef: number;
-  /** DRO β (0 for the other kinds). */
+  /** DRO β (0 when not given). */
   droBeta: number;
 }
-
-/** @internal Short name of {@link ResolvedPolicyLossOptions} inside the kind files. */
-export type Opts = ResolvedPolicyLossOptions;
