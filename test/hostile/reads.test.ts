@@ -380,6 +380,11 @@ describe('the classes of escape of the adversarial campaign, one by one', () => 
     const sparse: rl.PartialStats[] = [];
     sparse[1] = part;
     expect(await codeOf(() => rl.mergeTokenStats(sparse))).toBe('ERR_DTYPE');
+    // a getter of the first part that empties the list while it is read
+    const parts: rl.PartialStats[] = [];
+    parts[0] = { ...part, get vocabStart() { parts.length = 0; return 0; } } as rl.PartialStats;
+    parts[1] = { ...part, vocabStart: 2 };
+    expect(await codeOf(() => rl.mergeTokenStats(parts))).toBe('ERR_DTYPE');
   });
 
   it('SGD.fromState: a sparse momentum buffer list is ERR_STATE', async () => {

@@ -127,7 +127,10 @@ function uncategorised(p: ts.Program): string[] {
   return entryExports(p).flatMap((exp) => {
     const sym = exp.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(exp) : exp;
     const decls = sym.declarations ?? [];
-    const cats = decls.flatMap((d) => ts.getJSDocTags(ts.isVariableDeclaration(d) ? d.parent.parent : d))
+    // a namespace (`export * as cuda`) takes the tags of its module comment, on its first statement
+    const tagged = (d: ts.Declaration): ts.Node | undefined =>
+      ts.isSourceFile(d) ? d.statements[0] : ts.isVariableDeclaration(d) ? d.parent.parent : d;
+    const cats = decls.flatMap((d) => { const n = tagged(d); return n ? ts.getJSDocTags(n) : []; })
       .filter((t) => t.tagName.text === 'category').map((t) => (ts.getTextOfJSDocComment(t.comment) ?? '').trim());
     const file = decls[0] ? relative(ROOT, decls[0].getSourceFile().fileName) : '?';
     return cats.length > 0 && cats.every((c) => allowed.has(c)) ? [] : [`${exp.name} (${file}): ${cats.join(', ') || 'no @category'}`];

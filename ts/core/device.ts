@@ -11,7 +11,11 @@ import type { LogitsDType } from './logits.js';
 
 const DTYPES: readonly LogitsDType[] = ['float32', 'bfloat16', 'float16'];
 
-/** The host array type of a dtype: Float32Array for float32, Uint16Array (raw words) for the others. */
+/**
+ * The host array type of a dtype: Float32Array for float32, Uint16Array (raw words) for the others.
+ *
+ * @category CUDA
+ */
 export type HostArray<D extends LogitsDType> = D extends 'float32' ? Float32Array : Uint16Array;
 
 /**
@@ -118,7 +122,19 @@ export class DeviceLogits<D extends LogitsDType = LogitsDType> {
     return r.data as HostArray<D>;
   }
 
-  /** Synchronous form of {@link DeviceLogits.download}. */
+  /**
+   * Synchronous form of {@link DeviceLogits.download}.
+   *
+   * @example
+   * ```ts
+   * import * as rl from 'gear-rl';
+   *
+   * if (rl.cuda.available()) {
+   *   using dev = rl.cuda.uploadSync({ data: Float32Array.of(1, 2, 3, 4), rows: 2, vocab: 2 });
+   *   console.log(dev.downloadSync()); // Float32Array [1, 2, 3, 4]
+   * }
+   * ```
+   */
   downloadSync(opts?: { out?: HostArray<D> }): HostArray<D> {
     const ref = this.ref('downloadSync');
     const out = opts?.out ?? null;
@@ -128,6 +144,17 @@ export class DeviceLogits<D extends LogitsDType = LogitsDType> {
   /**
    * Returns the memory to the device's pool now. Idempotent. `ERR_BUSY` while a running async call
    * uses the tensor (it stays valid then).
+   *
+   * @example
+   * ```ts
+   * import * as rl from 'gear-rl';
+   *
+   * if (rl.cuda.available()) {
+   *   const dev = await rl.cuda.upload({ data: new Float32Array(8), rows: 2, vocab: 4 });
+   *   dev.dispose();
+   *   console.log(dev.disposed); // true
+   * }
+   * ```
    */
   dispose(): void {
     if (this.#disposed) return;
@@ -141,7 +168,19 @@ export class DeviceLogits<D extends LogitsDType = LogitsDType> {
     this.dispose();
   }
 
-  /** `DeviceLogits(cuda:0, 4096 x 151936 float32)`. */
+  /**
+   * `DeviceLogits(cuda:0, 4096 x 151936 float32)`.
+   *
+   * @example
+   * ```ts
+   * import * as rl from 'gear-rl';
+   *
+   * if (rl.cuda.available()) {
+   *   using dev = await rl.cuda.upload({ data: new Float32Array(8), rows: 2, vocab: 4 });
+   *   console.log(String(dev)); // DeviceLogits(cuda:0, 2 x 4 float32)
+   * }
+   * ```
+   */
   toString(): string {
     return `DeviceLogits(cuda:${this.device}, ${this.rows} x ${this.vocab} ${this.dtype}${this.#disposed ? ', disposed' : ''})`;
   }

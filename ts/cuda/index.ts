@@ -16,6 +16,7 @@
  *
  * console.log(rl.cuda.available() ? rl.cuda.devices() : 'no GPU in use');
  * ```
+ * @category CUDA
  * @module
  */
 import { fail } from '../core/errors.js';
@@ -84,6 +85,12 @@ export interface UploadOptions {
 /**
  * Whether the CUDA module is in use with at least one device.
  *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * console.log(rl.cuda.available()); // false on a machine without an NVIDIA GPU
+ * ```
  * @category CUDA
  */
 export function available(): boolean {
@@ -94,6 +101,12 @@ export function available(): boolean {
  * Why the CUDA module is not in use ('' when it is): no module built or shipped for this platform, no
  * driver, no device, or `GEAR_RL_VARIANT=cpu`.
  *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * if (!rl.cuda.available()) console.log(`CPU only: ${rl.cuda.unavailableReason()}`);
+ * ```
  * @category CUDA
  */
 export function unavailableReason(): string {
@@ -103,6 +116,12 @@ export function unavailableReason(): string {
 /**
  * The usable CUDA devices (empty without the CUDA module).
  *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * for (const d of rl.cuda.devices()) console.log(`cuda:${d.index} ${d.name} ${d.arch} ${d.totalBytes} bytes`);
+ * ```
  * @category CUDA
  */
 export function devices(): CudaDevice[] {
@@ -116,6 +135,15 @@ function deviceOpt(d: unknown): number {
 /**
  * Memory of device `device` (default 0): free and total, gear-rl's pool, the live tensors.
  *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * if (rl.cuda.available()) {
+ *   const m = rl.cuda.memory();
+ *   console.log(m.freeBytes, m.poolReservedBytes, m.tensors);
+ * }
+ * ```
  * @category CUDA
  */
 export function memory(device = 0): CudaMemory {
@@ -127,6 +155,12 @@ export function memory(device = 0): CudaMemory {
  * Returns the memory gear-rl's pool caches on device `device` (default 0) to the driver, for other
  * processes or libraries. Live tensors keep theirs.
  *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * if (rl.cuda.available()) rl.cuda.trim();
+ * ```
  * @category CUDA
  */
 export function trim(device = 0): void {
@@ -176,6 +210,15 @@ export async function upload<D extends LogitsDType = 'float32'>(logits: Logits, 
 /**
  * Synchronous form of {@link upload}.
  *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * if (rl.cuda.available()) {
+ *   using dev = rl.cuda.uploadSync({ data: new Float32Array(4 * 16), rows: 4, vocab: 16 });
+ *   console.log(dev.bytes); // 256
+ * }
+ * ```
  * @category CUDA
  */
 export function uploadSync<D extends LogitsDType = 'float32'>(logits: Logits, opts?: Omit<UploadOptions, 'signal'>): DeviceLogits<D> {
@@ -190,6 +233,17 @@ export function uploadSync<D extends LogitsDType = 'float32'>(logits: Logits, op
  * and downloads into it land directly. Pinned memory is a scarce system resource: allocate it once and
  * reuse it. It is freed when the ArrayBuffer is garbage-collected.
  *
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ *
+ * if (rl.cuda.available()) {
+ *   const rows = 8, vocab = 1024;
+ *   const data = new Float32Array(rl.cuda.allocHost(rows * vocab * 4)); // fill it where the logits are made
+ *   using dev = await rl.cuda.upload({ data, rows, vocab });            // straight to the DMA engine
+ *   console.log(String(dev));
+ * }
+ * ```
  * @category CUDA
  */
 export function allocHost(bytes: number): ArrayBuffer {

@@ -431,15 +431,20 @@ function mergeArgs(parts: PartialStats[]) {
   v.list(parts, 'parts', 'a non-empty array of PartialStats');
   // Each part's fields are read once, into a snapshot: getters cannot hand the checks and the kernel
   // different values, and the sort below compares checked numbers only.
-  const snap = parts.map((p, i): PartialStats => {
+  // Indexed reads of a length read once: a getter that shortens the list leaves holes, refused below,
+  // instead of a TypeError from Array.prototype.map.
+  const n = parts.length;
+  const snap: PartialStats[] = [];
+  for (let i = 0; i < n; i++) snap.push(readPart(parts[i], i));
+  function readPart(p: unknown, i: number): PartialStats {
     if (typeof p !== 'object' || p === null) fail('ERR_DTYPE', `parts[${i}]`, 'a PartialStats object', p);
-    const { vocabStart, vocab, rows, temperature, max, sumExp, sumExpX, targetLogit } = p;
+    const { vocabStart, vocab, rows, temperature, max, sumExp, sumExpX, targetLogit } = p as PartialStats;
     if (!Number.isSafeInteger(vocabStart) || vocabStart < 0) fail('ERR_SHAPE', `parts[${i}].vocabStart`, 'an integer >= 0', vocabStart);
     if (!Number.isSafeInteger(vocab) || vocab < 1) fail('ERR_SHAPE', `parts[${i}].vocab`, 'an integer >= 1', vocab);
     if (!Number.isSafeInteger(rows) || rows < 0) fail('ERR_SHAPE', `parts[${i}].rows`, 'an integer >= 0', rows);
     if (typeof temperature !== 'number') fail('ERR_OPTION', `parts[${i}].temperature`, 'a number', temperature);
     return { vocabStart, vocab, rows, temperature, max, sumExp, sumExpX, targetLogit };
-  });
+  }
   const first = snap[0]!;
   const sorted = [...snap].sort((x, y) => x.vocabStart - y.vocabStart);
   let next = 0;
