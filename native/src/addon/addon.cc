@@ -13,7 +13,7 @@
 #include <dlfcn.h>
 #endif
 
-#include "../core/args.h"
+#include "args.h"
 #include "ops.h"
 
 namespace gear::addon {

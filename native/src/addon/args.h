@@ -1,5 +1,131 @@
-// Forwarding header: the argument layer lives in native/src/core/args.h, the sync/async path in
-// native/src/core/invoke.h.
+// Argument readers and error helpers for the binding layer. Every native function takes ONE parameter
+// object and reads its properties by name; every reader validates the JS value and throws a GearError
+// (the class the TS layer registers at load) with a stable code, so the native layer is safe even when
+// called directly without the TypeScript checks.
+//
+// Reading order is part of the safety contract: a `Params` reads every property it names (running any
+// getter or Proxy trap) in its constructor, nested objects and list elements are read next, and only
+// then are typed-array pointers taken. No JavaScript runs between taking a pointer and the kernel's use
+// of it, so a getter cannot detach or shrink a buffer the kernel is about to read.
 #pragma once
-#include "../core/args.h"
-#include "../core/invoke.h"
+#include <napi.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gear/types.h"
+
+namespace gear::addon {
+
+// Builds a GearError (or a plain Error carrying `code` before the class is registered).
+Napi::Error MakeError(Napi::Env env, Code code, const std::string& message);
+[[noreturn]] void Throw(Napi::Env env, Code code, const std::string& message);
+// Throws when a kernel status is not ok.
+void Check(Napi::Env env, const Status& st);
+
+// Registers the GearError constructor: native.setErrorClass({ errorClass: GearError }).
+Napi::Value SetErrorClass(const Napi::CallbackInfo& info);
+
+// Largest integer a JS number holds exactly.
+constexpr int64_t kMaxSafeInt = (int64_t{1} << 53) - 1;
+
+template <typename T>
+struct Array {
+  T* data = nullptr;
+  int64_t length = 0;
+  Napi::Value value;  // keeps the JS object for async jobs
+  // Set by the *Copy readers: data points into this private copy, which the job's lambda keeps alive.
+  std::shared_ptr<std::vector<T>> copy;
+};
+
+// Typed-array readers: `what` names the argument in messages. `len` < 0 means any length.
+Array<float> F32(const Napi::Value& v, const std::string& what, int64_t len = -1);
+Array<double> F64(const Napi::Value& v, const std::string& what, int64_t len = -1);
+Array<int32_t> I32(const Napi::Value& v, const std::string& what, int64_t len = -1);
+Array<uint8_t> U8(const Napi::Value& v, const std::string& what, int64_t len = -1);
+Array<uint16_t> U16(const Napi::Value& v, const std::string& what, int64_t len = -1);
+// Index arrays the kernels check once and then read again (offsets, targets) are copied before the work
+// starts: JS (a getter, another thread writing a SharedArrayBuffer, code running while an async job is
+// in flight) can change the caller's array, never the copy the kernel reads.
+Array<int32_t> I32Copy(const Napi::Value& v, const std::string& what, int64_t len = -1);
+
+// The most elements a list argument (an array of tensors or of partial statistics) may have: a sparse
+// array of length 2^30 is refused at once instead of being walked.
+constexpr int64_t kMaxListLength = int64_t{1} << 20;
+// Reads list element Values (running any getters) before any pointer is taken from them. Checks
+// Array-ness and the length bound; `len` >= 0 requires that exact length.
+std::vector<Napi::Value> ListValues(const Napi::Value& v, const std::string& what, int64_t len = -1);
+
+bool IsNullish(const Napi::Value& v);
+// How a value is named in "expected X, got Y" messages.
+std::string Describe(const Napi::Value& v);
+
+double Number(const Napi::Value& v, const std::string& what);
+int64_t Int(const Napi::Value& v, const std::string& what, int64_t min, int64_t max);
+bool Bool(const Napi::Value& v, const std::string& what);
+std::string String(const Napi::Value& v, const std::string& what);
+
+// The optional abort flag (an Int32Array of length >= 1 that JS sets to 1 through Atomics.store).
+const std::atomic<int32_t>* AbortFlag(const Napi::Value& v);
+
+// One parameter object, its named properties read up front (see the note at the top of this file).
+// Readers look properties up by name; a name the constructor did not read is a bug in the binding and
+// throws ERR_NATIVE instead of reading late.
+class Params {
+ public:
+  // info[0], which must be an object; `what` names it in messages ("" for the call's own parameters).
+  Params(const Napi::CallbackInfo& info, std::initializer_list<const char*> names);
+  // A nested object (`out`, `logits`, a list element): `what` prefixes its property names in messages.
+  Params(const Napi::Value& obj, std::string what, std::initializer_list<const char*> names)
+      : Params(obj, std::move(what), std::vector<const char*>(names)) {}
+  Params(const Napi::Value& obj, std::string what, const std::vector<const char*>& names);
+  // Not an object: every property reads as undefined (an optional nested object left out).
+  static Params Absent(Napi::Env env, std::string what, const std::vector<const char*>& names);
+
+  Napi::Env Env() const { return env_; }
+  Napi::Value Get(const char* name) const;
+  bool Has(const char* name) const { return !IsNullish(Get(name)); }
+  // The message name of a property: "out.logprob".
+  std::string Name(const char* name) const { return prefix_.empty() ? name : prefix_ + "." + name; }
+
+  Array<float> F32(const char* name, int64_t len = -1) const { return addon::F32(Get(name), Name(name), len); }
+  Array<double> F64(const char* name, int64_t len = -1) const { return addon::F64(Get(name), Name(name), len); }
+  Array<int32_t> I32(const char* name, int64_t len = -1) const { return addon::I32(Get(name), Name(name), len); }
+  Array<uint8_t> U8(const char* name, int64_t len = -1) const { return addon::U8(Get(name), Name(name), len); }
+  Array<int32_t> I32Copy(const char* name, int64_t len = -1) const {
+    return addon::I32Copy(Get(name), Name(name), len);
+  }
+  // Optional arrays: an empty Array (data == nullptr) when the property is null or undefined.
+  Array<float> OptF32(const char* name, int64_t len) const { return Has(name) ? F32(name, len) : Array<float>{}; }
+  Array<uint8_t> OptU8(const char* name, int64_t len) const { return Has(name) ? U8(name, len) : Array<uint8_t>{}; }
+  Array<int32_t> OptI32Copy(const char* name, int64_t len) const {
+    return Has(name) ? I32Copy(name, len) : Array<int32_t>{};
+  }
+  double Number(const char* name) const { return addon::Number(Get(name), Name(name)); }
+  // Absent (null / undefined) reads as `fallback`.
+  double OptNumber(const char* name, double fallback) const { return Has(name) ? Number(name) : fallback; }
+  int64_t Int(const char* name, int64_t min, int64_t max) const { return addon::Int(Get(name), Name(name), min, max); }
+  bool Bool(const char* name) const { return addon::Bool(Get(name), Name(name)); }
+  // Absent reads as false.
+  bool OptBool(const char* name) const { return Has(name) && Bool(name); }
+  std::string String(const char* name) const { return addon::String(Get(name), Name(name)); }
+  std::vector<Napi::Value> List(const char* name, int64_t len = -1) const { return ListValues(Get(name), Name(name), len); }
+  // The call's `abort` flag (optional).
+  const std::atomic<int32_t>* Abort(const char* name = "abort") const { return AbortFlag(Get(name)); }
+  // A nested parameter object (optional when `optional`: absent reads as all-undefined).
+  Params Object(const char* name, const std::vector<const char*>& names, bool optional = false) const;
+
+ private:
+  Params(Napi::Env env, std::string what) : env_(env), prefix_(std::move(what)) {}
+  void ReadAll(const Napi::Object& o, const std::vector<const char*>& names);
+
+  Napi::Env env_;
+  std::string prefix_;
+  std::vector<std::pair<const char*, Napi::Value>> values_;
+};
+
+}  // namespace gear::addon

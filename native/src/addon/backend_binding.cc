@@ -1,6 +1,6 @@
 // backend(), setNumThreads({ threads }), setIsa({ isa }): what the addon runs on, and the knobs tests use to exercise
 // every path on one machine.
-#include "../core/args.h"
+#include "args.h"
 #include "gear/dispatch.h"
 #include "gear/thread_pool.h"
 #include "ops.h"

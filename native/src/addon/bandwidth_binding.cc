@@ -1,6 +1,6 @@
 // memoryBandwidth({ mode: 0..3, bytes, threads, reps }) -> { gbps: Float64Array(reps) }, one rate per repetition.
 // Synchronous on purpose: the probe owns its threads and must not overlap other work in the process.
-#include "../core/args.h"
+#include "args.h"
 #include "gear/bandwidth.h"
 #include "ops.h"
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "../core/args.h"
-#include "../core/invoke.h"
+#include "args.h"
+#include "invoke.h"
 #include "gear/divergence.h"
 #include "logits_args.h"
 #include "ops.h"

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <vector>
 
-#include "../core/args.h"
-#include "../core/invoke.h"
+#include "args.h"
+#include "invoke.h"
 #include "gear/gear_scan.h"
 #include "gear/thread_pool.h"
 #include "ops.h"

@@ -5,9 +5,9 @@
 #include <memory>
 #include <string>
 
-#include "../core/args.h"
+#include "args.h"
 #include "../core/device_tensors.h"
-#include "../core/invoke.h"
+#include "invoke.h"
 #include "gear/backend.h"
 #include "gear/types.h"
 

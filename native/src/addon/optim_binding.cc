@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "../core/args.h"
-#include "../core/invoke.h"
+#include "args.h"
+#include "invoke.h"
 #include "gear/optim.h"
 #include "gear/thread_pool.h"
 #include "ops.h"

@@ -2,8 +2,8 @@
 // hyper-parameters arrive by name, the statistics of gear::PpoStats leave by name.
 #include <memory>
 
-#include "../core/args.h"
-#include "../core/invoke.h"
+#include "args.h"
+#include "invoke.h"
 #include "gear/policy_loss.h"
 #include "large_output.h"
 #include "ops.h"

@@ -1,7 +1,7 @@
 // segmentReduce / segmentBroadcast. The parameter and result objects are declared in
 // ts/core/addon_types.ts.
-#include "../core/args.h"
-#include "../core/invoke.h"
+#include "args.h"
+#include "invoke.h"
 #include "gear/segment.h"
 #include "large_output.h"
 #include "ops.h"

@@ -3,8 +3,8 @@
 // log-probs of n * k per side); the kernel only compares ids, never indexes memory with them.
 #include <string>
 
-#include "../core/args.h"
-#include "../core/invoke.h"
+#include "args.h"
+#include "invoke.h"
 #include "gear/sparse_divergence.h"
 #include "ops.h"
 

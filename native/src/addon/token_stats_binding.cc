@@ -4,8 +4,8 @@
 // values. Logits may be host arrays or device tensors (logits_args.h).
 #include <vector>
 
-#include "../core/args.h"
-#include "../core/invoke.h"
+#include "args.h"
+#include "invoke.h"
 #include "gear/token_stats.h"
 #include "logits_args.h"
 #include "ops.h"

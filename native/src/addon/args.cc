@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "invoke.h"
-#include "device_tensors.h"
+#include "../core/device_tensors.h"
 
 namespace gear::addon {
 

@@ -1,4 +1,4 @@
-// CUDA module only: installs the device table (calls with a device run on it; host calls keep the CPU
+// CUDA module only (compiles to nothing in the CPU module): installs the device table (calls with a device run on it; host calls keep the CPU
 // kernels), adds rl.cuda's native functions, and extends backend() with the device. Parameter and result
 // objects are declared in ts/core/addon_types.ts.
 //   cudaDevices()                                    -> { count, error, runtimeVersion, devices: [...] }
@@ -9,15 +9,16 @@
 //   cudaDispose({ tensor, whenFree })
 //   cudaAllocHost({ bytes })                         -> ArrayBuffer of page-locked memory
 //   cudaKernelMs({ device }), cudaBandwidth({ device, mode, bytes, reps })   (benchmarks)
+#if defined(GEAR_RL_CUDA)
 #include <cuda_runtime_api.h>
 
 #include <memory>
 
-#include "../addon/logits_args.h"
-#include "../addon/ops.h"
-#include "../core/args.h"
+#include "logits_args.h"
+#include "ops.h"
+#include "args.h"
 #include "../core/device_tensors.h"
-#include "../core/invoke.h"
+#include "invoke.h"
 #include "gear/backend.h"
 #include "gear/cuda.h"
 
@@ -213,3 +214,5 @@ void RegisterCuda(Napi::Env env, Napi::Object exports) {
 GEAR_BINDING_ORDERED(RegisterCuda, kBindingLast);  // after the CPU module's backend(), which it wraps
 
 }  // namespace gear::addon
+
+#endif  // GEAR_RL_CUDA

@@ -4,7 +4,7 @@
 #include <string>
 #include <unordered_set>
 
-#include "../addon/ops.h"
+#include "ops.h"
 #include "args.h"
 #include "invoke.h"
 
