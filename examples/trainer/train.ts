@@ -7,7 +7,7 @@
  */
 import * as rl from 'gear-rl';
 import { Rng, deriveSeed } from '../env/rng.js';
-import { demoTranscript, type EnvTask, type Environment, type Transcript } from '../env/types.js';
+import { demoTranscript, type EnvTask, type Environment, type PromptView, type Transcript } from '../env/types.js';
 import { Policy, type PolicyConfig, type RowSpec } from '../model/policy.js';
 import { anchorStats, creditFidelity, spikeStats, zeroVarianceGroupShare, type CreditFidelity } from './credit.js';
 import { GIGPO_GAMMA, advantages, teacherOf, type AdvantageResult, type Method, type TeacherKind } from './methods.js';
@@ -52,6 +52,12 @@ function demoRows(demos: Transcript[], promptLength: number): { spec: RowSpec; t
   return { spec, targets: Int32Array.from(targets), mask: Uint8Array.from(mask) };
 }
 
+/** The view of the i-th demonstration of a warm-start batch: every other one privileged, cycling through the environment's views. */
+export function demoView(env: Environment, i: number): PromptView {
+  if (i % 2 === 0) return false;
+  return env.views ? env.views[((i - 1) / 2) % env.views.length]! : true;
+}
+
 /**
  * Supervised warm-start (behaviour cloning of a noisy demonstrator): mean negative log-likelihood of
  * the demonstrated agent tokens, half of the demonstrations in the teacher's privileged view, half in
@@ -66,7 +72,7 @@ export function warmStart(env: Environment, cfg: WarmStartConfig, onStep?: (step
   let loss = NaN;
   for (let step = 0; step < cfg.steps; step++) {
     const demos: Transcript[] = [];
-    for (let i = 0; i < cfg.batch; i++) demos.push(demoTranscript(env, env.makeTask(rng.int(EVAL_SEED_BASE)), rng, cfg.eps, i % 2 === 1));
+    for (let i = 0; i < cfg.batch; i++) demos.push(demoTranscript(env, env.makeTask(rng.int(EVAL_SEED_BASE)), rng, cfg.eps, demoView(env, i)));
     const { spec, targets, mask } = demoRows(demos, env.promptLength);
     const fwd = policy.forward(spec);
     const logits = logitsOf(fwd.logits, fwd.rows, pc.vocab);
@@ -284,6 +290,7 @@ export function train(env: Environment, init: Float32Array[], cfg: RunConfig, ho
     const tFwd = teacher?.policy.forward(batch.teacherRows);
     const adv = advantages(cfg.method, {
       batch, student: oldLogits, teacher: tFwd && logitsOf(tFwd.logits, tFwd.rows, V), gearOptions: cfg.gearOptions,
+      shuffleSeed: deriveSeed(cfg.seed, 5, step),
     });
     if (step === 0) hooks.onFirstBatch?.(batch, adv);
 
@@ -331,7 +338,7 @@ export function train(env: Environment, init: Float32Array[], cfg: RunConfig, ho
     const entry: StepLog = {
       step, lr: opt.lr, trainReward: batch.trajectories.reduce((a, t) => a + t.reward, 0) / batch.trajectories.length,
       loss, gradNorm, entropy: ent / agent, advAbsMean: absAdv / agent,
-      fidelity: creditFidelity(adv.advantages, batch.roles, mask),
+      fidelity: creditFidelity(adv.advantages, batch.roles, mask, oldStats.logprob.map(Math.exp)),
       zeroVarianceGroups: zeroVarianceGroupShare(batch.conversation.episodeRewards, batch.conversation.groupIndex),
       anchorGrouped: anchors.grouped, anchorInformative: anchors.informative,
       lossMetrics, advMetrics, outcomes,
