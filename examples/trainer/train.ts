@@ -61,11 +61,13 @@ export function demoView(env: Environment, i: number): PromptView {
 /**
  * Supervised warm-start (behaviour cloning of a noisy demonstrator): mean negative log-likelihood of
  * the demonstrated agent tokens, half of the demonstrations in the teacher's privileged view, half in
- * the student's. Returns the trained policy and the final loss.
+ * the student's. Returns the trained policy and the final loss. With `init`, training continues from
+ * that checkpoint instead of fresh weights.
  */
-export function warmStart(env: Environment, cfg: WarmStartConfig, onStep?: (step: number, loss: number) => void): { policy: Policy; loss: number } {
+export function warmStart(env: Environment, cfg: WarmStartConfig, onStep?: (step: number, loss: number) => void,
+  init?: Float32Array[]): { policy: Policy; loss: number } {
   const pc = policyConfig(env);
-  const policy = new Policy(pc, undefined, deriveSeed(cfg.seed, 1));
+  const policy = init ? new Policy(pc, init.map((p) => Float32Array.from(p))) : new Policy(pc, undefined, deriveSeed(cfg.seed, 1));
   const opt = new rl.AdamW(policy.params, { lr: cfg.lr, weightDecay: 0 });
   const schedule = rl.cosineSchedule({ peak: cfg.lr, warmupSteps: Math.round(cfg.steps * 0.05), totalSteps: cfg.steps, floor: 0.1 * cfg.lr });
   const rng = new Rng(deriveSeed(cfg.seed, 2));
