@@ -210,6 +210,71 @@ function viewLogits(env: KnownCreditEnv, policy: Policy, b: PackedBatch, view: s
   return { data: f.logits, rows: f.rows, vocab: policy.cfg.vocab };
 }
 
+/** One credit method's output on a batch: per-token advantages, and anchors and segments where it places them. */
+export interface CreditResult {
+  /** Per conversation token. */
+  advantages: ArrayLike<number>;
+  /** Anchor token indices (segment starts). */
+  anchors?: ArrayLike<number>;
+  /** Per token: its segment, -1 outside segments. */
+  segmentId?: Int32Array;
+  /** Per token: its weight (the weighted methods). */
+  weights?: Float32Array;
+}
+
+/** Every credit method's output on one batch, with GEAR's result per teacher view. */
+export interface CreditAdvantages {
+  /** GRPO's advantage per row. */
+  row: Float64Array;
+  /** GEAR (library defaults) per teacher view, with its signals. */
+  gear: Record<string, rl.GearFromLogitsResult>;
+  /** The answer teacher's divergence shuffled within rows (the no-location control's input). */
+  shuffledDivergence: Float32Array;
+  /** Per method. */
+  results: Record<CreditMethod, CreditResult>;
+}
+
+/**
+ * The per-token advantages of every method of {@link CREDIT_METHODS} on a packed batch of a known-credit
+ * environment: GRPO, GiGPO, GEAR with each teacher view (the same weights after another prompt), the
+ * controls on the answer teacher's signals, and the oracle weights on the true departure segments.
+ */
+export function creditAdvantages(env: KnownCreditEnv, policy: Policy, b: PackedBatch, student: rl.Logits, shuffleSeed: number): CreditAdvantages {
+  const conv = b.conversation, dep = b.known!.departures;
+  const row = rl.grpo({ rewards: conv.episodeRewards, groups: conv.groupIndex });
+  const gear: Record<string, rl.GearFromLogitsResult> = {};
+  const views = env.views ?? ['answer'];
+  for (const view of views) {
+    const teacher = viewLogits(env, policy, b, view);
+    gear[view] = rl.gearFromLogits({ student, teacher, targets: conv.tokenIds, advantages: row, offsets: conv.offsets, mask: conv.mask });
+  }
+  const answer = gear[views[0]!]!;
+  const sig = answer.signals;
+  const withSignals = (divergence: Float32Array, options?: rl.GearOptions) => rl.gearAdvantages({
+    advantages: row, offsets: conv.offsets, mask: conv.mask, divergence, entropy: sig.entropy, logratio: sig.logratio, ...(options ? { options } : {}),
+  });
+  const shuffledDivergence = rl.shuffleWithinRows(sig.divergence, conv.offsets, { mask: conv.mask, seed: shuffleSeed });
+  const oracleOf = (strong: boolean) => rl.gearFromSegments({
+    advantages: row, offsets: conv.offsets, mask: conv.mask, segments: dep, ...(strong ? STRONG_FAMILY : {}),
+  });
+  const results: Record<CreditMethod, CreditResult> = {
+    grpo: { advantages: rl.segmentBroadcast(row, conv.offsets, conv.mask) },
+    gigpo: { advantages: methodAdvantages('gigpo', { batch: b, student }).advantages },
+    'gear-answer': answer,
+    'gear-solution': gear.solution ?? answer,
+    'gear-irrelevant': gear.irrelevant ?? answer,
+    shuffled: withSignals(shuffledDivergence),
+    'random-anchors': withSignals(sig.divergence, { ablation: 'random_anchors', seed: shuffleSeed }),
+    'fixed-length': withSignals(sig.divergence, { ablation: 'fixed_length' }),
+    'token-only': withSignals(sig.divergence, { ablation: 'token_only' }),
+    oracle: { ...oracleOf(false), anchors: dep.start },
+    'oracle-strong': { ...oracleOf(true), anchors: dep.start },
+    'gear-strong': withSignals(sig.divergence, STRONG_FAMILY),
+    'gear-strong-shuffled': withSignals(shuffledDivergence, STRONG_FAMILY),
+  };
+  return { row, gear, shuffledDivergence, results };
+}
+
 /** Measures one batch (see the module comment). */
 export function measureBatch(env: KnownCreditEnv, policy: Policy, b: PackedBatch, cfg: MeasureConfig, rng: Rng, shuffleSeed: number): BatchCredit {
   const conv = b.conversation, known = b.known!;
@@ -229,17 +294,14 @@ export function measureBatch(env: KnownCreditEnv, policy: Policy, b: PackedBatch
   const counts = Object.fromEntries(AGENT_LABELS.map((l) => [l, 0])) as Record<LabelName, number>;
   for (const l of labels) if (l !== LABEL.observation) counts[LABEL_NAMES[l]!]++;
 
-  const row = rl.grpo({ rewards: conv.episodeRewards, groups: conv.groupIndex });
+  const { row, gear, results } = creditAdvantages(env, policy, b, student, shuffleSeed);
   const teachers: Record<string, TeacherCredit> = {};
-  const gear: Record<string, rl.GearFromLogitsResult> = {};
   const isDecision = Uint8Array.from(labels, (l, i) => {
     const r = rowOfToken(conv.offsets, i);
     return l === LABEL.decision || (l === LABEL.departure && env.kinds[i - conv.offsets[r]!] === 'decision') ? 1 : 0;
   });
   for (const view of env.views ?? ['answer']) {
-    const teacher = viewLogits(env, policy, b, view);
-    const res = rl.gearFromLogits({ student, teacher, targets: conv.tokenIds, advantages: row, offsets: conv.offsets, mask: conv.mask });
-    gear[view] = res;
+    const res = gear[view]!;
     const D = res.signals.divergence, lr = res.signals.logratio;
     const pick = (keep: (i: number) => boolean, score: (i: number) => number) => {
       const s: number[] = [], y: boolean[] = [];
@@ -259,30 +321,10 @@ export function measureBatch(env: KnownCreditEnv, policy: Policy, b: PackedBatch
       meanDivergence,
     };
   }
-  const answer = gear[(env.views ?? ['answer'])[0]!]!;
-  const sig = answer.signals;
-  const withSignals = (divergence: Float32Array, options?: rl.GearOptions) => rl.gearAdvantages({
-    advantages: row, offsets: conv.offsets, mask: conv.mask, divergence, entropy: sig.entropy, logratio: sig.logratio, ...(options ? { options } : {}),
+  const sig = gear[(env.views ?? ['answer'])[0]!]!.signals;
+  const withSignals = (options: rl.GearOptions) => rl.gearAdvantages({
+    advantages: row, offsets: conv.offsets, mask: conv.mask, divergence: sig.divergence, entropy: sig.entropy, logratio: sig.logratio, options,
   });
-  const shuffledD = rl.shuffleWithinRows(sig.divergence, conv.offsets, { mask: conv.mask, seed: shuffleSeed });
-  const oracleOf = (strong: boolean) => rl.gearFromSegments({
-    advantages: row, offsets: conv.offsets, mask: conv.mask, segments: dep, ...(strong ? STRONG_FAMILY : {}),
-  });
-  const results: Record<CreditMethod, { advantages: ArrayLike<number>; anchors?: ArrayLike<number>; segmentId?: Int32Array }> = {
-    grpo: { advantages: rl.segmentBroadcast(row, conv.offsets, conv.mask) },
-    gigpo: { advantages: methodAdvantages('gigpo', { batch: b, student }).advantages },
-    'gear-answer': answer,
-    'gear-solution': gear.solution ?? answer,
-    'gear-irrelevant': gear.irrelevant ?? answer,
-    shuffled: withSignals(shuffledD),
-    'random-anchors': withSignals(sig.divergence, { ablation: 'random_anchors', seed: shuffleSeed }),
-    'fixed-length': withSignals(sig.divergence, { ablation: 'fixed_length' }),
-    'token-only': withSignals(sig.divergence, { ablation: 'token_only' }),
-    oracle: { ...oracleOf(false), anchors: dep.start },
-    'oracle-strong': { ...oracleOf(true), anchors: dep.start },
-    'gear-strong': withSignals(sig.divergence, STRONG_FAMILY),
-    'gear-strong-shuffled': withSignals(shuffledD, STRONG_FAMILY),
-  };
   const methods = {} as Record<CreditMethod, MethodCredit>;
   for (const k of Object.keys(CREDIT_METHODS) as CreditMethod[]) {
     const r = results[k];
@@ -293,7 +335,7 @@ export function measureBatch(env: KnownCreditEnv, policy: Policy, b: PackedBatch
   const sweep: BatchCredit['sweep'] = {};
   for (const z of cfg.sweep.peakZ) {
     for (const q of cfg.sweep.entropyQuantile) {
-      const r = withSignals(sig.divergence, { peakZ: z, entropyQuantile: q });
+      const r = withSignals({ peakZ: z, entropyQuantile: q });
       sweep[sweepKey(z, q)] = { ...anchorMetrics(r.anchors, r.segmentId, labels, inUnit, unitOf, dep.start.length, R), cosine: agentCosine(r.advantages, truth, g, labels) };
     }
   }
