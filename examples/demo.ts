@@ -45,6 +45,8 @@ export interface Cli {
   credit: boolean; levels?: number[]; batches?: number; rollouts?: number;
   /** Threshold sweep of the measurement (default: a small one). */
   sweep?: MeasureConfig['sweep'];
+  /** Evaluate every this many RL steps (default 5; quick 4). */
+  evalEvery?: number;
 }
 
 /** Per-environment defaults (the settings measured in the design notes). */
@@ -193,6 +195,8 @@ export interface DemoOutcome {
   /** Methods and seeds. */
   methods: Method[];
   seeds: number;
+  /** The printed tables as rows (first = header): learning, credit fidelity, diagnostics, how episodes end. */
+  tables: { learning: string[][]; fidelity: string[][]; diagnostics: string[][]; outcomes: string[][] };
 }
 
 /**
@@ -216,7 +220,7 @@ export async function runDemo(cli: Cli): Promise<DemoOutcome> {
   const evalEpisodes = cli.evalEpisodes ?? (cli.quick ? 200 : d.evalEpisodes ?? 400);
   const base: Omit<RunConfig, 'method' | 'seed'> = {
     steps: cli.steps ?? (cli.quick ? 16 : d.steps), tasksPerStep: cli.tasks ?? 8, groupSize: cli.groupSize ?? 8, updatesPerBatch: 2,
-    lr: cli.lr ?? d.lr, maxGradNorm: 1.0, clip: 0.2, evalEvery: cli.quick ? 4 : 5, evalEpisodes,
+    lr: cli.lr ?? d.lr, maxGradNorm: 1.0, clip: 0.2, evalEvery: cli.evalEvery ?? (cli.quick ? 4 : 5), evalEpisodes,
     teacherEvalEpisodes: Math.max(1, Math.round(evalEpisodes / 2)), emaDecay: 0.95,
     ...(cli.gear ? { gearOptions: cli.gear } : {}),
   };
@@ -269,7 +273,7 @@ export async function runDemo(cli: Cli): Promise<DemoOutcome> {
     const warmSuccess = success(ws);
     process.stderr.write(`warm-start       held-out success ${warmSuccess.toFixed(3)} (student prompt), ${ws.teacherSuccess.toFixed(3)} (privileged prompt)\n`);
     const others = [...new Set(levels)].filter((e) => e !== warm.eps).map((eps) => {
-      const cfg: WarmStartConfig = { ...warm, ...LEVEL_CONTINUATION, eps };
+      const cfg: WarmStartConfig = { ...warm, ...LEVEL_CONTINUATION, steps: Math.min(LEVEL_CONTINUATION.steps, warm.steps), eps };
       return { eps, cfg, init: ws.params, key: warmKey({ env: env.name, settings: env.settings, vocab: env.vocab, policy: pc, warm: cfg, from: mainKey, evalEpisodes }) };
     });
     if (others.length) await warmPhase('credit levels', others);
@@ -530,7 +534,7 @@ function report(x: ReportInput): DemoOutcome {
   return {
     env, text, results, credit, ...(decision ? { decision } : {}), runs,
     warm: { ...ws, config: warm, success: warmSuccess, cached: warmFromCache, key: x.key }, pairs, seconds: totalSeconds, cpuSeconds,
-    rlConfig: base, methods, seeds,
+    rlConfig: base, methods, seeds, tables: { learning: learnRows, fidelity: fidRows, diagnostics: diagRows, outcomes: endRows },
   };
 }
 
