@@ -83,10 +83,13 @@ export function decide(auc: (method: string) => readonly number[] | undefined, l
     const t = test(`${L(A.oracle)} − ${L(A.baseline)}`, oracle, base);
     const tie = !(Math.abs(t.paired.mean) > DECISION_SE * t.paired.se);
     out.ceiling = { test: t, tie };
-    out.lines.push(`Ceiling: ${fmt(t)}: ${tie ? 'a tie, so the bounded mean-one family is the limit here, not the signal (H2 is read)'
+    out.lines.push(`Ceiling: ${fmt(t)}: ${tie ? 'a tie: by the rule, the bounded mean-one family may itself be the limit, not the signal (H2 is read)'
       : t.paired.mean > 0 ? 'ahead beyond 2 se: the family can help when its anchors are right' : 'behind beyond 2 se'}.`);
   }
   const sOracle = auc(A.strongOracle), sGear = auc(A.strongGear), sShuffled = auc(A.strongShuffled);
+  if (!sOracle && out.ceiling?.tie) {
+    out.lines.push(`H2 not tested here: its arms (${[A.strongOracle, A.strongGear, A.strongShuffled].join(', ')}) were not run; \`npm run study\` runs them.`);
+  }
   if (sOracle) {
     const o = test(`${L(A.strongOracle)} − ${L(A.baseline)}`, sOracle, base);
     const h2: NonNullable<DecisionOutcome['h2']> = { oracle: o, oracleHelps: o.ahead, read: out.ceiling?.tie ?? false };

@@ -116,7 +116,12 @@ describe('the declared decision rules', () => {
     expect(d.h2!.read).toBe(true);
     expect(d.h2!.oracleHelps).toBe(true);
     expect(d.h2!.gearHelps).toBe(true);
-    expect(d.lines.join('\n')).toMatch(/a tie, so the bounded mean-one family is the limit here/);
+    expect(d.lines.join('\n')).toMatch(/a tie: by the rule, the bounded mean-one family may itself be the limit/);
+    // Without H2's arms, the verdict says they were not run.
+    const { [A.strongOracle]: _o, [A.strongGear]: _g, [A.strongShuffled]: _s, ...h1only } = arms;
+    const n = run(h1only);
+    expect(n.h2).toBeUndefined();
+    expect(n.lines.join('\n')).toMatch(/H2 not tested here: its arms \(oracle-strong, gear-strong, gear-strong-shuffled\) were not run/);
     const w = run({ ...arms, [A.oracle]: plus(0.05, 0.01) });
     expect(w.ceiling!.tie).toBe(false);
     expect(w.h2!.read).toBe(false);

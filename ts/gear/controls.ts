@@ -108,7 +108,11 @@ export interface GearSegments {
   start: Int32Array;
   /** Tokens each segment spans (>= 1); a segment lies inside one row and never overlaps another. */
   length: Int32Array;
-  /** Per segment, its signal sigma in [0, 1]: the unit weighs `1 + alpha * sigma` (default 1 for every segment). */
+  /**
+   * Per segment, its signal sigma in [0, 1]: the unit weighs `1 + alpha * sigma`.
+   *
+   * @defaultValue 1 for every segment (the full weight `1 + alpha`)
+   */
   strength?: Float32Array;
 }
 
@@ -126,7 +130,11 @@ export interface GearFromSegmentsInput {
   mask?: Uint8Array;
   /** The segments (the units of more than one token, or single tokens given a segment's weight). */
   segments: GearSegments;
-  /** Per token, sigma in [0, 1] of the tokens outside every segment (each its own unit); default 0 (weight 1). */
+  /**
+   * Per token, sigma in [0, 1] of the tokens outside every segment (each its own unit).
+   *
+   * @defaultValue 0 for every token (weight 1)
+   */
   tokenStrength?: Float32Array;
   /**
    * Weight strength: a unit weighs `1 + alpha * sigma` (>= 0).
