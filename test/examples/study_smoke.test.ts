@@ -40,7 +40,7 @@ describe('study runner', () => {
     expect(md).toContain('## Credit at the warm start');
     expect(md).toMatch(/\| decision \| GRPO \\\|A\\\| \| GRPO \\\|A\\\|·\(1−p\) \|/);
     // A warm start that reaches the chest now and then, so the shares are defined.
-    const net = warmStart({ steps: 60, batch: 16, eps: 0.05, lr: 1e-2, seed: 1 });
+    const net = warmStart({ steps: 200, batch: 16, eps: 0.05, lr: 1e-2, seed: 1 });
     const c = vaultCredit(net, { ...VAULT_CREDIT_BATCHES, batches: 2 });
     for (const m of ['grpo', 'gigpo', 'gear'] as const) {
       const abs = VAULT_CATEGORIES.reduce((a, k) => a + c[m][k].abs, 0), grad = VAULT_CATEGORIES.reduce((a, k) => a + c[m][k].grad, 0);
