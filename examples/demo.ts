@@ -7,7 +7,7 @@
  * advantage, and applies the declared decision rule to the learning comparison.
  * `examples/usage.txt` lists the options (`--help`).
  *
- *     npm run demo                 # answer chain: credit measurement, then GRPO, GiGPO, GEAR and controls x 10 seeds
+ *     npm run demo                 # answer chain: credit measurement, then GRPO, GiGPO, GEAR and controls x 8 seeds
  *     npm run demo -- --env maze   # the trapdoor maze
  *     npm run demo -- --quick      # locker search smoke test (under a minute)
  *
