@@ -1,10 +1,14 @@
 /**
- * gear-rl demo: trains a small policy by critic-free RL on a multi-turn tool-use task and compares
+ * gear-rl demo: trains a small policy by critic-free RL on a multi-turn token task and compares
  * advantage methods over paired seeds — learning, the paired difference to GRPO, credit fidelity (where
  * each method puts its advantage mass, measured against the environment's knowledge of every decision)
- * and per-step diagnostics. `examples/usage.txt` lists the options (`--help`).
+ * and per-step diagnostics. On the answer chain (the default task, whose credit is known token by token)
+ * it first measures credit without training at three warm-start levels, against the true per-token
+ * advantage, and applies the declared decision rule to the learning comparison.
+ * `examples/usage.txt` lists the options (`--help`).
  *
- *     npm run demo                 # trapdoor maze: GRPO, GiGPO, GEAR (self), GEAR (frozen) x 10 seeds
+ *     npm run demo                 # answer chain: credit measurement, then GRPO, GiGPO, GEAR and controls x 8 seeds
+ *     npm run demo -- --env maze   # the trapdoor maze
  *     npm run demo -- --quick      # locker search smoke test (under a minute)
  *
  * @module
@@ -13,42 +17,67 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
 import * as rl from 'gear-rl';
 import { resolveGearOptions } from 'gear-rl/diagnostics';
 import { type GearBatchRecord, saveBatch, writeReport } from 'gear-rl/report';
 import { DEFAULT_ENV, ENVIRONMENTS } from './env/index.js';
 import type { Environment } from './env/types.js';
 import { Policy } from './model/policy.js';
+import { anchorRows, levelRows, methodRows, sweepRows, teacherLevelRows, teacherRows, type CreditLevel } from './report/credit_tables.js';
+import { decide, type DecisionOutcome } from './report/decision.js';
 import { DASHES, OKABE_ITO, Progress, demoSvg, isInteractive, table, type MethodSeries } from './report/report.js';
 import { meanSe, paired, signedPm, type Paired } from './report/stats.js';
 import { readWarm, warmKey, writeWarm, type WarmEntry } from './trainer/cache.js';
-import { runJob, type Job, type JobResult } from './trainer/jobs.js';
+import type { JobResult, TrainJob } from './trainer/jobs.js';
+import { summarise, type CreditMeasurement, type CreditMethod, type MeasureConfig } from './trainer/measure.js';
 import { METHODS, METHOD_LABEL, teacherOf, type Method } from './trainer/methods.js';
-import { evaluate, evaluateOutcomes, policyConfig, warmStart, type RunConfig, type RunResult, type WarmStartConfig } from './trainer/train.js';
+import { hasKnownCredit } from './trainer/oracle.js';
+import { Pool } from './trainer/pool.js';
+import { policyConfig, type RunConfig, type RunResult, type WarmStartConfig } from './trainer/train.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = resolve(HERE, '..');
 
-interface Cli {
+/** The demo's options (the command line, parsed). */
+export interface Cli {
   env?: string; quick: boolean; out: string; seeds?: number; steps?: number; methods?: Method[]; lr?: number; groupSize?: number;
   tasks?: number; eps?: number; warmSteps?: number; evalEpisodes?: number; gear?: rl.GearOptions; jobs?: number;
   cacheDir: string; cache: boolean;
+  /** Credit measurement: skip it, its warm-start levels (demonstrator noise), batches per level and Monte Carlo rollouts per prefix. */
+  credit: boolean; levels?: number[]; batches?: number; rollouts?: number;
+  /** Threshold sweep of the measurement (default: a small one). */
+  sweep?: MeasureConfig['sweep'];
+  /** Evaluate every this many RL steps (default 5; quick 4). */
+  evalEvery?: number;
 }
 
 /** Per-environment defaults (the settings measured in the design notes). */
-const ENV_DEFAULTS: Record<string, { warm: WarmStartConfig; steps: number; lr: number }> = {
-  maze: { warm: { steps: 1200, batch: 64, eps: 0.35, lr: 0.03, seed: 12345 }, steps: 60, lr: 0.01 },
-  'maze-filler': { warm: { steps: 1500, batch: 64, eps: 0.35, lr: 0.03, seed: 12345 }, steps: 60, lr: 0.005 },
-  locker: { warm: { steps: 240, batch: 64, eps: 0.2, lr: 0.06, seed: 12345 }, steps: 40, lr: 0.01 },
+interface EnvDefaults {
+  warm: WarmStartConfig; steps: number; lr: number; methods: Method[];
+  /** Paired seeds, held-out tasks per evaluation (defaults 10, 400). */
+  seeds?: number; evalEpisodes?: number;
+  /** Credit measurement levels (demonstrator noise of the warm-starts), for environments with known credit. */
+  levels?: number[];
+}
+// The answer chain's RL learning rate is 0.005: at 0.01 one GRPO seed in eight collapsed to malformed
+// answers within a few steps (no reward left to learn from), none at 0.005, which also learned faster.
+const ENV_DEFAULTS: Record<string, EnvDefaults> = {
+  'answer-chain': {
+    warm: { steps: 1200, batch: 64, eps: 0.35, lr: 0.03, seed: 12345 }, steps: 40, lr: 0.005, seeds: 8, evalEpisodes: 200,
+    methods: ['grpo', 'gigpo', 'gear-frozen', 'gear-shuffled', 'oracle'], levels: [0.5, 0.35, 0.2],
+  },
+  maze: { warm: { steps: 1200, batch: 64, eps: 0.35, lr: 0.03, seed: 12345 }, steps: 60, lr: 0.01, methods: ['grpo', 'gigpo', 'gear', 'gear-frozen'] },
+  'maze-filler': { warm: { steps: 1500, batch: 64, eps: 0.35, lr: 0.03, seed: 12345 }, steps: 60, lr: 0.005, methods: ['grpo', 'gigpo', 'gear', 'gear-frozen'] },
+  locker: { warm: { steps: 240, batch: 64, eps: 0.2, lr: 0.06, seed: 12345 }, steps: 40, lr: 0.01, methods: ['grpo', 'gigpo', 'gear'] },
 };
 
 function usage(): string {
   return readFileSync(join(ROOT, 'examples', 'usage.txt'), 'utf8');
 }
 
-function parseArgs(argv: string[]): Cli {
-  const cli: Cli = { quick: false, out: 'demo-output', cacheDir: join(ROOT, 'node_modules', '.cache', 'gear-rl-demo'), cache: true };
+/** Parses the command line; throws with a one-line message on a bad option. */
+export function parseArgs(argv: string[]): Cli {
+  const cli: Cli = { quick: false, out: 'demo-output', cacheDir: join(ROOT, 'node_modules', '.cache', 'gear-rl-demo'), cache: true, credit: true };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     const val = () => {
@@ -69,6 +98,7 @@ function parseArgs(argv: string[]): Cli {
     } else if (a === '--out') cli.out = val();
     else if (a === '--cache-dir') cli.cacheDir = val();
     else if (a === '--no-cache') cli.cache = false;
+    else if (a === '--no-credit') cli.credit = false;
     else if (a === '--seeds') cli.seeds = int(val());
     else if (a === '--steps') cli.steps = int(val());
     else if (a === '--group-size') cli.groupSize = int(val());
@@ -76,7 +106,14 @@ function parseArgs(argv: string[]): Cli {
     else if (a === '--warm-steps') cli.warmSteps = int(val());
     else if (a === '--eval-episodes') cli.evalEpisodes = int(val());
     else if (a === '--jobs') cli.jobs = int(val());
-    else if (a === '--gear') {
+    else if (a === '--batches') cli.batches = int(val());
+    else if (a === '--rollouts') cli.rollouts = int(val());
+    else if (a === '--levels') {
+      const x = val();
+      const ls = x.split(',').map(Number);
+      if (!ls.length || ls.some((e) => !(e > 0 && e < 1))) throw new Error(`--levels: expected numbers in (0, 1) separated by commas, got ${x}`);
+      cli.levels = ls;
+    } else if (a === '--gear') {
       const x = val();
       let o: unknown;
       try { o = JSON.parse(x); } catch { throw new Error(`--gear: expected a JSON object of GEAR options, got ${x}`); }
@@ -102,55 +139,6 @@ function parseArgs(argv: string[]): Cli {
   return cli;
 }
 
-/** Runs jobs inline (one job at a time) or on worker threads. */
-class Pool {
-  private readonly workers: Worker[] = [];
-  private readonly idle: Worker[] = [];
-  private readonly queue: { job: Job; onStep: () => void; resolve: (r: JobResult) => void; reject: (e: Error) => void }[] = [];
-  private readonly pending = new Map<number, { onStep: () => void; resolve: (r: JobResult) => void; reject: (e: Error) => void }>();
-  private nextId = 0;
-
-  constructor(readonly size: number) {
-    if (size <= 1) return;
-    for (let i = 0; i < size; i++) {
-      const w = new Worker(new URL('./trainer/worker.js', import.meta.url));
-      w.on('message', (m: { id: number; step?: number; done?: JobResult; error?: string }) => {
-        const p = this.pending.get(m.id)!;
-        if (m.step !== undefined) { p.onStep(); return; }
-        this.pending.delete(m.id);
-        this.idle.push(w);
-        if (m.error !== undefined) p.reject(new Error(m.error)); else p.resolve(m.done!);
-        this.pump();
-      });
-      w.on('error', (e) => { for (const p of this.pending.values()) p.reject(e); this.pending.clear(); });
-      this.workers.push(w);
-      this.idle.push(w);
-    }
-  }
-
-  run(job: Job, onStep: () => void): Promise<JobResult> {
-    if (this.size <= 1) {
-      return new Promise((res, rej) => setImmediate(() => {
-        try { res(runJob(job, onStep)); } catch (e) { rej(e as Error); }
-      }));
-    }
-    return new Promise((resolve, reject) => { this.queue.push({ job, onStep, resolve, reject }); this.pump(); });
-  }
-
-  private pump(): void {
-    while (this.idle.length && this.queue.length) {
-      const w = this.idle.shift()!, q = this.queue.shift()!;
-      const id = this.nextId++;
-      this.pending.set(id, q);
-      w.postMessage({ id, job: q.job });
-    }
-  }
-
-  async close(): Promise<void> {
-    await Promise.all(this.workers.map((w) => w.terminate()));
-  }
-}
-
 type Run = RunResult & { method: Method; seed: number };
 
 const f3 = (x: number) => (Number.isFinite(x) ? x.toFixed(3) : '-');
@@ -173,100 +161,224 @@ const stepMean = (r: Run, f: (l: RunResult['log'][number]) => number | undefined
 };
 const fmtT = (p: Paired) => (Number.isFinite(p.t) ? p.t.toFixed(2) : p.t > 0 ? 'inf' : '-inf');
 
-async function main(): Promise<void> {
-  let cli: Cli;
-  try {
-    cli = parseArgs(process.argv.slice(2));
-  } catch (e) {
-    process.stderr.write(`demo: ${(e as Error).message}\n`);
-    process.exit(2);
-  }
+/** A level of the credit measurement, with its warm-start. */
+export interface DemoCreditLevel extends CreditLevel {
+  /** The warm-start's settings. */
+  warm: WarmStartConfig;
+  /** Its cache key. */
+  key: string;
+  /** Its held-out success with the privileged prompt. */
+  teacherSuccess: number;
+}
+
+/** What a demo run produced. */
+export interface DemoOutcome {
+  /** The environment. */
+  env: Environment;
+  /** The printed summary (every table). */
+  text: string;
+  /** The JSON log written to `results.json`. */
+  results: Record<string, unknown>;
+  /** The credit measurement per warm-start level (environments with known credit). */
+  credit: DemoCreditLevel[];
+  /** The declared decision rules' outcome (when their arms ran). */
+  decision?: DecisionOutcome;
+  /** Every run. */
+  runs: Run[];
+  /** The learning warm-start. */
+  warm: WarmEntry & { config: WarmStartConfig; success: number; cached: boolean; key: string };
+  /** Paired differences to GRPO. */
+  pairs: { method: Method; auc: Paired; end: Paired }[];
+  /** Wall and CPU seconds. */
+  seconds: number;
+  cpuSeconds: number;
+  /** RL settings. */
+  rlConfig: Omit<RunConfig, 'method' | 'seed'>;
+  /** Methods and seeds. */
+  methods: Method[];
+  seeds: number;
+  /** The printed tables as rows (first = header): learning, credit fidelity, diagnostics, how episodes end. */
+  tables: { learning: string[][]; fidelity: string[][]; diagnostics: string[][]; outcomes: string[][] };
+}
+
+/**
+ * The other credit levels continue the learning warm-start for a few hundred steps with a noisier or a
+ * cleaner demonstrator: a lower or higher success rate, with the teachers' reading of the privileged
+ * prompt kept (a fresh warm-start per level would cost its full length each).
+ */
+export const LEVEL_CONTINUATION = { steps: 300, lr: 0.01 };
+
+/** Runs the demo with `cli`'s options: warm-starts, credit measurement, RL runs, tables and files. */
+export async function runDemo(cli: Cli): Promise<DemoOutcome> {
   const t0 = performance.now();
   const envName = cli.env ?? (cli.quick ? 'locker' : DEFAULT_ENV);
   const env: Environment = ENVIRONMENTS[envName]!();
   const d = ENV_DEFAULTS[envName]!;
-  const methods = cli.methods ?? (cli.quick ? (['grpo', 'gigpo', 'gear'] as Method[]) : (['grpo', 'gigpo', 'gear', 'gear-frozen'] as Method[]));
-  const seeds = cli.seeds ?? (cli.quick ? 3 : 10);
+  const methods = cli.methods ?? d.methods;
+  const seeds = cli.seeds ?? (cli.quick ? 3 : d.seeds ?? 10);
   const warm: WarmStartConfig = {
     ...d.warm, steps: cli.warmSteps ?? (cli.quick && envName === 'locker' ? 160 : d.warm.steps), ...(cli.eps ? { eps: cli.eps } : {}),
   };
-  const evalEpisodes = cli.evalEpisodes ?? (cli.quick ? 200 : 400);
+  const evalEpisodes = cli.evalEpisodes ?? (cli.quick ? 200 : d.evalEpisodes ?? 400);
   const base: Omit<RunConfig, 'method' | 'seed'> = {
     steps: cli.steps ?? (cli.quick ? 16 : d.steps), tasksPerStep: cli.tasks ?? 8, groupSize: cli.groupSize ?? 8, updatesPerBatch: 2,
-    lr: cli.lr ?? d.lr, maxGradNorm: 1.0, clip: 0.2, evalEvery: cli.quick ? 4 : 5, evalEpisodes,
+    lr: cli.lr ?? d.lr, maxGradNorm: 1.0, clip: 0.2, evalEvery: cli.evalEvery ?? (cli.quick ? 4 : 5), evalEpisodes,
     teacherEvalEpisodes: Math.max(1, Math.round(evalEpisodes / 2)), emaDecay: 0.95,
     ...(cli.gear ? { gearOptions: cli.gear } : {}),
   };
-  const jobs = Math.min(cli.jobs ?? Math.min(2, availableParallelism()), seeds * methods.length);
+  const known = hasKnownCredit(env) && cli.credit;
+  const levels = known ? cli.levels ?? d.levels ?? [warm.eps] : [];
+  const measure: MeasureConfig = {
+    batches: cli.batches ?? 8, tasks: base.tasksPerStep, groupSize: base.groupSize, rollouts: cli.rollouts ?? 8, seed: 2024,
+    sweep: cli.sweep ?? { peakZ: [1, 2, 3], entropyQuantile: [0.5, 0.8, 0.95] }, bootstrap: 2000,
+  };
+  const jobs = Math.max(1, Math.min(cli.jobs ?? Math.min(2, availableParallelism()), seeds * methods.length + levels.length));
   mkdirSync(cli.out, { recursive: true });
   const b = rl.backend();
   const pc = policyConfig(env);
   process.stderr.write(`gear-rl demo${cli.quick ? ' (quick)' : ''}: ${env.title}; policy MLP ${pc.hidden1}x${pc.hidden2} ` +
-    `(${new Policy(pc).size} parameters); backend ${b.variant}/${b.isa}; ${seeds} seeds x ${methods.length} methods on ${jobs} ${jobs > 1 ? 'threads' : 'thread'}\n`);
-
-  // 1. Supervised warm-start (cached by a hash of everything it depends on): every method starts from it.
-  const key = warmKey({ env: env.name, settings: env.settings, vocab: env.vocab, policy: pc, warm, evalEpisodes });
-  let ws: WarmEntry | undefined = cli.cache ? readWarm(cli.cacheDir, env.name, key) : undefined;
-  const warmFromCache = ws !== undefined;
-  if (ws) {
-    process.stderr.write(`warm-start       cached (${join(cli.cacheDir, `warm-${env.name}-${key}.json`)})\n`);
-  } else {
-    const wp = new Progress('warm-start', warm.steps);
-    const r = warmStart(env, warm, (s, loss) => { if (s % 8 === 7) wp.update(s + 1, `nll ${loss.toFixed(3)}`); });
-    ws = {
-      nll: r.loss, params: r.policy.snapshot(), outcomes: evaluateOutcomes(env, r.policy, evalEpisodes),
-      teacherSuccess: evaluate(env, r.policy, base.teacherEvalEpisodes!, true),
-    };
-    wp.done(`nll ${r.loss.toFixed(3)}`);
-    if (cli.cache) {
-      try { writeWarm(cli.cacheDir, env.name, key, ws, { env: env.name, settings: env.settings, warm }); } catch { /* a read-only cache is only slower */ }
-    }
-  }
-  const warmSuccess = ws.outcomes[env.outcomes[0]!]! / evalEpisodes;
-  process.stderr.write(`warm-start       held-out success ${warmSuccess.toFixed(3)} (student prompt), ${ws.teacherSuccess.toFixed(3)} (privileged prompt)\n`);
-
-  // 2. RL runs: every method x seed from the same checkpoint; a seed fixes the task and sampling streams.
+    `(${new Policy(pc).size} parameters); backend ${b.variant}/${b.isa}; ` +
+    `${levels.length ? `credit measured at ${levels.length} warm-start levels, ` : ''}${seeds} seeds x ${methods.length} methods on ${jobs} ${jobs > 1 ? 'threads' : 'thread'}\n`);
   const pool = new Pool(jobs);
-  const total = seeds * methods.length;
-  const bar = new Progress('RL runs', total * base.steps);
-  const tty = isInteractive();
-  let stepsDone = 0, runsDone = 0;
-  const runs: Run[] = [];
-  let gearBatch: GearBatchRecord | undefined;
-  const firstGear = methods.find((m) => teacherOf(m));
-  const bySeed = new Map<number, Run[]>();
-  const tasks: Promise<void>[] = [];
-  for (let seed = 1; seed <= seeds; seed++) {
-    for (const method of methods) {
-      const job: Job = { env: envName, init: ws.params, cfg: { ...base, method, seed }, wantBatch: method === firstGear && seed === 1 };
-      tasks.push(pool.run(job, () => { stepsDone++; bar.update(stepsDone, `${runsDone}/${total} runs`); }).then((res) => {
-        runsDone++;
-        const run: Run = { ...res.result, method, seed };
-        runs.push(run);
-        if (res.batch) gearBatch = res.batch;
-        const done = [...(bySeed.get(seed) ?? []), run];
-        bySeed.set(seed, done);
-        if (done.length === methods.length) {
-          const parts = methods.map((m) => {
-            const r = done.find((x) => x.method === m)!;
-            return `${METHOD_LABEL[m]} ${r.curve[r.curve.length - 1]!.success.toFixed(3)}`;
-          });
-          bar.clear();
-          process.stderr.write(`seed ${String(seed).padStart(2)}/${seeds}: end success ${parts.join(', ')}  [${((performance.now() - t0) / 1000).toFixed(0)} s]\n`);
-          if (tty) bar.update(stepsDone, `${runsDone}/${total} runs`);
-        }
-      }));
-    }
-  }
   try {
+    // 1. Supervised warm-starts (cached by a hash of everything they depend on): the learning one, then
+    //    the other credit levels as continuations of it.
+    const entries = new Map<number, { entry: WarmEntry; cached: boolean; key: string; cfg: WarmStartConfig }>();
+    const warmPhase = async (label: string, specs: { eps: number; cfg: WarmStartConfig; key: string; init?: Float32Array[] }[]) => {
+      const pending: typeof specs = [];
+      for (const sp of specs) {
+        const hit = cli.cache ? readWarm(cli.cacheDir, env.name, sp.key) : undefined;
+        if (hit) {
+          entries.set(sp.eps, { entry: hit, cached: true, key: sp.key, cfg: sp.cfg });
+          process.stderr.write(`${label.padEnd(16)} cached (${join(cli.cacheDir, `warm-${env.name}-${sp.key}.json`)})\n`);
+        } else pending.push(sp);
+      }
+      if (!pending.length) return;
+      const total = pending.reduce((a, p) => a + p.cfg.steps, 0);
+      const wp = new Progress(label, total);
+      let done = 0;
+      await Promise.all(pending.map((p) => pool.run({
+        kind: 'warm', env: envName, warm: p.cfg, evalEpisodes, teacherEvalEpisodes: base.teacherEvalEpisodes!, ...(p.init ? { init: p.init } : {}),
+      }, () => { done += 8; wp.update(Math.min(done, total)); }).then((r) => {
+        entries.set(p.eps, { entry: r, cached: false, key: p.key, cfg: p.cfg });
+        if (cli.cache) {
+          try { writeWarm(cli.cacheDir, env.name, p.key, r, { env: env.name, settings: env.settings, warm: p.cfg }); } catch { /* a read-only cache is only slower */ }
+        }
+      })));
+      wp.done(pending.map((p) => `nll ${entries.get(p.eps)!.entry.nll.toFixed(3)}${pending.length > 1 ? ` (ε ${p.eps})` : ''}`).join(', '));
+    };
+    const mainKey = warmKey({ env: env.name, settings: env.settings, vocab: env.vocab, policy: pc, warm, evalEpisodes });
+    await warmPhase('warm-start', [{ eps: warm.eps, cfg: warm, key: mainKey }]);
+    const success = (e: WarmEntry) => e.outcomes[env.outcomes[0]!]! / evalEpisodes;
+    const main = entries.get(warm.eps)!;
+    const ws = main.entry;
+    const warmSuccess = success(ws);
+    process.stderr.write(`warm-start       held-out success ${warmSuccess.toFixed(3)} (student prompt), ${ws.teacherSuccess.toFixed(3)} (privileged prompt)\n`);
+    const others = [...new Set(levels)].filter((e) => e !== warm.eps).map((eps) => {
+      const cfg: WarmStartConfig = { ...warm, ...LEVEL_CONTINUATION, steps: Math.min(LEVEL_CONTINUATION.steps, warm.steps), eps };
+      return { eps, cfg, init: ws.params, key: warmKey({ env: env.name, settings: env.settings, vocab: env.vocab, policy: pc, warm: cfg, from: mainKey, evalEpisodes }) };
+    });
+    if (others.length) await warmPhase('credit levels', others);
+
+    // 2. Credit measurement (no training) at every level, and the RL runs, on the pool together.
+    const total = seeds * methods.length;
+    const bar = new Progress('RL runs', total * base.steps);
+    const creditJobs = levels.map((eps) => {
+      const e = entries.get(eps)!;
+      return pool.run({ kind: 'measure', env: envName, init: e.entry.params, measure }, () => undefined).then((m) => {
+        bar.clear();
+        process.stderr.write(`credit           ε ${eps}: ${m.batches.length} batches measured (warm-start success ${success(e.entry).toFixed(3)})\n`);
+        return { eps, success: success(e.entry), measurement: m, warm: e.cfg, key: e.key, teacherSuccess: e.entry.teacherSuccess } as DemoCreditLevel;
+      });
+    });
+    const tty = isInteractive();
+    let stepsDone = 0, runsDone = 0;
+    const runs: Run[] = [];
+    let gearBatch: GearBatchRecord | undefined;
+    const firstGear = methods.find((m) => teacherOf(m));
+    const bySeed = new Map<number, Run[]>();
+    const tasks: Promise<void>[] = [];
+    for (let seed = 1; seed <= seeds; seed++) {
+      for (const method of methods) {
+        const job: TrainJob = { env: envName, init: ws.params, cfg: { ...base, method, seed }, wantBatch: method === firstGear && seed === 1 };
+        tasks.push(pool.run(job, () => { stepsDone++; bar.update(stepsDone, `${runsDone}/${total} runs`); }).then((res: JobResult) => {
+          runsDone++;
+          const run: Run = { ...res.result, method, seed };
+          runs.push(run);
+          if (res.batch) gearBatch = res.batch;
+          const done = [...(bySeed.get(seed) ?? []), run];
+          bySeed.set(seed, done);
+          if (done.length === methods.length) {
+            const parts = methods.map((m) => {
+              const r = done.find((x) => x.method === m)!;
+              return `${METHOD_LABEL[m]} ${r.curve[r.curve.length - 1]!.success.toFixed(3)}`;
+            });
+            bar.clear();
+            process.stderr.write(`seed ${String(seed).padStart(2)}/${seeds}: end success ${parts.join(', ')}  [${((performance.now() - t0) / 1000).toFixed(0)} s]\n`);
+            if (tty) bar.update(stepsDone, `${runsDone}/${total} runs`);
+          }
+        }));
+      }
+    }
+    const credit = await Promise.all(creditJobs);
     await Promise.all(tasks);
+    bar.clear();
+    return report({ cli, env, methods, seeds, warm, base, ws, warmFromCache: main.cached, key: main.key, warmSuccess, evalEpisodes, credit, runs,
+      gearBatch, firstGear, jobs, t0, measure });
   } finally {
     await pool.close();
   }
-  bar.clear();
+}
 
-  // 3. Tables.
-  const of = (m: Method) => runs.filter((r) => r.method === m).sort((x, y) => x.seed - y.seed);
+interface ReportInput {
+  cli: Cli; env: Environment; methods: Method[]; seeds: number; warm: WarmStartConfig; base: Omit<RunConfig, 'method' | 'seed'>;
+  ws: WarmEntry; warmFromCache: boolean; key: string; warmSuccess: number; evalEpisodes: number; credit: DemoCreditLevel[]; runs: Run[];
+  gearBatch: GearBatchRecord | undefined; firstGear: Method | undefined; jobs: number; t0: number; measure: MeasureConfig;
+}
+
+/** The credit tables: across levels, then in full at the learning level. */
+function creditText(env: Environment, credit: DemoCreditLevel[], learnEps: number): string[] {
+  if (!credit.length) return [];
+  const views = env.views ?? ['answer'];
+  const at = credit.find((c) => c.eps === learnEps) ?? credit[0]!;
+  const m = at.measurement;
+  const cfg = m.config;
+  const cos = (x: CreditMeasurement, k: CreditMethod) => summarise(x, (bb) => bb.methods[k].cosine);
+  return [
+    `Credit measurement without training: ${cfg.batches} batches of ${cfg.tasks} tasks x ${cfg.groupSize} rollouts per warm-start level; the true`,
+    `advantage A*_t = V(prefix + y_t) - V(prefix) of each checkpoint's own policy from ${cfg.rollouts} Monte Carlo rollouts per prefix; teachers =`,
+    'the same weights reading a privileged prompt. Mean over batches [95 % bootstrap interval].',
+    '',
+    'Cosine between each method\'s logit-space gradient sum_t A_t (e_y - p) and the oracle\'s, per warm-start level (demonstrator noise ε, held-out success):',
+    '',
+    table(levelRows(credit, cos)),
+    '',
+    'AUROC of the divergence D for the departure (first wrong) tokens, per level: against every other agent token, and among decision tokens only:',
+    '',
+    table(teacherLevelRows(credit, views)),
+    '',
+    `At ε ${at.eps} (held-out success ${at.success.toFixed(3)}), in full. Teachers (log-ratio = student minus teacher log-prob of the sampled token):`,
+    '',
+    table(teacherRows(m, views)),
+    '',
+    'Methods: gradient cosine with the oracle, and where the gradient-weighted credit |A|·(1 − p) sits by token label (share of the batch\'s total):',
+    '',
+    table(methodRows(m)),
+    '',
+    'Anchors and segments (an anchor inside the departure\'s decisive unit, the departure and the subwords it forces, counts as a hit):',
+    '',
+    table(anchorRows(m)),
+    '',
+    'Threshold sensitivity of GEAR (answer teacher): spike threshold peakZ x extension threshold entropyQuantile:',
+    '',
+    table(sweepRows(m)),
+    '',
+  ];
+}
+
+function report(x: ReportInput): DemoOutcome {
+  const { cli, env, methods, seeds, warm, base, ws, warmFromCache, warmSuccess, evalEpisodes, credit, runs, gearBatch, firstGear, jobs, t0 } = x;
+  const of = (m: Method) => runs.filter((r) => r.method === m).sort((a, b) => a.seed - b.seed);
   const end = (r: Run) => r.curve[r.curve.length - 1]!.success;
   const hasGrpo = methods.includes('grpo');
   const grpo = hasGrpo ? of('grpo') : [];
@@ -292,23 +404,30 @@ async function main(): Promise<void> {
   const tieSentence = pairs.length === 0 ? 'No paired comparison (GRPO not run).'
     : nonTies.length === 0 ? `Every difference to GRPO is within 2 standard errors: all ties (${ties.join(', ')}).`
       : `Within 2 standard errors (ties): ${ties.length ? ties.join(', ') : 'none'}; beyond 2 se: ${nonTies.join(', ')}.`;
+  const decisionArms = methods.includes('gear-frozen') && methods.includes('gear-shuffled');
+  const decision = decisionArms || methods.includes('oracle')
+    ? decide((m) => (methods.includes(m as Method) ? of(m as Method).map((r) => r.auc) : undefined), (m) => METHOD_LABEL[m as Method] ?? m)
+    : undefined;
 
-  const fidRows = [['method', 'wrong decisive (signed)', 'right decisive (signed)', 'neutral |A| share', 'ρ(|A|, decisive)']];
-  const fidelity = new Map<Method, { wrong: number[]; right: number[]; neutral: number[]; spearman: number[] }>();
+  const fidRows = [['method', 'wrong decisive (signed)', 'right decisive (signed)', 'neutral |A| share', 'ρ(|A|, decisive)',
+    'wrong |A|(1-p) (signed)', 'right |A|(1-p) (signed)', 'neutral |A|(1-p) share']];
+  const fidelity = new Map<Method, Record<'wrong' | 'right' | 'neutral' | 'spearman' | 'gradWrong' | 'gradRight' | 'gradNeutral', number[]>>();
   for (const m of methods) {
     const rs = of(m);
+    const get = (k: keyof RunResult['log'][number]['fidelity']) => rs.map((r) => stepMean(r, (l) => l.fidelity[k]));
     const f = {
-      wrong: rs.map((r) => stepMean(r, (l) => l.fidelity.wrong)), right: rs.map((r) => stepMean(r, (l) => l.fidelity.right)),
-      neutral: rs.map((r) => stepMean(r, (l) => l.fidelity.neutral)), spearman: rs.map((r) => stepMean(r, (l) => l.fidelity.spearman)),
+      wrong: get('wrong'), right: get('right'), neutral: get('neutral'), spearman: get('spearman'),
+      gradWrong: get('gradWrong'), gradRight: get('gradRight'), gradNeutral: get('gradNeutral'),
     };
     fidelity.set(m, f);
-    fidRows.push([METHOD_LABEL[m], spm(f.wrong), spm(f.right), pmSe(f.neutral), spm(f.spearman)]);
+    fidRows.push([METHOD_LABEL[m], spm(f.wrong), spm(f.right), pmSe(f.neutral), spm(f.spearman), spm(f.gradWrong), spm(f.gradRight), pmSe(f.gradNeutral)]);
   }
 
   const diagRows = [['method', 'zero-var groups', 'anchor rows >1', '... differing returns', 'spikes/episode', 'spikes on decisive', 'segment length', 'weight range', 'teacher success 0 → end']];
   for (const m of methods) {
     const rs = of(m);
     const isGear = teacherOf(m) !== undefined;
+    const weighted = isGear || m.startsWith('oracle');
     const g = (k: string) => rs.map((r) => stepMean(r, (l) => l.advMetrics[k]));
     const wmin = Math.min(...rs.flatMap((r) => r.log.map((l) => l.advMetrics.weightMin ?? Infinity)));
     const wmax = Math.max(...rs.flatMap((r) => r.log.map((l) => l.advMetrics.weightMax ?? -Infinity)));
@@ -316,7 +435,7 @@ async function main(): Promise<void> {
       pmSe(rs.map((r) => stepMean(r, (l) => l.anchorGrouped))), pmSe(rs.map((r) => stepMean(r, (l) => l.anchorInformative))),
       isGear ? pmSe(g('spikesPerEpisode'), 2) : '-', isGear ? pmSe(g('spikeDecisiveShare')) : '-',
       isGear ? pmSe(rs.map((r) => stepMean(r, (l) => (l.advMetrics.segments ? l.advMetrics.meanSegmentLength : NaN))), 2) : '-',
-      isGear ? `${wmin.toFixed(2)}–${wmax.toFixed(2)}` : '-',
+      weighted && Number.isFinite(wmin) ? `${wmin.toFixed(2)}–${wmax.toFixed(2)}` : '-',
       isGear ? `${f3(meanSe(rs.map((r) => r.curve[0]!.teacher!)).mean)} → ${pmSe(rs.map((r) => r.curve[r.curve.length - 1]!.teacher!))}` : '-']);
   }
 
@@ -334,6 +453,8 @@ async function main(): Promise<void> {
   const text = [
     `Task: ${env.title}. Warm-start: ${warm.steps} steps of ${warm.batch} demonstrations (eps ${warm.eps}), held-out success ` +
       `${warmSuccess.toFixed(3)} (privileged prompt: ${ws.teacherSuccess.toFixed(3)})${warmFromCache ? ', from the cache' : ''}.`,
+    '',
+    ...creditText(env, credit, warm.eps),
     `RL: ${base.steps} steps of ${base.tasksPerStep} tasks x ${base.groupSize} rollouts, lr ${base.lr}; ${seeds} seeds per method, paired ` +
       '(a seed fixes the task and sampling streams for every method).',
     `Held-out success: one sampled episode on each of ${evalEpisodes} held-out tasks, every ${base.evalEvery} steps; AUC = trapezoid mean of the curve.`,
@@ -344,9 +465,18 @@ async function main(): Promise<void> {
     ...tieLines,
     tieSentence,
     '',
+    ...(decision ? [
+      'Decision rule, declared before the run: GEAR (frozen answer teacher) helps only if its AUC beats GRPO\'s by more than 2 se AND beats its',
+      'shuffled-divergence control\'s by more than 2 se; oracle weights (the same family on the true departure segments) are the ceiling check;',
+      'if they tie, the second hypothesis is a stronger family (α 3, no per-row normalisation).',
+      '',
+      ...decision.lines,
+      '',
+    ] : []),
     'Credit fidelity (mean over steps, then mean ± se over seeds): signed advantage mass on wrong decisive tokens (should be < 0) and on right',
     'decisive tokens (should be > 0), |advantage| mass on neutral tokens, each over the batch\'s total |advantage|; ρ = Spearman correlation',
-    'between |advantage| and decisiveness over the agent tokens.',
+    'between |advantage| and decisiveness over the agent tokens; then the same three shares weighted by the gradient a token can take,',
+    '|A|·(1 − p) with p the probability of the sampled token.',
     '',
     table(fidRows),
     '',
@@ -365,7 +495,7 @@ async function main(): Promise<void> {
   ].join('\n');
   process.stdout.write(`\n${text}\n`);
 
-  // 4. Files.
+  // Files.
   const steps = runs[0]!.curve.map((c) => c.step);
   const series: MethodSeries[] = methods.map((m, k) => {
     const rs = of(m);
@@ -378,7 +508,7 @@ async function main(): Promise<void> {
       fidelity: { wrong: ms(f.wrong), right: ms(f.right), neutral: ms(f.neutral) },
     };
   });
-  writeFileSync(join(cli.out, 'learning-curves.svg'), demoSvg(series, `${env.title}: ${seeds} paired seeds`));
+  writeFileSync(join(cli.out, 'learning-curves.svg'), demoSvg(series, `${env.name}: ${seeds} paired seeds`));
   writeFileSync(join(cli.out, 'summary.txt'), `${text}\n`);
   const written = ['summary.txt', 'results.json', 'learning-curves.svg'];
   if (gearBatch) {
@@ -386,22 +516,46 @@ async function main(): Promise<void> {
     writeReport(join(cli.out, 'gear-report.html'), gearBatch, { title: `GEAR batch: ${env.title}, ${METHOD_LABEL[firstGear!]} seed 1, step 0` });
     written.push('gear-batch.json', 'gear-report.html');
   }
-  writeFileSync(join(cli.out, 'results.json'), JSON.stringify({
-    format: 'gear-rl-demo', version: 2, quick: cli.quick, argv: process.argv.slice(2),
-    environment: { name: env.name, title: env.title, settings: env.settings, vocab: env.vocab, outcomes: env.outcomes },
-    policy: pc, backend: b, jobs,
-    warmStart: { config: warm, nll: ws.nll, heldOutSuccess: warmSuccess, heldOutOutcomes: ws.outcomes, teacherSuccess: ws.teacherSuccess, cached: warmFromCache, key },
+  const b = rl.backend();
+  const results: Record<string, unknown> = {
+    format: 'gear-rl-demo', version: 3, quick: cli.quick, argv: process.argv.slice(2),
+    environment: { name: env.name, title: env.title, settings: env.settings, vocab: env.vocab, outcomes: env.outcomes, views: env.views },
+    policy: policyConfig(env), backend: b, jobs,
+    warmStart: { config: warm, nll: ws.nll, heldOutSuccess: warmSuccess, heldOutOutcomes: ws.outcomes, teacherSuccess: ws.teacherSuccess, cached: warmFromCache, key: x.key },
+    credit: credit.map((c) => ({ eps: c.eps, success: c.success, teacherSuccess: c.teacherSuccess, warm: c.warm, key: c.key, measurement: c.measurement })),
     rl: base, methods, seeds,
     paired: pairs.map((p) => ({ method: p.method, auc: p.auc, endSuccess: p.end })),
+    ...(decision ? { decision } : {}),
     fidelity: Object.fromEntries([...fidelity].map(([m, f]) => [m, f])),
-    runs: runs.sort((x, y) => x.seed - y.seed || methods.indexOf(x.method) - methods.indexOf(y.method))
+    runs: runs.sort((a, c) => a.seed - c.seed || methods.indexOf(a.method) - methods.indexOf(c.method))
       .map((r) => ({ method: r.method, seed: r.seed, curve: r.curve, auc: r.auc, seconds: r.seconds, finalOutcomes: r.finalOutcomes, log: r.log })),
     totalSeconds, cpuSeconds,
-  }, (_k, v) => (typeof v === 'number' && !Number.isFinite(v) ? null : v), 1));
+  };
+  writeFileSync(join(cli.out, 'results.json'), JSON.stringify(results, (_k, v) => (typeof v === 'number' && !Number.isFinite(v) ? null : v), 1));
   process.stderr.write(`wrote ${written.map((f) => join(cli.out, f)).join(', ')}\n`);
+  return {
+    env, text, results, credit, ...(decision ? { decision } : {}), runs,
+    warm: { ...ws, config: warm, success: warmSuccess, cached: warmFromCache, key: x.key }, pairs, seconds: totalSeconds, cpuSeconds,
+    rlConfig: base, methods, seeds, tables: { learning: learnRows, fidelity: fidRows, diagnostics: diagRows, outcomes: endRows },
+  };
 }
 
-main().catch((e) => {
-  process.stderr.write(`demo: ${(e as Error).stack ?? e}\n`);
-  process.exit(1);
-});
+async function main(): Promise<void> {
+  let cli: Cli;
+  try {
+    cli = parseArgs(process.argv.slice(2));
+  } catch (e) {
+    process.stderr.write(`demo: ${(e as Error).message}\n`);
+    process.exit(2);
+  }
+  await runDemo(cli);
+}
+
+// Run as a script (`node dist-examples/demo.js`, or through the launcher, which imports it), not when the study imports runDemo.
+const entry = process.argv[1] ? resolve(process.argv[1]) : '';
+if (entry === fileURLToPath(import.meta.url) || entry.endsWith(join('examples', 'run-demo.mjs'))) {
+  main().catch((e) => {
+    process.stderr.write(`demo: ${(e as Error).stack ?? e}\n`);
+    process.exit(1);
+  });
+}

@@ -14,7 +14,7 @@
  * @module
  */
 import * as rl from 'gear-rl';
-import { ENVIRONMENTS, DEFAULT_ENV } from './env/index.js';
+import { ENVIRONMENTS } from './env/index.js';
 import { Rng, deriveSeed } from './env/rng.js';
 import { spearman } from './trainer/credit.js';
 import { collect, pack } from './trainer/rollout.js';
@@ -65,7 +65,8 @@ function pearson(a: ArrayLike<number>, b: ArrayLike<number>): number {
 interface Tally { anchorsFull: number; anchorsSparse: number; anchorsBoth: number; segUnion: number; segBoth: number;
   wFull: number[]; wSparse: number[]; dFull: number; dSparse: number; hFull: number; hSparse: number; tail: number; shared: number; tokens: number }
 
-const env = ENVIRONMENTS[arg('env', DEFAULT_ENV)]!();
+// The maze by default: the run docs/gear.md reports.
+const env = ENVIRONMENTS[arg('env', 'maze')]!();
 const batches = Number(arg('batches', 4));
 const seed = Number(arg('seed', 7));
 const V = policyConfig(env).vocab;

@@ -119,6 +119,7 @@ export type { GearFromLogitsInput, GearFromLogitsResult } from './gear/from_logi
 export { gearFromSparse } from './gear/from_sparse.js';
 export type { GearFromSparseInput, GearFromSparseResult } from './gear/from_sparse.js';
 export { distillLoss } from './gear/distill.js';
+export { shuffleWithinRows, gearFromSegments, type ShuffleWithinRowsOptions, type GearSegments, type GearFromSegmentsInput, type GearFromSegmentsResult } from './gear/controls.js';
 export type { DistillArgs, DistillResult } from './gear/distill.js';
 
 // Optimizers (AdamW / Adam / SGD, gradient clipping, learning-rate schedules)

@@ -224,8 +224,8 @@ export const lockerEnv: Environment<Task, Episode> = {
   settings: { lockers: LOCKERS, maxTurns: MAX_TURNS },
   outcomes: ['win', 'wrong_answer', 'guess', 'out_of_turns'],
   makeTask,
-  prompt,
+  prompt: (task, view) => prompt(task, view !== false),
   episode: (task) => new Episode(task),
-  demoTurn,
+  demoTurn: (ep, rng, eps, view) => demoTurn(ep, rng, eps, view !== false),
   describe: (task) => `key in L${task.answer + 1} · not L${task.clue + 1}`,
 };

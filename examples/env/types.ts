@@ -9,7 +9,9 @@
  * * A conversation is `prompt(task, false)`, then for each agent turn exactly {@link Environment.turnLength}
  *   sampled tokens and the tool's observation tokens (which the policy did not generate: loss mask 0).
  * * `prompt(task, true)` is the teacher's (privileged) prompt: the same length, identical tokens except
- *   the slots that carry the privileged information, so student and teacher logits align 1:1.
+ *   the slots that carry the privileged information, so student and teacher logits align 1:1. An
+ *   environment with several privileged views names them in {@link Environment.views}; `true` is the
+ *   first of them.
  * * Every sampled token gets a {@link TokenRole} from the environment when its turn is applied: whether
  *   the token was a decisive choice and whether it was right. The demo measures where each method puts
  *   its advantage mass with these roles.
@@ -23,6 +25,18 @@ import type { Rng } from './rng.js';
  * `1` a right decisive choice, `-1` a wrong decisive choice.
  */
 export type TokenRole = -1 | 0 | 1;
+
+/**
+ * Which prompt to build: `false` the student's, `true` the teacher's privileged view, or the name of one
+ * of {@link Environment.views} (environments with a single privileged view treat any name as `true`).
+ */
+export type PromptView = boolean | string;
+
+/**
+ * What a response position is for, in an environment whose credit is known token by token: free
+ * filler, a decision, or a token the grammar forces after a decision.
+ */
+export type TokenKind = 'filler' | 'decision' | 'forced';
 
 /** One task; environments add their hidden layout. */
 export interface EnvTask {
@@ -80,14 +94,29 @@ export interface Environment<T extends EnvTask = EnvTask, E extends EnvEpisode =
   readonly settings: Readonly<Record<string, string | number | boolean>>;
   /** How an episode can end (first: the success), for the outcome table. */
   readonly outcomes: readonly string[];
+  /**
+   * Named privileged views, when there are several (the first is what `true` means); the warm-start's
+   * privileged demonstrations cycle through them. Undefined: one privileged view.
+   */
+  readonly views?: readonly string[];
   /** Draws the task of an environment seed (deterministic). */
   makeTask(seed: number): T;
-  /** The prompt; `privileged` gives the teacher's view (same length, aligned token for token). */
-  prompt(task: T, privileged: boolean): number[];
+  /**
+   * Known credit (optional; environments without observations and with a fixed response layout, such
+   * as the answer chain): the kind of each response position. With it, {@link Environment.allowed} and
+   * {@link Environment.unitEnd} let the demo label every token and compute its true advantage.
+   */
+  readonly kinds?: readonly TokenKind[];
+  /** Known credit: per response position, the tokens that keep success possible. */
+  allowed?(task: T): number[][];
+  /** Known credit: end (exclusive) of the decisive unit of a response position (a decision and its forced tokens). */
+  unitEnd?(pos: number): number;
+  /** The prompt; a privileged `view` gives a teacher's view (same length, aligned token for token). */
+  prompt(task: T, view: PromptView): number[];
   /** A fresh episode of `task`. */
   episode(task: T): E;
-  /** The warm-start demonstrator's next turn from `ep` (noise `eps`; `privileged`: the teacher's view). */
-  demoTurn(ep: E, rng: Rng, eps: number, privileged: boolean): number[];
+  /** The warm-start demonstrator's next turn from `ep` (noise `eps`; a privileged `view`: what that teacher sees). */
+  demoTurn(ep: E, rng: Rng, eps: number, view: PromptView): number[];
   /** Short text of the hidden layout (row labels of reports). */
   describe(task: T): string;
 }
@@ -108,17 +137,17 @@ export interface Transcript {
   outcome: string;
 }
 
-/** Plays one demonstration episode of `env` with its demonstrator. */
+/** Plays one demonstration episode of `env` with its demonstrator, in the student's or a privileged view. */
 export function demoTranscript<T extends EnvTask, E extends EnvEpisode>(
-  env: Environment<T, E>, task: T, rng: Rng, eps: number, privileged: boolean,
+  env: Environment<T, E>, task: T, rng: Rng, eps: number, view: PromptView,
 ): Transcript {
   const ep = env.episode(task);
-  const tokens = env.prompt(task, privileged);
+  const tokens = env.prompt(task, view);
   const t: Transcript = { tokens, agentMask: tokens.map(() => 0), turnOf: tokens.map(() => -1), anchors: [], reward: 0, outcome: '' };
   while (!ep.done) {
     const k = ep.turn;
     t.anchors.push(ep.anchor());
-    const turn = env.demoTurn(ep, rng, eps, privileged);
+    const turn = env.demoTurn(ep, rng, eps, view);
     const r = ep.step(turn);
     for (const x of turn) { t.tokens.push(x); t.agentMask.push(1); t.turnOf.push(k); }
     for (const x of r.observation) { t.tokens.push(x); t.agentMask.push(0); t.turnOf.push(k); }

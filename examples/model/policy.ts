@@ -131,6 +131,11 @@ export class Policy {
     return { a1: Float64Array.from(this.params[1]!), length: 0 };
   }
 
+  /** A copy of a context: both can be extended independently (rollouts from one prefix). */
+  fork(ctx: Context): Context {
+    return { a1: Float64Array.from(ctx.a1), length: ctx.length };
+  }
+
   /** Appends token `x` at the context's next position. */
   push(ctx: Context, x: number): void {
     const { vocab: V, positions: P, hidden1: H1 } = this.cfg;

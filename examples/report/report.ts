@@ -166,7 +166,9 @@ function band(out: string[], cls: string, s: MethodSeries, steps: number[], seri
  * to its data with a small margin.
  */
 export function demoSvg(sets: MethodSeries[], title: string): string {
-  const W = 780, L = 76, R = 190, pw = W - L - R;
+  // The legend column widens with the longest label (about 6.6 px a character at 12 px).
+  const longest = Math.max(0, ...sets.map((s) => `${s.label} (n=${s.perSeed.length})`.length));
+  const R = Math.max(190, Math.ceil(56 + 6.6 * longest)), L = 76, pw = 590 - L, W = L + pw + R;
   const hasDiff = sets.some((s) => s.diffPerSeed);
   const hasFid = sets.some((s) => s.fidelity);
   const pA: Panel = { x: L, y: 56, w: pw, h: 250 };

@@ -1,10 +1,17 @@
 /**
- * `npm run study`: the longer-horizon study. One warm-started GRU policy, then paired RL runs of
- * GRPO, GiGPO and GEAR (self-teacher) on the four-phase "vault" task (key → door code → corridor →
- * chest, about 20 decisions per episode), over many seeds, on worker threads. Writes a Markdown
- * report and the raw runs as JSON.
+ * `npm run study`: the full-size studies.
  *
- *     npm run study -- [--seeds 30] [--steps 60] [--workers 2] [--out study-output] [--quick]
+ * * `--task answer-chain` (default): the main job's GEAR experiment at full size (study/chain.ts):
+ *   credit against the true advantage at three warm-start levels, and the learning comparison with
+ *   every arm of the declared decision rules over 32 paired seeds.
+ * * `--task vault`: the longer-horizon study. One warm-started GRU policy, then paired RL runs of
+ *   GRPO, GiGPO and GEAR (self-teacher) on the four-phase "vault" task (key → door code → corridor →
+ *   chest, about 20 decisions per episode), over many seeds, on worker threads; `--credit-only` measures
+ *   where each method puts its credit at the warm start and stops there.
+ *
+ * Each writes a Markdown report and the raw results as JSON.
+ *
+ *     npm run study -- [--task answer-chain|vault] [--seeds n] [--steps n] [--workers 2] [--out study-output] [--quick] [--credit-only]
  *
  * @module
  */
@@ -14,8 +21,12 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { BOXES, BUDGET, CODE_LEN, JUNCTIONS } from './env.js';
+import { chainStudyCli, chainStudyReport, runChainStudy } from './chain.js';
 import { formatPaired, paired, type Paired } from './stats.js';
-import { NET, STUDY_LABEL, evaluate, trainRun, warmStart, type StudyMethod, type StudyRun, type StudyRunConfig, type WarmConfig } from './train.js';
+import {
+  NET, STUDY_LABEL, VAULT_CATEGORIES, evaluate, trainRun, vaultCredit, warmStart, type StudyMethod, type StudyRun, type StudyRunConfig, type VaultCredit,
+  type WarmConfig,
+} from './train.js';
 
 /** Everything a study run is defined by. */
 export interface StudyConfig {
@@ -51,6 +62,8 @@ export interface StudyResult {
   runs: Record<string, StudyRun[]>;
   /** Per non-baseline method: AUC and end-success differences to the baseline. */
   paired: Record<string, { auc: Paired; end: Paired }>;
+  /** Where each method puts its credit at the warm start (no training). */
+  credit?: Record<StudyMethod, VaultCredit>;
   /** Seconds. */
   seconds: number;
 }
@@ -60,6 +73,7 @@ export async function runStudy(config: StudyConfig, onRun?: (run: StudyRun, done
   const t0 = performance.now();
   const net = warmStart(config.warm);
   const warmSuccess = evaluate(net, config.run.evalEpisodes);
+  const credit = vaultCredit(net, VAULT_CREDIT_BATCHES);
   const jobs: StudyRunConfig[] = [];
   for (let s = 0; s < config.seeds; s++) for (const method of config.methods) jobs.push({ ...config.run, method, seed: 1000 + s });
   const results: StudyRun[] = new Array(jobs.length);
@@ -87,8 +101,30 @@ export async function runStudy(config: StudyConfig, onRun?: (run: StudyRun, done
     const r = runs[m]!;
     pairedOut[m] = { auc: paired(r.map((x) => x.auc), base.map((x) => x.auc)), end: paired(r.map((x) => x.end), base.map((x) => x.end)) };
   }
-  return { config, warmSuccess, runs, paired: pairedOut, seconds: (performance.now() - t0) / 1000 };
+  return { config, warmSuccess, runs, paired: pairedOut, credit, seconds: (performance.now() - t0) / 1000 };
 }
+
+/** The warm-start credit table's sample: 4 batches of 8 tasks × 8 rollouts (256 episodes). */
+export const VAULT_CREDIT_BATCHES = { batches: 4, tasks: 8, groupSize: 8, seed: 99 };
+
+/** The warm-start credit table (Markdown rows): per decision category, each method's share of |A| and of |A|·(1 − p). */
+export function vaultCreditTable(credit: Record<StudyMethod, VaultCredit>, methods: readonly StudyMethod[]): string[] {
+  const head = ['decision', ...methods.flatMap((m) => [`${STUDY_LABEL[m]} \\|A\\|`, `${STUDY_LABEL[m]} \\|A\\|·(1−p)`])];
+  const f = (x: number) => (Number.isFinite(x) ? x.toFixed(3) : '-');
+  const rows = VAULT_CATEGORIES.map((c) => [c, ...methods.flatMap((m) => [f(credit[m][c].abs), f(credit[m][c].grad)])]);
+  return [`| ${head.join(' | ')} |`, `| ${head.map(() => '---').join(' | ')} |`, ...rows.map((r) => `| ${r.join(' | ')} |`)];
+}
+
+/** The `--credit-only` run: the warm start, its held-out success and its credit table. */
+export function vaultCreditOnly(config: StudyConfig): { warmSuccess: number; credit: Record<StudyMethod, VaultCredit>; seconds: number } {
+  const t0 = performance.now();
+  const net = warmStart(config.warm);
+  return { warmSuccess: evaluate(net, config.run.evalEpisodes), credit: vaultCredit(net, VAULT_CREDIT_BATCHES), seconds: (performance.now() - t0) / 1000 };
+}
+
+const CREDIT_NOTE = 'Share of the batch\'s summed |A| and of its summed |A|·(1 − p) per decision category (p: the probability of the sampled action; a ' +
+  'token sampled with p ≈ 1 takes almost no gradient whatever its advantage), at the warm start, before any RL step: ' +
+  `${VAULT_CREDIT_BATCHES.batches} batches of ${VAULT_CREDIT_BATCHES.tasks} tasks × ${VAULT_CREDIT_BATCHES.groupSize} rollouts.`;
 
 /** The study's Markdown report. */
 export function studyReport(r: StudyResult, command: string, machine: string): string {
@@ -118,39 +154,78 @@ export function studyReport(r: StudyResult, command: string, machine: string): s
     return `* ${STUDY_LABEL[m]} — ${one('AUC', p.auc)}; ${one('end success', p.end)}.`;
   });
   lines.push('Reading (a difference within 2 standard errors of 0 is called a tie):', '', ...verdicts, '');
+  if (r.credit) lines.push('## Credit at the warm start', '', CREDIT_NOTE, '', ...vaultCreditTable(r.credit, c.methods), '');
   return lines.join('\n');
 }
 
-function parseArgs(argv: string[]): { config: StudyConfig; out: string } {
-  const quick = argv.includes('--quick');
-  const config = studyConfig(quick);
-  let out = 'study-output';
+interface StudyArgs {
+  task: 'answer-chain' | 'vault'; quick: boolean; creditOnly: boolean; out: string;
+  seeds?: number; steps?: number; workers?: number;
+}
+
+const USAGE = 'usage: npm run study -- [--task answer-chain|vault] [--seeds n] [--steps n] [--workers 2] [--out study-output] [--quick] [--credit-only]\n' +
+  '  answer-chain (default): 32 seeds, 60 steps; vault: 30 seeds, 60 steps; --credit-only (vault): the warm-start credit table alone\n';
+
+function parseArgs(argv: string[]): StudyArgs {
+  const args: StudyArgs = { task: 'answer-chain', quick: argv.includes('--quick'), creditOnly: false, out: 'study-output' };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!, v = argv[i + 1];
     const int = () => { const n = Number(v); if (!Number.isInteger(n) || n < 1) throw new Error(`${a} expects a positive integer, got ${v}`); i++; return n; };
     if (a === '--quick') continue;
-    else if (a === '--seeds') config.seeds = Math.max(2, int());
-    else if (a === '--steps') config.run.steps = int();
-    else if (a === '--workers') config.workers = int();
-    else if (a === '--out') { if (!v) throw new Error('--out expects a folder'); out = v; i++; }
+    else if (a === '--task') {
+      if (v !== 'answer-chain' && v !== 'vault') throw new Error(`--task expects answer-chain or vault, got ${v}`);
+      args.task = v; i++;
+    } else if (a === '--credit-only') args.creditOnly = true;
+    else if (a === '--seeds') args.seeds = Math.max(2, int());
+    else if (a === '--steps') args.steps = int();
+    else if (a === '--workers') args.workers = int();
+    else if (a === '--out') { if (!v) throw new Error('--out expects a folder'); args.out = v; i++; }
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('usage: npm run study -- [--seeds 30] [--steps 60] [--workers 2] [--out study-output] [--quick]\n');
+      process.stdout.write(USAGE);
       process.exit(0);
     } else throw new Error(`unknown option ${a} (see --help)`);
   }
-  return { config, out };
+  if (args.creditOnly && args.task !== 'vault') throw new Error('--credit-only applies to --task vault');
+  return args;
 }
 
 async function main(): Promise<void> {
-  let args;
+  let args: StudyArgs;
   try { args = parseArgs(process.argv.slice(2)); } catch (e) { process.stderr.write(`study: ${(e as Error).message}\n`); process.exit(2); }
-  const { config, out } = args;
   const command = `npm run study${process.argv.length > 2 ? ' -- ' + process.argv.slice(2).join(' ') : ''}`;
+  const machine = `${cpus()[0]?.model ?? 'unknown CPU'}, ${cpus().length} cores, Node ${process.version}`;
+  const out = args.out;
+  if (args.task === 'answer-chain') {
+    const o = await runChainStudy(chainStudyCli({ quick: args.quick, out, ...(args.seeds ? { seeds: args.seeds } : {}), ...(args.steps ? { steps: args.steps } : {}), ...(args.workers ? { workers: args.workers } : {}) }));
+    const md = chainStudyReport(o, command, machine);
+    mkdirSync(out, { recursive: true });
+    writeFileSync(join(out, 'study.md'), md);
+    // results.json (written by the run itself) holds every step of every run; study.json keeps what the report reads.
+    writeFileSync(join(out, 'study.json'), JSON.stringify({
+      ...o.results, runs: (o.results.runs as { log: unknown }[]).map(({ log: _log, ...r }) => r),
+    }, (_k, x) => (typeof x === 'number' && !Number.isFinite(x) ? null : x), 1));
+    process.stdout.write(`\nWrote ${join(out, 'study.md')} and study.json\n`);
+    return;
+  }
+  const config = studyConfig(args.quick);
+  if (args.seeds) config.seeds = args.seeds;
+  if (args.steps) config.run.steps = args.steps;
+  if (args.workers) config.workers = args.workers;
+  if (args.creditOnly) {
+    const c = vaultCreditOnly(config);
+    const md = ['# Vault: where each method puts its credit at the warm start', '', `Command: \`${command}\``, '',
+      `Machine: ${machine}; ${c.seconds.toFixed(0)} s. Warm start: ${config.warm.steps} steps of behaviour cloning (demonstrator noise ${config.warm.eps}), ` +
+      `held-out success ${c.warmSuccess.toFixed(3)}. GEAR: the self teacher, whose privileged context is the box holding the key.`, '',
+      CREDIT_NOTE, '', ...vaultCreditTable(c.credit, config.methods), ''].join('\n');
+    mkdirSync(out, { recursive: true });
+    writeFileSync(join(out, 'vault-credit.md'), md);
+    process.stdout.write(md + `\nWrote ${join(out, 'vault-credit.md')}\n`);
+    return;
+  }
   process.stderr.write(`study: warm start (${config.warm.steps} steps), then ${config.seeds} seeds × ${config.methods.length} methods on ${config.workers} thread(s)\n`);
   const r = await runStudy(config, (run, done, total) => {
     process.stderr.write(`  [${done}/${total}] ${STUDY_LABEL[run.config.method]} seed ${run.config.seed}: AUC ${run.auc.toFixed(3)}, end ${run.end.toFixed(3)} (${run.seconds.toFixed(0)} s)\n`);
   });
-  const machine = `${cpus()[0]?.model ?? 'unknown CPU'}, ${cpus().length} cores, Node ${process.version}`;
   const md = studyReport(r, command, machine);
   mkdirSync(out, { recursive: true });
   writeFileSync(join(out, 'study.md'), md);

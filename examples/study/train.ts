@@ -207,3 +207,53 @@ export function trainRun(init: Float32Array[], cfg: StudyRunConfig): StudyRun {
     decisions: decisions / episodes, seconds: (performance.now() - t0) / 1000,
   };
 }
+
+/** A decision category of the vault's credit table: the decision's kind and whether it was right. */
+export const VAULT_CATEGORIES = ['box right', 'box wrong', 'digit right', 'digit wrong', 'turn right', 'turn wrong', 'answer right', 'answer wrong', 'invalid'] as const;
+/** One of {@link VAULT_CATEGORIES}. */
+export type VaultCategory = (typeof VAULT_CATEGORIES)[number];
+
+/** Where one method puts its credit: per category, its share of the total |A| and of the total |A|·(1 − p). */
+export type VaultCredit = Record<VaultCategory, { abs: number; grad: number }>;
+
+/**
+ * Credit of each method at a checkpoint, without training: `batches` batches of `tasks` tasks × `groupSize`
+ * rollouts sampled from `net`; per decision category, the share of the summed |A| and of the summed
+ * |A|·(1 − p), p the probability of the sampled action (a token sampled with p ≈ 1 takes almost no gradient).
+ */
+export function vaultCredit(net: Gru, cfg: { batches: number; tasks: number; groupSize: number; seed: number }): Record<StudyMethod, VaultCredit> {
+  const methods: StudyMethod[] = ['grpo', 'gigpo', 'gear'];
+  const sums = Object.fromEntries(methods.map((m) => [m, Object.fromEntries(VAULT_CATEGORIES.map((c) => [c, { abs: 0, grad: 0 }]))])) as Record<StudyMethod, VaultCredit>;
+  const taskRng = new Rng(deriveSeed(cfg.seed, 3)), sampleRng = new Rng(deriveSeed(cfg.seed, 4));
+  for (let b = 0; b < cfg.batches; b++) {
+    const eps: Episode[] = [], groups: number[] = [];
+    for (let i = 0; i < cfg.tasks; i++) {
+      const task = makeTask(taskRng.int(EVAL_SEED_BASE));
+      for (let k = 0; k < cfg.groupSize; k++) { eps.push(sampleEpisode(net, task, sampleRng)); groups.push(i); }
+    }
+    const p = packed(eps);
+    const fwd = net.forward(rowsOf(eps, false));
+    const logits = logitsOf(fwd.logits, fwd.rows);
+    const prob = rl.tokenStats(logits, p.targets).logprob.map(Math.exp);
+    // The category of each agent token (its decision).
+    const cat: (VaultCategory | undefined)[] = new Array(p.targets.length);
+    eps.forEach((e, i) => e.decisions.forEach((d) => {
+      cat[p.offsets[i]! + d.pos - 1] = d.kind === 'invalid' ? 'invalid' : `${d.kind} ${d.right ? 'right' : 'wrong'}` as VaultCategory;
+    }));
+    for (const m of methods) {
+      const a = advantagesOf(m, net, eps, groups, logits, p);
+      for (let t = 0; t < a.length; t++) {
+        const c = cat[t];
+        if (!p.mask[t] || !c) continue;
+        sums[m][c].abs += Math.abs(a[t]!);
+        sums[m][c].grad += Math.abs(a[t]!) * (1 - prob[t]!);
+      }
+    }
+  }
+  for (const m of methods) {
+    let abs = 0, grad = 0;
+    for (const c of VAULT_CATEGORIES) { abs += sums[m][c].abs; grad += sums[m][c].grad; }
+    for (const c of VAULT_CATEGORIES) sums[m][c] = { abs: abs > 0 ? sums[m][c].abs / abs : NaN, grad: grad > 0 ? sums[m][c].grad / grad : NaN };
+  }
+  return sums;
+}

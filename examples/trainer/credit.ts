@@ -16,6 +16,16 @@ export interface CreditFidelity {
   neutral: number;
   /** Spearman rank correlation between |advantage| and decisiveness (1 decisive, 0 neutral) over the agent tokens. */
   spearman: number;
+  /**
+   * The same three shares weighted by how much gradient a token can take, `|A|·(1 − p)` with p the
+   * probability of the sampled token (a token sampled with p ≈ 1 gets almost no gradient, whatever its
+   * advantage): signed on wrong and right decisive tokens, unsigned on neutral ones. NaN without `p`.
+   */
+  gradWrong: number;
+  /** See {@link CreditFidelity.gradWrong}: right decisive tokens. */
+  gradRight: number;
+  /** See {@link CreditFidelity.gradWrong}: neutral tokens. */
+  gradNeutral: number;
 }
 
 /** Average ranks (1-based; ties share the mean of their ranks). */
@@ -50,26 +60,30 @@ export function spearman(a: ArrayLike<number>, b: ArrayLike<number>): number {
 
 /**
  * Credit fidelity of one batch: advantages, the environment's role per token (-1 wrong decisive,
- * 0 neutral, 1 right decisive) and the agent-token mask. Every field is NaN when the batch carries no
- * advantage at all (every group had equal rewards).
+ * 0 neutral, 1 right decisive), the agent-token mask and, optionally, the probability `p` of each
+ * sampled token under the rollout policy (for the gradient-weighted shares). Every field is NaN when the
+ * batch carries no advantage at all (every group had equal rewards).
  */
-export function creditFidelity(adv: ArrayLike<number>, roles: ArrayLike<number>, mask: ArrayLike<number>): CreditFidelity {
+export function creditFidelity(adv: ArrayLike<number>, roles: ArrayLike<number>, mask: ArrayLike<number>, p?: ArrayLike<number>): CreditFidelity {
   const n = adv.length;
-  if (roles.length !== n || mask.length !== n) throw new Error('creditFidelity: advantages, roles and mask must have the same length');
+  if (roles.length !== n || mask.length !== n || (p && p.length !== n)) throw new Error('creditFidelity: advantages, roles, mask and p must have the same length');
   let total = 0, wrong = 0, right = 0, neutral = 0;
+  let gTotal = 0, gWrong = 0, gRight = 0, gNeutral = 0;
   const absA: number[] = [], dec: number[] = [];
   for (let i = 0; i < n; i++) {
     if (!mask[i]) continue;
     const a = adv[i]!, r = roles[i]!;
+    const g = p ? a * (1 - p[i]!) : 0;
     total += Math.abs(a);
-    if (r < 0) wrong += a;
-    else if (r > 0) right += a;
-    else neutral += Math.abs(a);
+    gTotal += Math.abs(g);
+    if (r < 0) { wrong += a; gWrong += g; } else if (r > 0) { right += a; gRight += g; } else { neutral += Math.abs(a); gNeutral += Math.abs(g); }
     absA.push(Math.abs(a));
     dec.push(r !== 0 ? 1 : 0);
   }
-  if (!(total > 0)) return { wrong: NaN, right: NaN, neutral: NaN, spearman: NaN };
-  return { wrong: wrong / total, right: right / total, neutral: neutral / total, spearman: spearman(absA, dec) };
+  const nan = { wrong: NaN, right: NaN, neutral: NaN, spearman: NaN, gradWrong: NaN, gradRight: NaN, gradNeutral: NaN };
+  if (!(total > 0)) return nan;
+  const grad = p && gTotal > 0 ? { gradWrong: gWrong / gTotal, gradRight: gRight / gTotal, gradNeutral: gNeutral / gTotal } : { gradWrong: NaN, gradRight: NaN, gradNeutral: NaN };
+  return { wrong: wrong / total, right: right / total, neutral: neutral / total, spearman: spearman(absA, dec), ...grad };
 }
 
 /** Share of groups whose rewards are all equal (they carry no outcome advantage). */

@@ -1,6 +1,8 @@
 /**
- * Per-token advantages for each compared method, from one packed batch, with the library's estimator
- * registry (`rl.computeAdvantages`) — the same call for GRPO, RLOO, GiGPO and GEAR.
+ * Per-token advantages for each compared method, from one packed batch: the outcome and step estimators
+ * through the library's registry (`rl.computeAdvantages`, broadcast over the batch's own layout), GEAR
+ * from the student and teacher logits in one call (`rl.gearFromLogits`), and the controls of the GEAR
+ * experiments (`rl.shuffleWithinRows`, `rl.gearFromSegments`).
  *
  * @module
  */
@@ -9,14 +11,29 @@ import { resolveGearOptions } from 'gear-rl/diagnostics';
 import type { PackedBatch } from './rollout.js';
 
 /** The methods the demo compares. */
-export type Method = 'grpo' | 'gigpo' | 'gear' | 'gear-frozen' | 'gear-ema' | 'drgrpo' | 'rloo';
+export type Method = 'grpo' | 'gigpo' | 'gear' | 'gear-frozen' | 'gear-ema' | 'drgrpo' | 'rloo'
+  | 'gear-shuffled' | 'oracle' | 'oracle-strong' | 'gear-strong' | 'gear-strong-shuffled';
 /** Every method, in display order. */
-export const METHODS: readonly Method[] = ['grpo', 'gigpo', 'gear', 'gear-frozen', 'gear-ema', 'drgrpo', 'rloo'];
+export const METHODS: readonly Method[] = ['grpo', 'gigpo', 'gear', 'gear-frozen', 'gear-ema', 'drgrpo', 'rloo',
+  'gear-shuffled', 'oracle', 'oracle-strong', 'gear-strong', 'gear-strong-shuffled'];
 /** Display names. */
 export const METHOD_LABEL: Record<Method, string> = {
   grpo: 'GRPO', gigpo: 'GiGPO', gear: 'GEAR (self)', 'gear-frozen': 'GEAR (frozen)', 'gear-ema': 'GEAR (ema)',
-  drgrpo: 'Dr.GRPO', rloo: 'RLOO',
+  drgrpo: 'Dr.GRPO', rloo: 'RLOO', 'gear-shuffled': 'GEAR (frozen, shuffled)', oracle: 'oracle weights',
+  'oracle-strong': 'oracle weights (α 3, raw)', 'gear-strong': 'GEAR (frozen, α 3, raw)',
+  'gear-strong-shuffled': 'GEAR (frozen, α 3, raw, shuffled)',
 };
+
+/**
+ * The stronger weight family of the second hypothesis: a wider range (unit weights in [1, 4]) and no
+ * per-row normalisation, so weighted tokens gain credit without taking it from the others.
+ */
+export const STRONG_FAMILY = { alpha: 3, normalize: 'none' } as const;
+
+/** Methods whose divergence is shuffled within each row before GEAR reads it (the no-location control). */
+const SHUFFLED: readonly Method[] = ['gear-shuffled', 'gear-strong-shuffled'];
+/** Methods that use {@link STRONG_FAMILY}. */
+const STRONG: readonly Method[] = ['oracle-strong', 'gear-strong', 'gear-strong-shuffled'];
 
 /**
  * GEAR's teacher: the privileged prompt read by `self` (the current weights), `frozen` (the warm-start
@@ -26,7 +43,9 @@ export type TeacherKind = 'self' | 'frozen' | 'ema';
 
 /** The teacher of a GEAR method, `undefined` for the others. */
 export function teacherOf(m: Method): TeacherKind | undefined {
-  return m === 'gear' ? 'self' : m === 'gear-frozen' ? 'frozen' : m === 'gear-ema' ? 'ema' : undefined;
+  if (m === 'gear') return 'self';
+  if (m === 'gear-frozen' || m === 'gear-shuffled' || m === 'gear-strong' || m === 'gear-strong-shuffled') return 'frozen';
+  return m === 'gear-ema' ? 'ema' : undefined;
 }
 
 /** Logits of the rollout policy (student) and, for GEAR, of the privileged teacher. */
@@ -39,6 +58,8 @@ export interface AdvantageInputs {
   teacher?: rl.Logits;
   /** GEAR options (defaults: the library's GEAR-proposed defaults). */
   gearOptions?: rl.GearOptions;
+  /** Seed of the within-row shuffle of the shuffled controls (vary it per batch). */
+  shuffleSeed?: number;
 }
 
 /** Advantages per token plus the method's diagnostics. */
@@ -67,38 +88,59 @@ export function advantages(method: Method, inp: AdvantageInputs): AdvantageResul
       return { advantages: res.tokenAdvantages, metrics: {} };
     }
     case 'gigpo': {
-      // Rows = agent steps; anchor = the environment state each step acted from.
+      // Rows = agent steps; anchor = the environment state each step acted from. The conversation
+      // batch's step offsets put each step's advantage on its turn's tokens (observations stay 0).
       const res = rl.computeAdvantages('gigpo', {
         episodeRewards: steps.episodeRewards, stepRewards: steps.stepRewards,
         trajectories: steps.trajectoryIndex, groups: steps.groupIndex, anchors: steps.anchors,
         gamma: GIGPO_GAMMA, mode: 'mean_std_norm',
-      }, { offsets: steps.offsets });
+      }, { offsets: conv.stepOffsets, mask: conv.mask });
       const g = res.details as rl.GigpoResult;
-      // Each step's advantage covers its turn's tokens in the conversation rows (observations stay 0).
-      return {
-        advantages: rl.segmentBroadcast(res.rowAdvantages!, inp.batch.stepOffsets, conv.mask),
-        metrics: { singletonShare: g.diagnostics.singletonShare },
-      };
+      return { advantages: res.tokenAdvantages, metrics: { singletonShare: g.diagnostics.singletonShare } };
+    }
+    case 'oracle':
+    case 'oracle-strong': {
+      // GEAR's weight family on the true departure segments (failed rows only): the family's ceiling.
+      const known = inp.batch.known;
+      if (!known) throw new Error(`advantages: ${method} needs an environment with known credit`);
+      const res = rl.gearFromSegments({
+        advantages: rl.grpo(outcome), offsets: conv.offsets, mask: conv.mask, segments: known.departures,
+        ...(method === 'oracle-strong' ? STRONG_FAMILY : {}),
+      });
+      let lo = Infinity, hi = -Infinity;
+      conv.mask.forEach((m, i) => { if (m) { lo = Math.min(lo, res.weights[i]!); hi = Math.max(hi, res.weights[i]!); } });
+      return { advantages: res.advantages, metrics: { segments: known.departures.start.length, weightMin: lo, weightMax: hi } };
     }
     case 'gear':
     case 'gear-frozen':
-    case 'gear-ema': {
+    case 'gear-ema':
+    case 'gear-shuffled':
+    case 'gear-strong':
+    case 'gear-strong-shuffled': {
       if (!inp.teacher) throw new Error('advantages: GEAR needs the teacher logits');
       const row = rl.grpo(outcome);
-      const o = resolveGearOptions(inp.gearOptions);
-      // Reverse KL(student || teacher), student entropy and both sampled-token log-probs in one pass.
-      const d = rl.divergence(inp.student, inp.teacher, { kind: 'reverse_kl', targets: conv.tokenIds, klCap: o.klCap });
-      const logratio = new Float32Array(d.value.length);
-      for (let t = 0; t < logratio.length; t++) logratio[t] = d.teacherLogprob![t]! - d.studentLogprob![t]!;
+      const options: rl.GearOptions = { ...inp.gearOptions, ...(STRONG.includes(method) ? STRONG_FAMILY : {}) };
+      // Reverse KL(student || teacher), student entropy and the sampled-token log-ratio in one pass, then GEAR.
+      const g = rl.gearFromLogits({
+        student: inp.student, teacher: inp.teacher, targets: conv.tokenIds, advantages: row, offsets: conv.offsets, mask: conv.mask,
+        ...(Object.keys(options).length ? { options } : {}),
+      });
+      let result: rl.GearResult = g;
+      let divergence = g.signals.divergence;
+      if (SHUFFLED.includes(method)) {
+        divergence = rl.shuffleWithinRows(divergence, conv.offsets, { mask: conv.mask, seed: inp.shuffleSeed ?? 0 });
+        result = rl.gearAdvantages({
+          advantages: row, offsets: conv.offsets, mask: conv.mask, divergence, entropy: g.signals.entropy, logratio: g.signals.logratio,
+          ...(Object.keys(options).length ? { options } : {}),
+        });
+      }
       const input: rl.GearInput = {
-        advantages: row, offsets: conv.offsets, mask: conv.mask, divergence: d.value, entropy: d.studentEntropy, logratio,
-        ...(inp.gearOptions ? { options: inp.gearOptions } : {}),
+        advantages: row, offsets: conv.offsets, mask: conv.mask, divergence, entropy: g.signals.entropy, logratio: g.signals.logratio,
+        ...(Object.keys(options).length ? { options } : {}),
       };
-      const res = rl.computeAdvantages('gear', input);
-      const result = res.details as rl.GearResult;
       const dg = result.diagnostics;
       return {
-        advantages: res.tokenAdvantages,
+        advantages: result.advantages,
         metrics: { peaks: dg.peaks, peaksPerRow: dg.peaksPerRow, segments: dg.segments, segmentTokenFraction: dg.segmentTokenFraction,
           meanSegmentLength: dg.meanSegmentLength, weightMin: dg.weightMin, weightMax: dg.weightMax, klP95: dg.klQuantiles.p95 },
         gear: { input, result },

@@ -10,6 +10,7 @@ import * as rl from 'gear-rl';
 import type { Rng } from '../env/rng.js';
 import { detokenizeWith, type EnvTask, type Environment, type TokenRole } from '../env/types.js';
 import type { Policy, RowSpec } from '../model/policy.js';
+import { hasKnownCredit, labelResponse } from './oracle.js';
 
 /** One agent turn of an episode. */
 export interface Turn {
@@ -93,10 +94,13 @@ export interface PackedBatch {
   conversation: rl.RolloutBatch;
   /** One row per agent step (the turn's tokens), carrying the anchor state and rewards. */
   steps: rl.RolloutBatch;
-  /** Offsets of the step rows over the conversation tokens (each turn plus its observation), to broadcast per-step values. */
-  stepOffsets: Int32Array;
   /** Per conversation token: its credit role (0 on observations). */
   roles: Int8Array;
+  /**
+   * Environments with known credit only: per conversation token its label (see `LABEL` in oracle.ts),
+   * and the true departure segment of every failed row (conversation token indices), the oracle's units.
+   */
+  known?: { labels: Uint8Array; departures: rl.GearSegments; departureOf: Int32Array };
   /** Rows for the student's forward pass (student context), aligned with the conversation tokens. */
   studentRows: RowSpec;
   /** Rows for the teacher's forward pass: the same tokens after the privileged prompt. */
@@ -119,12 +123,10 @@ export function pack(env: Environment, trajectories: Trajectory[]): PackedBatch 
   };
   const conversation = rl.buildRolloutBatch({ ...input, layout: 'conversation' });
   const steps = rl.buildRolloutBatch({ ...input, layout: 'step' });
-  const stepOff = [0];
   const roles = new Int8Array(conversation.tokens);
   let i = 0;
   for (const t of trajectories) {
     for (const turn of t.turns) {
-      stepOff.push(stepOff[stepOff.length - 1]! + turn.tokens.length + turn.observation.length);
       for (const r of turn.roles) roles[i++] = r;
       i += turn.observation.length;
     }
@@ -135,9 +137,30 @@ export function pack(env: Environment, trajectories: Trajectory[]): PackedBatch 
   const from = trajectories.map(() => P);
   const to = seqs.map((s) => s.length);
   return {
-    trajectories, conversation, steps, stepOffsets: Int32Array.from(stepOff), roles,
+    trajectories, conversation, steps, roles, ...(hasKnownCredit(env) ? { known: knownCredit(env, trajectories, conversation) } : {}),
     studentRows: { seqs, from, to }, teacherRows: { seqs: teacherSeqs, from, to },
   };
+}
+
+/** Labels and departure segments of a batch of a known-credit environment (no observations: a row is its response). */
+function knownCredit(env: Environment & Required<Pick<Environment, 'kinds' | 'allowed' | 'unitEnd'>>, trajectories: Trajectory[],
+  conv: rl.RolloutBatch): NonNullable<PackedBatch['known']> {
+  const labels = new Uint8Array(conv.tokens);
+  const start: number[] = [], length: number[] = [];
+  const departureOf = new Int32Array(trajectories.length).fill(-1);
+  trajectories.forEach((t, r) => {
+    const tokens = t.turns.flatMap((u) => [...u.tokens, ...u.observation]);
+    if (t.turns.some((u) => u.observation.length > 0)) throw new Error('pack: known credit needs responses without observations');
+    const lab = labelResponse(env.kinds, env.allowed(t.task), tokens, (p) => env.unitEnd(p));
+    const o = conv.offsets[r]!;
+    labels.set(lab.labels, o);
+    if (lab.departure >= 0) {
+      departureOf[r] = o + lab.departure;
+      start.push(o + lab.departure);
+      length.push(lab.departureEnd - lab.departure);
+    }
+  });
+  return { labels, departures: { start: Int32Array.from(start), length: Int32Array.from(length) }, departureOf };
 }
 
 /** Token texts of the conversation rows (for the visualiser). */

@@ -7,7 +7,7 @@
  */
 import * as rl from 'gear-rl';
 import { Rng, deriveSeed } from '../env/rng.js';
-import { demoTranscript, type EnvTask, type Environment, type Transcript } from '../env/types.js';
+import { demoTranscript, type EnvTask, type Environment, type PromptView, type Transcript } from '../env/types.js';
 import { Policy, type PolicyConfig, type RowSpec } from '../model/policy.js';
 import { anchorStats, creditFidelity, spikeStats, zeroVarianceGroupShare, type CreditFidelity } from './credit.js';
 import { GIGPO_GAMMA, advantages, teacherOf, type AdvantageResult, type Method, type TeacherKind } from './methods.js';
@@ -52,21 +52,29 @@ function demoRows(demos: Transcript[], promptLength: number): { spec: RowSpec; t
   return { spec, targets: Int32Array.from(targets), mask: Uint8Array.from(mask) };
 }
 
+/** The view of the i-th demonstration of a warm-start batch: every other one privileged, cycling through the environment's views. */
+export function demoView(env: Environment, i: number): PromptView {
+  if (i % 2 === 0) return false;
+  return env.views ? env.views[((i - 1) / 2) % env.views.length]! : true;
+}
+
 /**
  * Supervised warm-start (behaviour cloning of a noisy demonstrator): mean negative log-likelihood of
  * the demonstrated agent tokens, half of the demonstrations in the teacher's privileged view, half in
- * the student's. Returns the trained policy and the final loss.
+ * the student's. Returns the trained policy and the final loss. With `init`, training continues from
+ * that checkpoint instead of fresh weights.
  */
-export function warmStart(env: Environment, cfg: WarmStartConfig, onStep?: (step: number, loss: number) => void): { policy: Policy; loss: number } {
+export function warmStart(env: Environment, cfg: WarmStartConfig, onStep?: (step: number, loss: number) => void,
+  init?: Float32Array[]): { policy: Policy; loss: number } {
   const pc = policyConfig(env);
-  const policy = new Policy(pc, undefined, deriveSeed(cfg.seed, 1));
+  const policy = init ? new Policy(pc, init.map((p) => Float32Array.from(p))) : new Policy(pc, undefined, deriveSeed(cfg.seed, 1));
   const opt = new rl.AdamW(policy.params, { lr: cfg.lr, weightDecay: 0 });
   const schedule = rl.cosineSchedule({ peak: cfg.lr, warmupSteps: Math.round(cfg.steps * 0.05), totalSteps: cfg.steps, floor: 0.1 * cfg.lr });
   const rng = new Rng(deriveSeed(cfg.seed, 2));
   let loss = NaN;
   for (let step = 0; step < cfg.steps; step++) {
     const demos: Transcript[] = [];
-    for (let i = 0; i < cfg.batch; i++) demos.push(demoTranscript(env, env.makeTask(rng.int(EVAL_SEED_BASE)), rng, cfg.eps, i % 2 === 1));
+    for (let i = 0; i < cfg.batch; i++) demos.push(demoTranscript(env, env.makeTask(rng.int(EVAL_SEED_BASE)), rng, cfg.eps, demoView(env, i)));
     const { spec, targets, mask } = demoRows(demos, env.promptLength);
     const fwd = policy.forward(spec);
     const logits = logitsOf(fwd.logits, fwd.rows, pc.vocab);
@@ -284,6 +292,7 @@ export function train(env: Environment, init: Float32Array[], cfg: RunConfig, ho
     const tFwd = teacher?.policy.forward(batch.teacherRows);
     const adv = advantages(cfg.method, {
       batch, student: oldLogits, teacher: tFwd && logitsOf(tFwd.logits, tFwd.rows, V), gearOptions: cfg.gearOptions,
+      shuffleSeed: deriveSeed(cfg.seed, 5, step),
     });
     if (step === 0) hooks.onFirstBatch?.(batch, adv);
 
@@ -331,7 +340,7 @@ export function train(env: Environment, init: Float32Array[], cfg: RunConfig, ho
     const entry: StepLog = {
       step, lr: opt.lr, trainReward: batch.trajectories.reduce((a, t) => a + t.reward, 0) / batch.trajectories.length,
       loss, gradNorm, entropy: ent / agent, advAbsMean: absAdv / agent,
-      fidelity: creditFidelity(adv.advantages, batch.roles, mask),
+      fidelity: creditFidelity(adv.advantages, batch.roles, mask, oldStats.logprob.map(Math.exp)),
       zeroVarianceGroups: zeroVarianceGroupShare(batch.conversation.episodeRewards, batch.conversation.groupIndex),
       anchorGrouped: anchors.grouped, anchorInformative: anchors.informative,
       lossMetrics, advMetrics, outcomes,

@@ -1,17 +1,17 @@
 /**
- * Worker-thread entry of the demo's run pool: receives `{ id, job }`, posts `{ id, step }` after every
- * RL step and `{ id, done }` (or `{ id, error }`) at the end.
+ * Worker-thread entry of the demo's job pool: receives `{ id, job }`, posts `{ id, step }` after every
+ * unit of work and `{ id, done }` (or `{ id, error }`) at the end.
  *
  * @module
  */
 import { parentPort } from 'node:worker_threads';
-import { runJob, type Job } from './jobs.js';
+import { runAnyJob, type Job } from './jobs.js';
 
 const port = parentPort;
 if (!port) throw new Error('worker.ts runs as a worker thread');
 port.on('message', (m: { id: number; job: Job }) => {
   try {
-    const done = runJob(m.job, (l) => port.postMessage({ id: m.id, step: l.step }));
+    const done = runAnyJob(m.job, () => port.postMessage({ id: m.id, step: 1 }));
     port.postMessage({ id: m.id, done });
   } catch (e) {
     port.postMessage({ id: m.id, error: (e as Error).stack ?? String(e) });

@@ -25,7 +25,7 @@ describe('credit fidelity', () => {
 
   it('a perfect credit assigner: all mass on decisive tokens with the right signs, ρ = 1', () => {
     const f = creditFidelity([0, -1, 0, 1, 0], [0, -1, 0, 1, 0], [1, 1, 1, 1, 1]);
-    expect(f).toEqual({ wrong: -0.5, right: 0.5, neutral: 0, spearman: 1 });
+    expect(f).toEqual({ wrong: -0.5, right: 0.5, neutral: 0, spearman: 1, gradWrong: NaN, gradRight: NaN, gradNeutral: NaN });
     // Unequal magnitudes on the decisive tokens: |A| ranks [2, 5, 2, 4, 2], decisive ranks [2, 4.5, 2, 4.5, 2];
     // centred: x = [-1, 2, -1, 1, -1], y = [-1, 1.5, -1, 1.5, -1]; Σxy = 7.5, Σx² = 8, Σy² = 7.5 -> ρ = 7.5 / sqrt(60).
     expect(creditFidelity([0, -2, 0, 1, 0], [0, -1, 0, 1, 0], [1, 1, 1, 1, 1]).spearman).toBeCloseTo(7.5 / Math.sqrt(60), 12);
@@ -36,6 +36,22 @@ describe('credit fidelity', () => {
     // No advantage at all (every group had equal rewards): undefined, not 0.
     expect(Object.values(creditFidelity([0, 0], [1, -1], [1, 1])).every(Number.isNaN)).toBe(true);
     expect(() => creditFidelity([1], [0, 0], [1])).toThrow(/same length/);
+  });
+
+  it('gradient-weighted shares: |A|·(1 − p), so a token sampled with p ≈ 1 counts for almost nothing (hand-computed)', () => {
+    // Tokens: neutral (p 0.5), wrong (p 0.2), right (p 1: no gradient), (obs), neutral (p 0.9).
+    const adv = [1, -1, 2, 5, -1];
+    const roles = [0, -1, 1, 0, 0];
+    const mask = [1, 1, 1, 0, 1];
+    const p = [0.5, 0.2, 1, 0, 0.9];
+    // A·(1-p): 0.5, -0.8, 0, (obs), -0.1; Σ|·| = 1.4. wrong = -0.8/1.4, right = 0, neutral = (0.5 + 0.1)/1.4.
+    const f = creditFidelity(adv, roles, mask, p);
+    expect(f.gradWrong).toBeCloseTo(-0.8 / 1.4, 12);
+    expect(f.gradRight).toBe(0);
+    expect(f.gradNeutral).toBeCloseTo(0.6 / 1.4, 12);
+    // The unweighted shares are unchanged: Σ|A| = 5; right = 2/5.
+    expect(f.right).toBeCloseTo(0.4, 12);
+    expect(() => creditFidelity(adv, roles, mask, [1])).toThrow(/same length/);
   });
 
   it('ranks ties by their average rank; Spearman is invariant to monotone maps and flips with order', () => {

@@ -3,7 +3,8 @@
 // statistics, the credit-fidelity and diagnostics tables, every method's held-out success rises above
 // the warm-start checkpoint's, and the SVG (checked and photographed in headless Chromium), JSON and
 // GEAR visualiser outputs are well formed; a tiny maze run exercises every GEAR teacher, the warm-start
-// cache and thread-count independence; `--help` answers in under a second without compiling.
+// cache and thread-count independence; a tiny answer-chain run (the default task) the credit measurement,
+// every control and the decision rule; `--help` answers in under a second without compiling.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -145,7 +146,7 @@ describe('demo (quick)', () => {
   });
 
   it('prints the credit-fidelity and diagnostics tables and how held-out episodes end', () => {
-    expect(run.stdout).toMatch(/method\s+wrong decisive \(signed\)\s+right decisive \(signed\)\s+neutral \|A\| share\s+ρ\(\|A\|, decisive\)/);
+    expect(run.stdout).toMatch(/method\s+wrong decisive \(signed\)\s+right decisive \(signed\)\s+neutral \|A\| share\s+ρ\(\|A\|, decisive\)\s+wrong \|A\|\(1-p\) \(signed\)\s+right \|A\|\(1-p\) \(signed\)\s+neutral \|A\|\(1-p\) share/);
     expect(run.stdout).toMatch(/method\s+zero-var groups\s+anchor rows >1\s+\.\.\. differing returns\s+spikes\/episode/);
     expect(run.stdout).toMatch(/checkpoint\s+win\s+wrong_answer\s+guess\s+out_of_turns/);
     const n = res.rl.evalEpisodes as number;
@@ -186,7 +187,7 @@ describe('demo (quick)', () => {
         for (const k of ['lr', 'trainReward', 'loss', 'gradNorm', 'entropy', 'advAbsMean', 'zeroVarianceGroups', 'anchorGrouped', 'anchorInformative', 'ms']) {
           expect(Number.isFinite(l[k]), `${k} at step ${i}`).toBe(true);
         }
-        expect(Object.keys(l.fidelity).sort()).toEqual(['neutral', 'right', 'spearman', 'wrong']);
+        expect(Object.keys(l.fidelity).sort()).toEqual(['gradNeutral', 'gradRight', 'gradWrong', 'neutral', 'right', 'spearman', 'wrong']);
       });
       if (r.method === 'gear') {
         for (const k of ['segments', 'spikesPerEpisode', 'weightMin', 'weightMax']) expect(r.log[0].advMetrics).toHaveProperty(k);
@@ -308,6 +309,67 @@ describe('demo on the trapdoor maze (tiny settings)', () => {
   });
 });
 
+describe('demo on the answer chain (tiny settings): credit measurement, controls and the decision rule', () => {
+  let out1: string, out2: string, cache: string;
+  let a: ReturnType<typeof demo>, b: ReturnType<typeof demo>;
+  const args = ['--seeds', '2', '--steps', '2', '--warm-steps', '40', '--eval-episodes', '20', '--batches', '2', '--rollouts', '2',
+    '--tasks', '3', '--group-size', '4', '--methods', 'grpo,gigpo,gear-frozen,gear-shuffled,oracle,oracle-strong,gear-strong,gear-strong-shuffled'];
+
+  beforeAll(() => {
+    out1 = mkdtempSync(join(tmpdir(), 'gear-chain-'));
+    out2 = mkdtempSync(join(tmpdir(), 'gear-chain-'));
+    cache = mkdtempSync(join(tmpdir(), 'gear-cache-'));
+    a = demo([...args, '--out', out1, '--cache-dir', cache, '--jobs', '2']);
+    b = demo([...args, '--out', out2, '--cache-dir', cache, '--jobs', '1']);
+  }, 240_000);
+  afterAll(() => { for (const d of [out1, out2, cache]) if (d) rmSync(d, { recursive: true, force: true }); });
+
+  it('is the default task; measures credit at three levels; prints the credit tables and the decision', () => {
+    expect(a.status, a.stderr).toBe(0);
+    expect(a.stderr).toMatch(/gear-rl demo: answer chain/);
+    expect(a.stderr).toMatch(/credit levels +done 80\/80/); // two continuations of min(300, 40) steps
+    expect(b.stderr).toMatch(/credit levels +cached/);
+    for (const eps of ['0.5', '0.35', '0.2']) expect(a.stderr).toMatch(new RegExp(`credit +ε ${eps}: 2 batches measured`));
+    for (const head of [/^method\s+ε 0\.5 \(success \d\.\d\d\)\s+ε 0\.35 \(success \d\.\d\d\)\s+ε 0\.2 \(success \d\.\d\d\)$/m,
+      /^teacher view: AUROC\s+ε 0\.5/m, /^teacher view\s+AUROC D, all tokens\s+AUROC D, decisions\s+AUROC log-ratio, all/m,
+      /^method\s+cosine with the oracle gradient\s+\|A\|\(1-p\): filler\s+\|A\|\(1-p\): decision\s+\|A\|\(1-p\): forced\s+\|A\|\(1-p\): departure\s+\|A\|\(1-p\): doomed$/m,
+      /^method\s+anchors \/ episode\s+precision at the departure\s+recall of departures\s+doomed tokens in segments/m, /^peakZ\s+entropyQuantile/m]) {
+      expect(a.stdout).toMatch(head);
+    }
+    for (const label of ['GEAR, answer teacher', 'GEAR, solution teacher', 'GEAR, irrelevant teacher', 'GEAR, divergence shuffled in rows',
+      'GEAR, random_anchors', 'GEAR, fixed_length', 'GEAR, token_only', 'oracle weights (α 3, raw)', 'GEAR (α 3, raw), shuffled']) {
+      expect(a.stdout).toContain(label);
+    }
+    expect(a.stdout).toMatch(/^Decision rule, declared before the run/m);
+    expect(a.stdout).toMatch(/^H1: GEAR \(frozen\) − GRPO AUC [+-]\d\.\d{3} ± \d\.\d{3} .*; GEAR \(frozen\) − GEAR \(frozen, shuffled\) AUC/m);
+    expect(a.stdout).toMatch(/^H1 outcome: GEAR (helps|does not help)/m);
+    expect(a.stdout).toMatch(/^Ceiling: oracle weights − GRPO AUC/m);
+    expect(a.stdout).toMatch(/^H2 \(stronger family/m);
+    expect(a.stdout).toMatch(/^checkpoint\s+win\s+wrong_answer\s+malformed/m);
+  });
+
+  it('writes the measurement of every batch and the decision to results.json; results do not depend on the thread count', () => {
+    const ra = JSON.parse(readFileSync(join(out1, 'results.json'), 'utf8'));
+    const rb = JSON.parse(readFileSync(join(out2, 'results.json'), 'utf8'));
+    expect(ra.environment.name).toBe('answer-chain');
+    expect(ra.environment.views).toEqual(['answer', 'solution', 'irrelevant']);
+    expect(ra.credit.map((c: Res) => c.eps)).toEqual([0.5, 0.35, 0.2]);
+    for (const c of ra.credit) {
+      expect(c.measurement.batches.length).toBe(2);
+      const batch = c.measurement.batches[0];
+      expect(Object.keys(batch.methods)).toHaveLength(13);
+      expect(Object.keys(batch.teachers)).toEqual(['answer', 'solution', 'irrelevant']);
+      expect(Object.keys(batch.sweep)).toHaveLength(9);
+    }
+    expect(ra.credit[1].key).toBe(ra.warmStart.key); // the learning level is the learning warm-start
+    expect(ra.decision.lines.length).toBeGreaterThan(3);
+    expect(ra.decision.h1.vsBaseline.paired.n).toBe(2);
+    const strip = (r: Res) => ({ runs: r.runs.map((x: Res) => ({ ...x, seconds: 0, log: x.log.map((l: Res) => ({ ...l, ms: 0 })) })), credit: r.credit, decision: r.decision });
+    expect(strip(rb)).toEqual(strip(ra));
+    expect(ra.runs.length).toBe(16);
+  });
+});
+
 describe('own-model example', () => {
   it('runs the rollouts-to-update path on plain Float32Array logits and the reward goes up', () => {
     const stdout = execFileSync(process.execPath, ['dist-examples/own-model.js'], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
@@ -334,7 +396,8 @@ describe('demo command line', () => {
     }
     // Wall time including Node's own start-up; the best of three, as other processes share the cores.
     expect(Math.min(...times)).toBeLessThan(1);
-    for (const opt of ['--env', '--quick', '--seeds', '--methods', '--jobs', '--cache-dir', '--no-cache', '--warm-steps', '--eval-episodes', '--gear']) {
+    for (const opt of ['--env', '--quick', '--seeds', '--methods', '--jobs', '--cache-dir', '--no-cache', '--warm-steps', '--eval-episodes', '--gear',
+      '--levels', '--batches', '--rollouts', '--no-credit']) {
       expect(usage).toContain(opt);
     }
     // The compiled demo prints the same text.
@@ -348,13 +411,16 @@ describe('demo command line', () => {
     expect(r.stderr).toMatch(/^demo: unknown option --bogus/);
     r = bad('--methods', 'grpo,ppo');
     expect(r.status).toBe(2);
-    expect(r.stderr).toMatch(/--methods: expected some of grpo,gigpo,gear,gear-frozen,gear-ema,drgrpo,rloo, got ppo/);
+    expect(r.stderr).toMatch(/--methods: expected some of grpo,gigpo,gear,gear-frozen,gear-ema,drgrpo,rloo,gear-shuffled,oracle,oracle-strong,gear-strong,gear-strong-shuffled, got ppo/);
     r = bad('--methods', 'grpo,grpo');
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/listed twice/);
     r = bad('--env', 'chess');
     expect(r.status).toBe(2);
-    expect(r.stderr).toMatch(/--env: expected one of maze,maze-filler,locker, got chess/);
+    expect(r.stderr).toMatch(/--env: expected one of answer-chain,maze,maze-filler,locker, got chess/);
+    r = bad('--levels', '0.5,2');
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/--levels: expected numbers in \(0, 1\)/);
     r = bad('--gear', '{"alpha":-1}');
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/options\.alpha: expected a finite number >= 0/);

@@ -42,12 +42,14 @@ describe('rollout packing', () => {
     });
   });
 
-  it('step rows carry each turn with its anchor and the sparse reward; step offsets partition the conversation', () => {
+  it('step rows carry each turn with its anchor and the sparse reward; the conversation batch\'s step offsets partition it', () => {
     const { b } = batch();
     const steps = b.steps;
+    const stepOffsets = b.conversation.stepOffsets;
     const turns = b.trajectories.flatMap((t, r) => t.turns.map((u, k) => ({ u, k, r, t })));
     expect(steps.rows).toBe(turns.length);
-    expect(b.stepOffsets.length).toBe(turns.length + 1);
+    expect(stepOffsets.length).toBe(turns.length + 1);
+    expect(Array.from(steps.stepOffsets)).toEqual(Array.from(steps.offsets));
     turns.forEach(({ u, k, r, t }, s) => {
       expect(Array.from(steps.tokenIds.subarray(steps.offsets[s]!, steps.offsets[s + 1]!))).toEqual(u.tokens);
       expect(steps.anchors[s]).toBe(u.anchor);
@@ -55,17 +57,17 @@ describe('rollout packing', () => {
       expect(steps.stepRewards[s]).toBe(k === t.turns.length - 1 ? t.reward : 0);
       expect(steps.episodeRewards[s]).toBe(t.reward);
       // The step's span in the conversation layout: its three tokens then its observation.
-      const span = Array.from(b.conversation.tokenIds.subarray(b.stepOffsets[s]!, b.stepOffsets[s + 1]!));
+      const span = Array.from(b.conversation.tokenIds.subarray(stepOffsets[s]!, stepOffsets[s + 1]!));
       expect(span).toEqual([...u.tokens, ...u.observation]);
     });
-    expect(b.stepOffsets[turns.length]).toBe(b.conversation.tokens);
+    expect(stepOffsets[turns.length]).toBe(b.conversation.tokens);
   });
 
   it('advantages of every method are per conversation token and 0 on observations', () => {
     const { policy, b } = batch();
     const V = POLICY.vocab;
     const s = policy.forward(b.studentRows), t = policy.forward(b.teacherRows);
-    for (const m of ['grpo', 'gigpo', 'gear', 'gear-frozen', 'gear-ema', 'drgrpo', 'rloo'] as const) {
+    for (const m of ['grpo', 'gigpo', 'gear', 'gear-frozen', 'gear-ema', 'drgrpo', 'rloo', 'gear-shuffled', 'gear-strong', 'gear-strong-shuffled'] as const) {
       const a = advantages(m, { batch: b, student: { data: s.logits, rows: s.rows, vocab: V }, teacher: { data: t.logits, rows: t.rows, vocab: V } });
       expect(a.advantages.length).toBe(b.conversation.tokens);
       b.conversation.mask.forEach((mk, i) => { if (!mk) expect(a.advantages[i]).toBe(0); });

@@ -1,7 +1,13 @@
-// The study's runner end to end on a tiny configuration, and its paired statistics on hand-computed data.
+// The study's runners end to end on tiny configurations (the answer chain and the vault), the vault's
+// warm-start credit table, and the paired statistics on hand-computed data.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runStudy, studyConfig, studyReport } from '../../examples/study/study.js';
+import { CHAIN_STUDY_METHODS, chainStudyCli, chainStudyReport, runChainStudy } from '../../examples/study/chain.js';
+import { VAULT_CREDIT_BATCHES, runStudy, studyConfig, studyReport } from '../../examples/study/study.js';
 import { paired } from '../../examples/study/stats.js';
+import { VAULT_CATEGORIES, vaultCredit, warmStart } from '../../examples/study/train.js';
 
 describe('study runner', () => {
   it('runs a tiny paired study and reports every method', async () => {
@@ -26,6 +32,41 @@ describe('study runner', () => {
     expect(md).toContain('| GEAR (self) |');
     expect(md).toMatch(/GiGPO — AUC: /);
   }, 60_000);
+
+  it('the vault report carries the warm-start credit table: shares of |A| and of |A|·(1 − p) that sum to 1', async () => {
+    const cfg = studyConfig(true);
+    const r = await runStudy(cfg);
+    const md = studyReport(r, 'npm run study -- --task vault --quick', 'test');
+    expect(md).toContain('## Credit at the warm start');
+    expect(md).toMatch(/\| decision \| GRPO \\\|A\\\| \| GRPO \\\|A\\\|·\(1−p\) \|/);
+    // A warm start that reaches the chest now and then, so the shares are defined.
+    const net = warmStart({ steps: 200, batch: 16, eps: 0.05, lr: 1e-2, seed: 1 });
+    const c = vaultCredit(net, { ...VAULT_CREDIT_BATCHES, batches: 2 });
+    for (const m of ['grpo', 'gigpo', 'gear'] as const) {
+      const abs = VAULT_CATEGORIES.reduce((a, k) => a + c[m][k].abs, 0), grad = VAULT_CATEGORIES.reduce((a, k) => a + c[m][k].grad, 0);
+      expect(abs).toBeCloseTo(1, 9);
+      expect(grad).toBeCloseTo(1, 9);
+    }
+    // GRPO gives every action of a row the same |A|: its |A| shares are the rows' action counts weighted by |A_row|, so
+    // every category a sampled episode has gets a share.
+    expect(VAULT_CATEGORIES.filter((k) => c.grpo[k].abs > 0).length).toBeGreaterThan(3);
+  }, 120_000);
+
+  it('runs a tiny answer-chain study through the demo\'s pipeline and reports every section', async () => {
+    const out = mkdtempSync(join(tmpdir(), 'gear-chain-study-'));
+    try {
+      const o = await runChainStudy(chainStudyCli({ quick: true, out, cacheDir: join(out, 'cache'), workers: 1 }));
+      expect(o.methods).toEqual(CHAIN_STUDY_METHODS);
+      expect(o.credit.map((l) => l.eps)).toEqual([0.5, 0.35, 0.2]);
+      const md = chainStudyReport(o, 'npm run study -- --quick', 'test');
+      for (const h of ['## Decision rule', '## Credit without training', '## Learning', '### Decision', 'Threshold sensitivity']) expect(md).toContain(h);
+      expect(md).toMatch(/^\* H1: GEAR \(frozen\) − GRPO AUC/m);
+      expect(md).toMatch(/^\* H2 \(stronger family/m);
+      expect(md).toContain('| GEAR (self) |');
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  }, 180_000);
 
   it('paired statistics by hand', () => {
     // d = [0.1, 0.3, -0.1, 0.1]: mean 0.1, sd = sqrt((0 + 0.04 + 0.04 + 0) / 3), se = sd / 2.

@@ -78,6 +78,26 @@ describe('buildRolloutBatch — conversation layout (one row per trajectory)', (
     // Each turn's reward on that turn's last counted token.
     expect(Array.from(b.tokenRewards)).toEqual([0, 0, 0, 0, 0, 1, 0, 0.5, 0, 0, 0, 2]);
   });
+  it('step offsets: each step\'s span (its tokens, then its observation), in the step layout\'s row order', () => {
+    const steps = rl.buildRolloutBatch({ trajectories, groups, layout: 'step' });
+    expect(Array.from(steps.stepOffsets)).toEqual(Array.from(steps.offsets));
+    expect(b.stepOffsets.length).toBe(steps.rows + 1);
+    // Every step's span holds exactly its own tokens followed by its observation.
+    let s = 0;
+    for (const t of trajectories) {
+      for (const st of t.steps) {
+        const span = Array.from(b.tokenIds.subarray(b.stepOffsets[s]!, b.stepOffsets[s + 1]!));
+        expect(span).toEqual([...Array.from(st.tokens), ...Array.from(st.observation ?? [])]);
+        s++;
+      }
+    }
+    expect(b.stepOffsets[s]).toBe(b.tokens);
+    // Step values over conversation rows: GiGPO's step advantages land on their turns, observations stay 0.
+    const adv = rl.segmentBroadcast(Float64Array.from({ length: steps.rows }, (_, i) => i + 1), b.stepOffsets, b.mask);
+    for (let i = 0; i < steps.rows; i++) {
+      for (let t = b.stepOffsets[i]!; t < b.stepOffsets[i + 1]!; t++) expect(adv[t]).toBe(b.mask[t] ? i + 1 : 0);
+    }
+  });
   it('a turn without counted tokens passes its reward on', () => {
     const c = rl.buildRolloutBatch({ layout: 'conversation', trajectories: [
       { group: 0, steps: [{ tokens: [1], reward: 1 }, { tokens: [2], mask: [0], reward: 2, observation: [3] }, { tokens: [4], reward: 3 }] },

@@ -151,6 +151,11 @@ export interface RolloutBatch {
   promptIds: Int32Array;
   /** Offsets into `promptIds`, one entry per group in dense order plus one. */
   promptOffsets: Int32Array;
+  /** Per step, in the order of the `'step'` layout's rows: the step's span of this batch's tokens (its
+   *  tokens, then in the `'conversation'` layout its observation), as offsets of length S + 1 for S steps;
+   *  equal to `offsets` in the `'step'` layout. Per-step values (GiGPO's step advantages) go over
+   *  conversation rows with `segmentBroadcast(values, batch.stepOffsets, batch.mask)`. */
+  stepOffsets: Int32Array;
 }
 
 /** Token ids, each read once, checked, and copied. */
@@ -263,9 +268,10 @@ function declaredGroups(groups: unknown): Declared {
 /** Stage 3: unique trajectory ids, declared groups, and the rows and tokens of the layout. */
 function sizeBatch(
   trajs: Traj[], layout: 'step' | 'conversation', groupsDeclared: boolean, declared: Declared,
-): { rows: number; tokens: number } {
+): { rows: number; tokens: number; steps: number } {
   const seenTraj = new Set<GroupId>();
   let rows = 0;
+  let steps = 0;
   let tokens = 0;
   trajs.forEach((t, ti) => {
     const w = `trajectories[${ti}]`;
@@ -277,6 +283,7 @@ function sizeBatch(
       fail('ERR_GROUP', `${w}.group`, `one of the declared group ids`, g);
     }
     let convTokens = 0;
+    steps += t.steps.length;
     t.steps.forEach((s, si) => {
       const ws = `${w}.steps[${si}]`;
       const toks = s.tokens;
@@ -296,7 +303,7 @@ function sizeBatch(
     }
     if (tokens > 0x7fffffff) fail('ERR_SHAPE', 'buildRolloutBatch: total tokens', 'at most 2^31 - 1', tokens);
   });
-  return { rows, tokens };
+  return { rows, tokens, steps };
 }
 
 /** Stage 4: dense group indices, declared order first, then first appearance. */
@@ -308,7 +315,7 @@ function groupOrder(declared: Declared, trajs: Traj[]): Map<GroupId, number> {
 }
 
 /** Stage 5: the zero-filled batch arrays. */
-function allocBatch(layout: 'step' | 'conversation', rows: number, tokens: number, groups: number): RolloutBatch {
+function allocBatch(layout: 'step' | 'conversation', rows: number, tokens: number, groups: number, steps: number): RolloutBatch {
   return {
     layout, rows, tokens,
     tokenIds: new Int32Array(tokens), offsets: new Int32Array(rows + 1), mask: new Uint8Array(tokens),
@@ -316,7 +323,7 @@ function allocBatch(layout: 'step' | 'conversation', rows: number, tokens: numbe
     trajectories: new Array(rows), trajectoryIndex: new Int32Array(rows), step: new Int32Array(rows),
     stepRewards: new Float64Array(rows), episodeRewards: new Float64Array(rows), tokenRewards: new Float64Array(tokens),
     anchors: new Array(rows), groundTruth: new Array(rows),
-    promptIds: new Int32Array(0), promptOffsets: new Int32Array(groups + 1),
+    promptIds: new Int32Array(0), promptOffsets: new Int32Array(groups + 1), stepOffsets: new Int32Array(steps + 1),
   };
 }
 
@@ -370,6 +377,7 @@ function packRows(
   out: RolloutBatch, trajs: Traj[], layout: 'step' | 'conversation', gIndex: Map<GroupId, number>, declared: Declared,
 ): void {
   const w = new RowWriter(out);
+  let step = 0;
   trajs.forEach((t, ti) => {
     const id = t.id;
     const gi = gIndex.get(t.group)!;
@@ -397,6 +405,7 @@ function packRows(
         out.lengths[w.r] = c;
         w.reward(c, s.reward);
         w.endRow();
+        out.stepOffsets[++step] = w.n;
       });
     } else {
       row(0, sum, t.steps[0]!.anchor);
@@ -406,6 +415,7 @@ function packRows(
         w.reward(k, s.reward);
         c += k;
         if (s.observation) w.put(s.observation, undefined, 0);
+        out.stepOffsets[++step] = w.n;
       }
       out.lengths[w.r] = c;
       w.endRow();
@@ -468,9 +478,9 @@ export function buildRolloutBatch(input: RolloutBatchInput): RolloutBatch {
   }
   const declared = declaredGroups(groups);
   const trajs = elements(trajs0).map(readTrajectory);
-  const { rows, tokens } = sizeBatch(trajs, layout, groups !== undefined, declared);
+  const { rows, tokens, steps } = sizeBatch(trajs, layout, groups !== undefined, declared);
   const gIndex = groupOrder(declared, trajs);
-  const out = allocBatch(layout, rows, tokens, gIndex.size);
+  const out = allocBatch(layout, rows, tokens, gIndex.size, steps);
   packRows(out, trajs, layout, gIndex, declared);
   packPrompts(out, declared, gIndex);
   return out;
