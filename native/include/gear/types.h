@@ -87,6 +87,9 @@ struct LogitsView {
   int64_t vocab = 0;
   DType dtype = DType::F32;
   bool on_device = false;
+  // Elements the memory at `data` holds, when the caller knows it (a binding reading a typed array):
+  // the public entry checks rows * vocab against it. -1: the caller vouches for rows * vocab.
+  int64_t length = -1;
 };
 
 class ThreadPool;

@@ -17,6 +17,7 @@
 #include "logits_args.h"
 #include "ops.h"
 #include "args.h"
+#include "../core/checks.h"
 #include "../core/device_tensors.h"
 #include "invoke.h"
 #include "gear/backend.h"
@@ -88,6 +89,7 @@ static Napi::Value CudaUpload(const Napi::CallbackInfo& info) {
   int ldev;
   const LogitsView l = ReadLogits(lp, claims, &ldev);
   if (ldev >= 0) Throw(env, Code::Device, "logits: expected host memory to upload, got a device tensor");
+  Check(env, check_logits(l, "logits"));  // the shape against the array, as every logits entry checks it
   const int dev = static_cast<int>(p.Int("device", 0, 1 << 20));
   const bool async = p.OptBool("async");
   const auto* abort = p.Abort();

@@ -40,8 +40,8 @@ inline LogitsView ReadTensor(const Params& p, const Claims& claims, Access acces
 }
 
 // Reads a logits object already read by name. Host memory: a Float32Array for dtype 0 (float32), a
-// Uint16Array for 1 (bfloat16) / 2 (float16), holding exactly rows * vocab elements (checked without
-// overflow; only here is the buffer's real length known). A device tensor: claimed for reading (for
+// Uint16Array for 1 (bfloat16) / 2 (float16); its element count goes into the view, and the public entry
+// (core/backend.cc) checks the shape against it, once. A device tensor: claimed for reading (for
 // `access`), its shape and dtype from the tensor table. *device: the tensor's device, -1 for host memory.
 inline LogitsView ReadLogits(const Params& p, const Claims& claims, int* device, Access access = Access::Read) {
   *device = -1;
@@ -50,19 +50,15 @@ inline LogitsView ReadLogits(const Params& p, const Claims& claims, int* device,
   l.dtype = static_cast<DType>(p.Int("dtype", 0, 2));
   l.rows = p.Int("rows", 0, kMaxSafeInt);
   l.vocab = p.Int("vocab", 1, kMaxSafeInt);
-  int64_t length;
   if (l.dtype == DType::F32) {
     auto a = p.F32("data");
     l.data = a.data;
-    length = a.length;
+    l.length = a.length;
   } else {
     auto a = U16(p.Get("data"), p.Name("data"));
     l.data = a.data;
-    length = a.length;
+    l.length = a.length;
   }
-  if (l.rows > kMaxSafeInt / l.vocab || l.rows * l.vocab != length)
-    Throw(p.Env(), Code::Shape, p.Name("data") + ".length: expected rows * vocab = " + std::to_string(l.rows) +
-                                    " * " + std::to_string(l.vocab) + ", got " + std::to_string(length));
   return l;
 }
 
@@ -70,6 +66,11 @@ inline LogitsView ReadLogits(const Params& p, const Claims& claims, int* device,
 inline Napi::Float32Array OutF32(const Params& p, const char* name, int64_t len) {
   if (!p.Has(name)) return Napi::Float32Array::New(p.Env(), static_cast<size_t>(len));
   return p.F32(name, len).value.As<Napi::Float32Array>();
+}
+
+// rows * vocab of a view not yet checked (the public entry checks shapes), or -1 when it overflows.
+inline int64_t Elements(const LogitsView& l) {
+  return l.rows < 0 || l.vocab < 1 || l.rows > kMaxSafeInt / l.vocab ? -1 : l.rows * l.vocab;
 }
 
 // The work's context on device `device` (-1: the CPU), its rows x vocab output on the device or not.
@@ -131,7 +132,7 @@ inline GradOut ReadGradOut(const Params& p, const Params& lp, const Params& op, 
   g.device = dev;
   g.rows = l.rows;
   g.vocab = l.vocab;
-  const int64_t total = l.rows * l.vocab;
+  const int64_t total = Elements(l);  // -1 (any length): the public entry refuses the shape first
   const Napi::Value outv = p.Get("out");
   if (in_place) {
     if (l.dtype != DType::F32)
@@ -177,7 +178,7 @@ inline GradOut ReadGradOut(const Params& p, const Params& lp, const Params& op, 
     *result_out = env.Undefined();
     return g;
   }
-  Napi::Float32Array fresh = Napi::Float32Array::New(env, static_cast<size_t>(total));
+  Napi::Float32Array fresh = Napi::Float32Array::New(env, static_cast<size_t>(total < 0 ? 0 : total));
   g.host = total > 0 ? fresh.Data() : nullptr;
   *result_out = fresh;
   return g;
@@ -194,6 +195,9 @@ struct NewTensor {
   }
   // Allocates the memory (in the work); the output pointer.
   Status alloc(float** out) {
+    if (rows < 0 || vocab < 1 || rows > kMaxSafeInt / vocab)
+      return error(Code::Shape, "out: expected a tensor size that fits in memory, got " + std::to_string(rows) + " x " +
+                                    std::to_string(vocab));
     void* p = nullptr;
     const Status st = device_api()->alloc(device, rows * vocab * 4, &p);
     ptr = p;

@@ -20,6 +20,9 @@ Status check_logits(const LogitsView& l, const char* what) {
   if (l.rows > std::numeric_limits<int64_t>::max() / 8 / l.vocab)
     return error(Code::Shape, w + ".rows * vocab: expected a size that fits in memory, got " + std::to_string(l.rows) +
                                   " x " + std::to_string(l.vocab));
+  if (l.length >= 0 && l.rows * l.vocab != l.length)
+    return error(Code::Shape, w + ".data.length: expected rows * vocab = " + std::to_string(l.rows) + " * " +
+                                  std::to_string(l.vocab) + ", got " + std::to_string(l.length));
   if (l.rows > 0 && l.data == nullptr)
     return error(Code::Shape, w + ".data: expected " + std::to_string(l.rows * l.vocab) + " elements, got none");
   return Status::ok();
