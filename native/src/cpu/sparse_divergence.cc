@@ -3,10 +3,10 @@
 // Per row the cost is the two lists' checks and exps (sparse_divergence_kernels.inc, through the active
 // ISA's table), an id matching through a small per-task hash table (O(k), no branch that depends on which
 // ids are shared), and a few logs through an inline polynomial (a libm call per log would cost more than
-// the rest of the row). Where the ISA's table has the vector matching (16 ids or more per vector), lists
-// of at most kSmallK entries take it instead: ids matched by compares, the shared sums and the tail
-// bucket's gradient over vectors (their sums in another order than the loops here: the same values to
-// rounding). Rows then go in groups of eight, each step over the group's independent rows, and a group's
+// the rest of the row). On the vector ISAs (the table's match_small: all but the baseline), lists of at
+// most kSmallK entries take the vector matching instead: ids matched by compares, the shared sums and the
+// tail bucket's gradient over vectors (their sums in another order than the loops here: the same values
+// to rounding). Rows then go in groups of eight, each step over the group's independent rows, and a group's
 // logs go eight to a call. Rows that fail a check are re-examined by the exact, slower path, which names
 // the first bad entry.
 #include "gear/sparse_divergence.h"
