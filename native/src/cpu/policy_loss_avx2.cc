@@ -1,10 +1,5 @@
-// policyLoss (PPO) kernels for AVX2 + FMA + F16C: policy_loss_kernels.inc over this ISA's vector layer, in its own
-// namespace and target region (nothing compiled here leaks into other paths).
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-
+// policyLoss (PPO) kernels for AVX2 + FMA + F16C: policy_loss_kernels.inc over this ISA's vector layer,
+// in its own target region and namespace (nothing here leaks into other paths).
 #include "gear/dtype_convert.h"
 #include "gear/isa_target.h"
 #include "policy_loss_kernels.h"

@@ -1,10 +1,5 @@
-// policyLoss (PPO) kernels for the baseline ISA of every architecture (one lane): policy_loss_kernels.inc over this ISA's vector layer, in its own
-// namespace (nothing compiled here leaks into other paths).
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-
+// policyLoss (PPO) kernels for the baseline of every architecture: policy_loss_kernels.inc over this ISA's vector layer,
+// in its own namespace.
 #include "gear/dtype_convert.h"
 #include "gear/isa_target.h"
 #include "policy_loss_kernels.h"

@@ -1,10 +1,5 @@
-// segmentBroadcast kernels for AVX2 + FMA + F16C: segment_kernels.inc over this ISA's vector layer, in its own
-// namespace and target region (nothing compiled here leaks into other paths).
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-
+// segmentBroadcast kernels for AVX2 + FMA + F16C: segment_kernels.inc over this ISA's vector layer,
+// in its own target region and namespace (nothing here leaks into other paths).
 #include "gear/dtype_convert.h"
 #include "gear/isa_target.h"
 #include "segment_kernels.h"

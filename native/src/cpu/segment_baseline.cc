@@ -1,10 +1,5 @@
-// segmentBroadcast kernels for the baseline ISA of every architecture (one lane): segment_kernels.inc over this ISA's vector layer, in its own
-// namespace (nothing compiled here leaks into other paths).
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-
+// segmentBroadcast kernels for the baseline of every architecture: segment_kernels.inc over this ISA's vector layer,
+// in its own namespace.
 #include "gear/dtype_convert.h"
 #include "gear/isa_target.h"
 #include "segment_kernels.h"

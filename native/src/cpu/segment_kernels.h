@@ -1,6 +1,10 @@
-// Internal to segmentBroadcast (segment*.cc): its per-ISA kernel table.
+// Internal to segmentBroadcast (segment*.cc): its per-ISA kernel table, and what the kernel body
+// (segment_kernels.inc) needs.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace gear {
 namespace seg {

@@ -1,10 +1,5 @@
-// segmentBroadcast kernels for AArch64 NEON (part of the aarch64 baseline: no target region): segment_kernels.inc over this ISA's vector layer, in its own
-// namespace (nothing compiled here leaks into other paths).
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-
+// segmentBroadcast kernels for AArch64 NEON: segment_kernels.inc over this ISA's vector layer,
+// in its own namespace (no target region: NEON is part of the aarch64 baseline).
 #include "gear/dtype_convert.h"
 #include "gear/isa_target.h"
 #include "segment_kernels.h"

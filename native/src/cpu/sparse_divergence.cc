@@ -76,7 +76,10 @@ struct Scratch {
     cells.resize(static_cast<size_t>(std::max(ks, kt) + 1));  // the fast paths write one past the shared cells
     ps.resize(static_cast<size_t>(ks));
     pt.resize(static_cast<size_t>(kt));
-    if (ks <= kSmallK && kt <= kSmallK) match_small = sparse_kernels().match_small, shared_sums = sparse_kernels().shared_sums;
+    if (ks <= kSmallK && kt <= kSmallK) {
+      match_small = sparse_kernels().match_small;
+      shared_sums = sparse_kernels().shared_sums;
+    }
     if (match_small == nullptr && ks <= kHashMaxK && kt <= kHashMaxK) {
       tab.assign(kHashMask + 2, 0);
       sslot.resize(static_cast<size_t>(ks));

@@ -1,10 +1,5 @@
-// sparseDivergence kernels for AVX2 + FMA + F16C: sparse_divergence_kernels.inc over this ISA's vector layer, in its own
-// namespace and target region (nothing compiled here leaks into other paths).
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-
+// sparseDivergence kernels for AVX2 + FMA + F16C: sparse_divergence_kernels.inc over this ISA's vector layer,
+// in its own target region and namespace (nothing here leaks into other paths).
 #include "gear/dtype_convert.h"
 #include "gear/isa_target.h"
 #include "sparse_divergence_kernels.h"

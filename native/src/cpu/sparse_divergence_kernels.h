@@ -3,7 +3,10 @@
 // gradient (sparse_divergence_kernels.inc, instantiated per ISA by sparse_divergence_<isa>.cc). The row
 // scheduling, the other matching paths and the divergence math stay in sparse_divergence.cc.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #if defined(_MSC_VER) && !defined(__clang__)
 #include <intrin.h>
