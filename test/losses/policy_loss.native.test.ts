@@ -7,7 +7,7 @@ import { native } from '../../ts/core/addon.js';
 import type { PolicyLossPpoParams } from '../../ts/core/addon_types.js';
 import { expectClose } from '../helpers/peer.js';
 import { expectGearError, randomBatch } from './helpers.js';
-import { eachIsa, restoreBackendAfterAll } from '../helpers/isa.js';
+import { LOADED, eachIsa, restoreBackendAfterAll } from '../helpers/isa.js';
 
 const params = (o: Partial<Record<string, number>> = {}) =>
   new Float64Array([o.lo ?? 0.2, o.hi ?? 0.28, o.c ?? 3, o.clamp ?? 20, o.gt ?? -1, o.gr ?? -1, o.lsf ?? -1, o.dp ?? 1]);
@@ -104,10 +104,11 @@ describe('native policyLossPpo', () => {
     });
   });
 
-  // A reused output of at least 32 MiB is written with streaming stores over whole 64-byte lines, joined
+  // A reused output of at least 32 MiB is written with streaming stores over whole aligned lines, joined
   // from the token-aligned vectors; every start alignment of the output must give the same bits as an
-  // ordinary fresh output and leave the neighbouring floats alone.
-  it('writes a large reused out at every alignment exactly like a fresh output', () => {
+  // ordinary fresh output and leave the neighbouring floats alone. Every alignment of a 64-byte line on the
+  // ISA selected at load, those of a 32-byte one on the others.
+  it('writes a large reused out at every alignment exactly like a fresh output, every ISA', () => {
     const rows = 8200;
     const off = new Int32Array(rows + 1);
     for (let i = 0; i < rows; i++) off[i + 1] = off[i]! + 1 + ((i * 7919) % 2047);
@@ -123,18 +124,20 @@ describe('native policyLossPpo', () => {
       }
     }
     const p = params();
-    const fresh = ppo(lp, old, adv, off, mask, p, 3, 0, null);
-    const want = Buffer.from(fresh.grad.buffer, fresh.grad.byteOffset, fresh.grad.byteLength);
     const buf = new Float32Array(n + 17);
-    for (let ph = 0; ph < 16; ph++) {
-      buf.fill(NaN);
-      const out = buf.subarray(ph + 1, ph + 1 + n);
-      const r = ppo(lp, old, adv, off, mask, p, 3, 0, out);
-      expect([...r.stats]).toEqual([...fresh.stats]);
-      expect(Buffer.from(out.buffer, out.byteOffset, out.byteLength).equals(want)).toBe(true);
-      expect(buf[ph]).toBeNaN();
-      expect(buf[ph + 1 + n]).toBeNaN();
-    }
+    eachIsa((isa) => {
+      const fresh = ppo(lp, old, adv, off, mask, p, 3, 0, null);
+      const want = Buffer.from(fresh.grad.buffer, fresh.grad.byteOffset, fresh.grad.byteLength);
+      for (let ph = 0; ph < (isa === LOADED ? 16 : 8); ph++) {
+        buf.fill(NaN);
+        const out = buf.subarray(ph + 1, ph + 1 + n);
+        const r = ppo(lp, old, adv, off, mask, p, 3, 0, out);
+        expect([...r.stats], `${isa} ${ph}`).toEqual([...fresh.stats]);
+        expect(Buffer.from(out.buffer, out.byteOffset, out.byteLength).equals(want), `${isa} ${ph}`).toBe(true);
+        expect(buf[ph]).toBeNaN();
+        expect(buf[ph + 1 + n]).toBeNaN();
+      }
+    });
   });
 
   it('is bit-identical across thread counts and equal across ISAs', () => {

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
 import { native } from '../../ts/core/addon.js';
 import type { SegmentOpCode } from '../../ts/core/addon_types.js';
+import { ISAS, LOADED } from '../helpers/isa.js';
 
 // float64 reference
 function refReduce(v: ArrayLike<number>, off: Int32Array, op: string, mask?: Uint8Array): number[] {
@@ -168,7 +169,7 @@ describe('segmentBroadcast', () => {
     }
   });
 
-  it('fills a supplied out (large and unaligned: the streaming-store path) exactly like a fresh output', async () => {
+  it('fills a supplied out (large and unaligned: the streaming-store path) exactly like a fresh output, every ISA', async () => {
     const r = rng(8);
     const lens: number[] = [];
     let n = 0;
@@ -182,22 +183,36 @@ describe('segmentBroadcast', () => {
     const vals = Float64Array.from(lens, () => r() * 4 - 2);
     const mask = new Uint8Array(n);
     for (let t = 0; t < n; t++) mask[t] = r() < 0.7 ? 1 : 0;
-    for (const m of [undefined, mask]) {
-      const fresh = new Uint32Array(rl.segmentBroadcast(vals, off, m).buffer);
-      const backing = new Float32Array(n + 1).fill(NaN);
-      const out = backing.subarray(1); // 4 bytes past a 64-byte boundary: scalar head before the streamed body
-      expect(rl.segmentBroadcast(vals, off, m, { out })).toBe(out);
-      const got = new Uint32Array(backing.buffer, 4, n);
-      expect(got.findIndex((b, t) => b !== fresh[t])).toBe(-1);
-      // and the fresh output itself against the per-token rule at every row's first and last token
-      const f = new Float32Array(fresh.buffer);
-      for (let i = 0; i < lens.length; i++) {
-        if (lens[i] === 0) continue;
-        for (const t of [off[i]!, off[i + 1]! - 1]) expect(f[t]).toBe(!m || m[t] ? Math.fround(vals[i]!) : 0);
+    try {
+      for (const isa of ISAS) {
+        rl.setIsa(isa);
+        for (const m of [undefined, mask]) {
+          const fresh = new Uint32Array(rl.segmentBroadcast(vals, off, m).buffer);
+          const want = Buffer.from(fresh.buffer);
+          // 1 and 6 floats past the backing store's start: partial lines before the streamed body
+          for (const ph of [1, 6]) {
+            const backing = new Float32Array(n + ph + 1).fill(NaN);
+            const out = backing.subarray(ph, ph + n);
+            const got = Buffer.from(backing.buffer, 4 * ph, 4 * n);
+            expect(rl.segmentBroadcast(vals, off, m, { out })).toBe(out);
+            expect(got.equals(want), `${isa} ${ph}`).toBe(true);
+            expect(backing[ph - 1]).toBeNaN();
+            expect(backing[ph + n]).toBeNaN();
+            if (ph !== 1) continue;
+            out.fill(NaN);
+            expect(await rl.segmentBroadcastAsync(vals, off, m, { out })).toBe(out);
+            expect(got.equals(want), `${isa} async`).toBe(true);
+          }
+          // and the fresh output itself against the per-token rule at every row's first and last token
+          const f = new Float32Array(fresh.buffer);
+          for (let i = 0; i < lens.length; i++) {
+            if (lens[i] === 0) continue;
+            for (const t of [off[i]!, off[i + 1]! - 1]) expect(f[t]).toBe(!m || m[t] ? Math.fround(vals[i]!) : 0);
+          }
+        }
       }
-      out.fill(NaN);
-      expect(await rl.segmentBroadcastAsync(vals, off, m, { out })).toBe(out);
-      expect(got.findIndex((b, t) => b !== fresh[t])).toBe(-1);
+    } finally {
+      rl.setIsa(LOADED);
     }
   });
 

@@ -39,6 +39,23 @@ const mask = Uint8Array.from({ length: n }, () => (rand() < 0.9 ? 1 : 0));
 
 const arr = (x) => Array.from(x);
 
+// sparse top-k lists: 40 tokens, 6 entries per side (the vector matching) and 40 (the hash table), about
+// half the ids shared, a padding entry now and then
+function topk(k, seed) {
+  const rk = rng(seed);
+  const ids = new Int32Array(40 * k), logprobs = new Float32Array(40 * k);
+  for (let t = 0; t < 40; t++) {
+    for (let j = 0; j < k; j++) {
+      const pad = j === k - 1 && t % 5 === 0;
+      ids[t * k + j] = pad ? -1 : t * 100 + 2 * j + (seed % 2 && j % 2 ? 1 : 0);
+      logprobs[t * k + j] = pad ? -Infinity : Math.log((0.6 / k) * (0.5 + rk()));
+    }
+  }
+  return { ids, logprobs, k };
+}
+const sparse = [6, 40].map((k) => [topk(k, 2), topk(k, 3)]);
+const gs40 = Float32Array.from({ length: 40 }, (_, i) => 0.5 + (i % 3));
+
 function kernels() {
   const out = {};
   const inputs = { f32: { data: zs, rows, vocab }, bf16: { data: bf16, dtype: 'bfloat16', rows, vocab },
@@ -62,6 +79,13 @@ function kernels() {
   out['policyLoss.loss'] = [pl.loss];
   out['policyLoss.grad'] = arr(pl.grad);
   out['segmentReduce.mean'] = arr(rl.segmentReduce(lp, offsets, 'mean', mask));
+  out['segmentBroadcast'] = arr(rl.segmentBroadcast([0.1, -2.5, 3, 1e-3, 7], offsets, mask));
+  for (const [s, t] of sparse) {
+    const d = rl.sparseDivergence(s, t, { kind: 'jsd', beta: 0.3, vocab: 5000 });
+    out[`sparseDivergence.k${s.k}.value`] = arr(d.value);
+    out[`sparseDivergence.k${s.k}.entropy`] = [...d.entropyLower, ...d.entropyUpper];
+    out[`sparseDivergenceBackward.k${s.k}`] = arr(rl.sparseDivergenceBackward(s, t, gs40, { kind: 'reverse_kl' }));
+  }
   return out;
 }
 

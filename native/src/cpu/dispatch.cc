@@ -9,6 +9,7 @@
 #include "optim_kernels.h"
 #include "policy_loss_kernels.h"
 #include "segment_kernels.h"
+#include "sparse_divergence_kernels.h"
 #if GEAR_X86 && defined(_WIN32)
 #include <intrin.h>  // __cpuidex, _xgetbv: MSVC and MinGW-w64 alike (clashes with <cpuid.h>'s __cpuid macro)
 #elif GEAR_X86 && (defined(__GNUC__) || defined(__clang__))
@@ -190,7 +191,8 @@ const kern::DivergenceKernels& kern::divergence_kernels() {
 }
 
 const ppo::PolicyLossKernels& ppo::policy_loss_kernels() {
-  return active_table(policy_loss_baseline, GEAR_X86_TABLE(policy_loss_avx2), GEAR_X86_TABLE(policy_loss_avx512), nullptr);
+  return active_table(policy_loss_baseline, GEAR_X86_TABLE(policy_loss_avx2), GEAR_X86_TABLE(policy_loss_avx512),
+                      GEAR_ARM64_TABLE(policy_loss_neon));
 }
 
 const optim_detail::OptimKernels& optim_detail::optim_kernels() {
@@ -198,7 +200,13 @@ const optim_detail::OptimKernels& optim_detail::optim_kernels() {
 }
 
 const seg::SegmentKernels& seg::segment_kernels() {
-  return active_table(segment_baseline, nullptr, GEAR_X86_TABLE(segment_avx512), nullptr);
+  return active_table(segment_baseline, GEAR_X86_TABLE(segment_avx2), GEAR_X86_TABLE(segment_avx512),
+                      GEAR_ARM64_TABLE(segment_neon));
+}
+
+const sparse_kern::SparseKernels& sparse_kern::sparse_kernels() {
+  return active_table(sparse_divergence_baseline, GEAR_X86_TABLE(sparse_divergence_avx2),
+                      GEAR_X86_TABLE(sparse_divergence_avx512), GEAR_ARM64_TABLE(sparse_divergence_neon));
 }
 
 #undef GEAR_X86_TABLE

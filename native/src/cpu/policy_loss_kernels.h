@@ -1,10 +1,12 @@
 // Internal to the PPO policy loss (policy_loss*.cc): what the driver and the per-ISA token passes
-// share. Included at the top of every per-ISA file, outside its target region, so the scalar helpers
-// here are compiled for the baseline target (static inline: one private copy per translation unit).
+// (policy_loss_kernels.inc) share. Included at the top of every per-ISA file, outside its target region,
+// so the scalar helpers here are compiled for the baseline target (static inline: one private copy per
+// translation unit).
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "gear/types.h"
@@ -35,51 +37,6 @@ struct Kern {
   float lo, hi, c, clamp;  // 1 - ε_low, 1 + ε_high, dual clip, log-ratio clamp (inf = none)
 };
 
-// One token in float32 (as verl computes this loss in torch float32), with torch's gradient conventions
-// (see ts/losses/policy_loss.ts, ppoTerms); the loss and metric sums are float64. Returns the gradient.
-// The vector passes send here every token they do not handle themselves (non-finite inputs, an
-// overflowing log-ratio), so all paths share these rules.
-static inline float token_scalar(const Kern& s, int64_t t, uint8_t mt, double w, float wf, Partial& p) {
-  const float a = s.adv[t], lp = s.lp[t], od = s.old[t];
-  if (mt && !(std::isfinite(a) && std::isfinite(lp) && std::isfinite(od))) {
-    if (p.bad < 0) p.bad = t;
-    return 0.0f;
-  }
-  // lp - od may overflow to ±inf for finite inputs; the clamp (or exp) handles that like torch does.
-  float x = lp - od, dx = 1;
-  if (x < -s.clamp) { x = -s.clamp; dx = 0; } else if (x > s.clamp) { x = s.clamp; dx = 0; }
-  const float r = std::exp(x);
-  const float na = -a;
-  // The float32 ratio overflows to inf for δ > 88.7 (the float64 path's ratio stays finite): a zero
-  // advantage keeps a zero L1, and zero derivatives select 0 instead of multiplying inf by 0.
-  const float L1 = a == 0 ? 0.0f : na * r;
-  float rc = r;
-  bool in_r = true;
-  if (r < s.lo) { rc = s.lo; in_r = false; } else if (r > s.hi) { rc = s.hi; in_r = false; }
-  const float L2 = na * rc;
-  const float d1 = dx != 0 ? L1 : 0.0f;
-  const float d2 = dx != 0 && in_r ? L1 : 0.0f;
-  const float Lc = std::max(L1, L2);
-  const float dc = L1 > L2 ? d1 : L2 > L1 ? d2 : 0.5f * (d1 + d2);
-  float Lt = Lc, dt = dc;
-  double low = 0;
-  if (a < 0) {
-    const float L3 = na * s.c;
-    Lt = std::min(L3, Lc);
-    dt = L3 < Lc ? 0 : Lc < L3 ? dc : 0.5f * dc;
-    low = Lc > L3 ? 1 : 0;
-  }
-  if (!mt) return 0.0f;
-  p.loss += w * static_cast<double>(Lt);
-  p.clipped += L2 > L1 ? 1 : 0;
-  p.lower += low;
-  p.neg_kl -= static_cast<double>(x);
-  p.ratio_sum += static_cast<double>(r);
-  p.ratio_min = std::min(p.ratio_min, static_cast<double>(r));
-  p.ratio_max = std::max(p.ratio_max, static_cast<double>(r));
-  return wf * dt;
-}
-
 // Row of token t (offsets non-decreasing, t < offsets[rows]).
 static inline int64_t row_of(const int32_t* off, int64_t rows, int64_t t) {
   return std::upper_bound(off, off + rows + 1, static_cast<int32_t>(t)) - off - 1;
@@ -97,8 +54,8 @@ struct PolicyLossKernels {
   CountRowsFn count_rows;
   bool streams;           // block honours `stream`
 };
-// One table per ISA level, each in its own translation unit (aarch64 uses the baseline one).
-extern const PolicyLossKernels policy_loss_baseline, policy_loss_avx2, policy_loss_avx512;
+// One table per ISA level, each in its own translation unit.
+extern const PolicyLossKernels policy_loss_baseline, policy_loss_avx2, policy_loss_avx512, policy_loss_neon;
 // The table of the active ISA (dispatch.cc).
 const PolicyLossKernels& policy_loss_kernels();
 

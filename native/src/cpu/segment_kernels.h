@@ -1,6 +1,10 @@
-// Internal to segmentBroadcast (segment*.cc): its per-ISA kernel table.
+// Internal to segmentBroadcast (segment*.cc): its per-ISA kernel table, and what the kernel body
+// (segment_kernels.inc) needs.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace gear {
 namespace seg {
@@ -14,14 +18,7 @@ struct SegmentKernels {
   BroadcastFn broadcast;         // ordinary stores
   BroadcastFn broadcast_stream;  // streaming stores, for a large output the caller reuses (null: none)
 };
-
-namespace baseline {
-void broadcast(const double* vals, const int32_t* off, int64_t r, const uint8_t* mask, float* out, int64_t b,
-               int64_t e);
-}  // namespace baseline
-
-// One table per ISA level that differs, each in its own translation unit (the others use the baseline one).
-extern const SegmentKernels segment_baseline, segment_avx512;
+extern const SegmentKernels segment_baseline, segment_avx2, segment_avx512, segment_neon;
 // The table of the active ISA (dispatch.cc).
 const SegmentKernels& segment_kernels();
 

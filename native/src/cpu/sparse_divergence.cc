@@ -1,15 +1,14 @@
 // Sparse (top-k) divergences: argument checks, row-parallel scheduling (each row by exactly one task, its
 // arithmetic in a fixed order: bit-identical for every thread count) and the per-row math in float64.
-// Per row the cost is the two lists' checks and exps (sparse_divergence_probs.inc: a branch-free
-// polynomial the compiler vectorises, also built for AVX2 and AVX-512 with the same results), an id
-// matching through a small per-task hash table (O(k), no branch that depends on which ids are shared),
-// and a few logs through an inline polynomial (a libm call per log would cost more than the rest of the
-// row). Under AVX-512, lists of at most kSmallK entries take vector kernels instead
-// (sparse_divergence_avx512.cc): the exps by a shorter table-driven polynomial (exp_list's values to
-// 3e-10), ids matched by compares, the shared sums, the entropy pass and the tail bucket's gradient eight
-// entries wide (their sums in another order than the loops here: the same values to rounding). Rows go in
-// groups of eight, each step over the group's independent rows, and a group's logs go eight to a call.
-// Rows that fail a check are re-examined by the exact, slower path, which names the first bad entry.
+// Per row the cost is the two lists' checks and exps (sparse_divergence_kernels.inc, through the active
+// ISA's table), an id matching through a small per-task hash table (O(k), no branch that depends on which
+// ids are shared), and a few logs through an inline polynomial (a libm call per log would cost more than
+// the rest of the row). On the vector ISAs (the table's match_small: all but the baseline), lists of at
+// most kSmallK entries take the vector matching instead: ids matched by compares, the shared sums and the
+// tail bucket's gradient over vectors (their sums in another order than the loops here: the same values
+// to rounding). Rows then go in groups of eight, each step over the group's independent rows, and a group's
+// logs go eight to a call. Rows that fail a check are re-examined by the exact, slower path, which names
+// the first bad entry.
 #include "gear/sparse_divergence.h"
 
 #include <algorithm>
@@ -21,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "gear/dispatch.h"
+#include "gear/dtype_convert.h"
 #include "gear/isa_target.h"
 #include "gear/thread_pool.h"
 #include "../core/checks.h"
@@ -37,60 +36,11 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 using namespace sparse_kern;
 
-// The baseline build of the per-entry pass (side_probs, exp_list, exp_poly).
-#include "sparse_divergence_probs.inc"
-
-// The per-entry pass for the active ISA (the same results on every ISA to 3e-10: AVX-512 lists of at most
-// kSmallK entries take their own exp).
-SideProbsFn pick_side_probs() {
-#if GEAR_X86
-  const Isa isa = active_isa();
-  if (isa == Isa::Avx512) return side_probs_avx512;
-  if (isa == Isa::Avx2) return side_probs_avx2;
-#endif
-  return side_probs;
-}
-
-// The shared sums of short lists for the active ISA, or null (row_value's loop over the cells).
-SharedSumsFn pick_shared_sums() {
-#if GEAR_X86
-  if (active_isa() == Isa::Avx512) return shared_sums_avx512;
-#endif
-  return nullptr;
-}
-
-// The tail-bucket gradient of short lists for the active ISA, or null (the loop over the cells).
-BucketGradFn pick_bucket_grad() {
-#if GEAR_X86
-  if (active_isa() == Isa::Avx512) return bucket_grad_avx512;
-#endif
-  return nullptr;
-}
-
-// Eight logs at once for the active ISA.
-Logs8Fn pick_logs8() {
-#if GEAR_X86
-  if (active_isa() == Isa::Avx512) return logs8_avx512;
-#endif
-  return logs8;
-}
-
-// The entropy bounds' per-entry pass for the active ISA.
-ListEntropyFn pick_list_entropy() {
-#if GEAR_X86
-  if (active_isa() == Isa::Avx512) return list_entropy_avx512;
-#endif
-  return list_entropy;
-}
-
-// The vector matching of short lists for the active ISA, or null (the hash table: baseline, NEON, and
-// AVX2, where eight-lane compares were slower than the table).
-MatchSmallFn pick_match_small() {
-#if GEAR_X86
-  if (active_isa() == Isa::Avx512) return match_small_avx512;
-#endif
-  return nullptr;
-}
+// The scalar layer's float64 exp and log: the same functions as the baseline kernels'.
+namespace scalar {
+#include "simd_scalar.inc"
+}  // namespace scalar
+inline double log_pos(double x) { return scalar::V::log_d(x); }  // finite x > 0
 
 struct Cell {
   int64_t i;  // index in the student's list
@@ -118,15 +68,18 @@ struct Scratch {
   std::vector<uint32_t> sslot, tslot;               // each entry's slot (kHashMask + 1: padding)
   std::vector<int32_t> sx, tx;                      // each side's ids shifted by one, sx[0] = tx[0] = -2
   int32_t tix[kSmallK];                             // prepare_small: each student entry's teacher index
-  SideProbsFn probs = pick_side_probs();
-  MatchSmallFn match_small = nullptr;               // set when both lists are short enough
-  SharedSumsFn shared_sums = nullptr;               // with match_small, where the ISA has one
+  SideProbsFn probs = sparse_kernels().side_probs;
+  MatchSmallFn match_small = nullptr;               // set when both lists are short enough and the ISA has it
+  SharedSumsFn shared_sums = nullptr;               // with match_small
   bool lazy_cells = false;                          // prepare_small leaves the cells to small_cells
   void size_for(int64_t ks, int64_t kt) {
     cells.resize(static_cast<size_t>(std::max(ks, kt) + 1));  // the fast paths write one past the shared cells
     ps.resize(static_cast<size_t>(ks));
     pt.resize(static_cast<size_t>(kt));
-    if (ks <= kSmallK && kt <= kSmallK) match_small = pick_match_small(), shared_sums = pick_shared_sums();
+    if (ks <= kSmallK && kt <= kSmallK) {
+      match_small = sparse_kernels().match_small;
+      shared_sums = sparse_kernels().shared_sums;
+    }
     if (match_small == nullptr && ks <= kHashMaxK && kt <= kHashMaxK) {
       tab.assign(kHashMask + 2, 0);
       sslot.resize(static_cast<size_t>(ks));
@@ -154,29 +107,18 @@ double log_sum(int64_t m, F x) {
   return mx + std::log(s);
 }
 
-// e^x for a double x (x is clamped at 708): exp_list's polynomial; libm below -708, where e^x is subnormal
-// (still > 0: a conditional mass that is positive there makes a support mismatch).
+// e^x for a double x (x is clamped at 708): the scalar layer's exp_d; libm below -708, where e^x is
+// subnormal (still > 0: a conditional mass that is positive there makes a support mismatch).
 inline double exp_d(double x) {
   if (!(x > -708.0)) return x == -kInf ? 0.0 : std::exp(x);
-  const double xc = x < 708.0 ? x : 708.0;
-  constexpr double kShift = 6755399441055744.0;
-  const double t = xc * 1.4426950408889634 + kShift;
-  const double n = t - kShift;
-  const double r = (xc - n * 0.6931471803691238) - n * 1.9082149292705877e-10;
-  const double p = exp_poly(r);
-  uint64_t tb;
-  std::memcpy(&tb, &t, sizeof tb);
-  const uint64_t sb = (tb + 1023u) << 52;
-  double scale;
-  std::memcpy(&scale, &sb, sizeof scale);
-  return p * scale;
+  return scalar::V::exp_d(x);
 }
 
 // side_probs, then the duplicate check: the exact path (diagnostics, and lists too long for the hash table).
 int check_side(const int32_t* ids, const float* lp, int64_t k, int64_t vocab, Scratch& sc, double* prob, double* mass,
                int64_t* where) {
   int64_t valid = 0;
-  const int code = side_probs(ids, lp, k, vocab, prob, mass, &valid, where);
+  const int code = sc.probs(ids, lp, k, vocab, prob, mass, &valid, where);
   if (code != kOk) return code;
   const int32_t kk = static_cast<int32_t>(k);
   if (k * k <= kQuadraticLimit) {
@@ -361,7 +303,7 @@ void small_cells(const float* slp, int64_t ks, const float* tlp, Scratch& sc) {
   }
 }
 
-// The fast path of a row of two short lists (x86): the checks of side_probs, then the vector matching
+// The fast path of a row of two short lists (vector matching): the checks of side_probs, then the vector matching
 // (which also finds duplicates), then the shared cells in student order, branch-free. Returns false for a
 // row that fails any check (the same rows as check_side + match, which then name the error). With
 // lazy_cells the cells are left to the caller (small_cells), only their count set.
@@ -664,8 +606,8 @@ Status sparse_divergence(const SparseTopk& s, const SparseTopk& t, int64_t n, co
   const DivKind k = effective_kind(opt.kind, opt.beta);
   const Clamp cl(opt.tail_clamp);
   std::atomic<int64_t> bad{kNone};
-  const ListEntropyFn entropy = pick_list_entropy();
-  const Logs8Fn logs = pick_logs8();
+  const ListEntropyFn entropy = sparse_kernels().list_entropy;
+  const Logs8Fn logs = sparse_kernels().logs8;
   const bool done = parallel_blocks(ctx, n, rows_per_task(s.k, t.k), [&](int64_t b, int64_t e, int) {
     Scratch scs[8];
     const int G = group_rows(s.k, t.k, scs);
@@ -744,7 +686,7 @@ Status sparse_divergence(const SparseTopk& s, const SparseTopk& t, int64_t n, co
         if (out.teacher_tail) out.teacher_tail[r] = static_cast<float>(std::max(0.0, 1.0 - sc.mass_t));
         if (want_h) {
           ListEntropy le;
-          list_entropy(s.ids + r * s.k, s.logprobs + r * s.k, sc.ps.data(), s.k, &le);
+          entropy(s.ids + r * s.k, s.logprobs + r * s.k, sc.ps.data(), s.k, &le);
           const TailSplit ts = split_tail(tau, le);
           entropy_bounds(le, tau, ts, ts.rem > 0.0 ? log_pos(ts.rem) : 0.0,
                          tau > 0.0 && !log_rest.empty() ? log_pos(tau) : 0.0, log_rest,
@@ -822,8 +764,8 @@ Status sparse_divergence_backward(const SparseTopk& s, const SparseTopk& t, int6
   const double beta = opt.beta;
   const Clamp cl(opt.tail_clamp);
   std::atomic<int64_t> bad{kNone}, infinite{kNone};
-  const BucketGradFn bucket_grad = pick_bucket_grad();
-  const Logs8Fn logs = pick_logs8();
+  const BucketGradFn bucket_grad = sparse_kernels().bucket_grad;
+  const Logs8Fn logs = sparse_kernels().logs8;
   const bool done = parallel_blocks(ctx, n, rows_per_task(s.k, t.k), [&](int64_t b, int64_t e, int) {
     Scratch scs[8];
     const int G = group_rows(s.k, t.k, scs);

@@ -1,10 +1,6 @@
-// sparseDivergence's per-entry pass (sparse_divergence_probs.inc) for AVX2 + FMA + F16C, inside its own
-// target region and namespace (nothing compiled here leaks into other paths).
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-
+// sparseDivergence kernels for AVX2 + FMA + F16C: sparse_divergence_kernels.inc over this ISA's vector layer,
+// in its own target region and namespace (nothing here leaks into other paths).
+#include "gear/dtype_convert.h"
 #include "gear/isa_target.h"
 #include "sparse_divergence_kernels.h"
 
@@ -13,12 +9,12 @@ GEAR_TARGET_BEGIN(GEAR_AVX2_FEATURES)
 namespace gear {
 namespace avx2 {
 namespace {
-using namespace sparse_kern;
-#include "sparse_divergence_probs.inc"
+#include "simd_avx2.inc"
+#include "sparse_divergence_kernels.inc"
 }  // namespace
 }  // namespace avx2
 }  // namespace gear
 GEAR_TARGET_END
 
-const gear::sparse_kern::SideProbsFn gear::sparse_kern::side_probs_avx2 = gear::avx2::side_probs;
+const gear::sparse_kern::SparseKernels gear::sparse_kern::sparse_divergence_avx2 = gear::avx2::kSparseKernels;
 #endif  // GEAR_X86

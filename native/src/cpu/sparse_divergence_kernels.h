@@ -1,21 +1,21 @@
-// sparseDivergence's per-ISA pieces: one side's per-entry checks, probabilities and their sum
-// (sparse_divergence_probs.inc), compiled for the baseline (sparse_divergence.cc), AVX2
-// (sparse_divergence_avx2.cc) and AVX-512 (sparse_divergence_avx512.cc); and, on x86, the id matching of
-// short lists by vector compares. The row scheduling, the other matching paths and the divergence math stay
-// in sparse_divergence.cc.
+// sparseDivergence's per-ISA kernel table: each side's checks and probabilities, the entropy pass, eight
+// logs, and for short lists the id matching by vector compares, the shared sums and the tail bucket's
+// gradient (sparse_divergence_kernels.inc, instantiated per ISA by sparse_divergence_<isa>.cc). The row
+// scheduling, the other matching paths and the divergence math stay in sparse_divergence.cc.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
-#include "gear/isa_target.h"
-#if GEAR_X86 && defined(_MSC_VER) && !defined(__clang__)
+#if defined(_MSC_VER) && !defined(__clang__)
 #include <intrin.h>
 #endif
 
 namespace gear {
 namespace sparse_kern {
 
-#if GEAR_X86
-// The lowest set bit's index of x != 0, and the count of set bits (the vector files' mask arithmetic).
+// The lowest set bit's index of x != 0, and the count of set bits (the kernels' mask arithmetic).
 inline int low_bit(uint32_t x) {
 #if defined(_MSC_VER) && !defined(__clang__)
   unsigned long i;
@@ -27,12 +27,13 @@ inline int low_bit(uint32_t x) {
 }
 inline int bit_count(uint32_t x) {
 #if defined(_MSC_VER) && !defined(__clang__)
-  return static_cast<int>(__popcnt(x));  // the x86 files only: every AVX2 CPU has POPCNT
+  x = x - ((x >> 1) & 0x55555555u);
+  x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
+  return static_cast<int>((((x + (x >> 4)) & 0x0f0f0f0fu) * 0x01010101u) >> 24);
 #else
   return __builtin_popcount(x);
 #endif
 }
-#endif  // GEAR_X86
 
 // A list's problem, in the order the checks report them.
 enum Bad : int { kOk = 0, kNonFinite, kIdRange, kPadding, kDuplicate, kMass };
@@ -54,7 +55,7 @@ struct ListEntropy {
 };
 using ListEntropyFn = void (*)(const int32_t* ids, const float* lp, const double* prob, int64_t k, ListEntropy* out);
 
-// Lists of at most this many entries per side are matched by vector compares (x86).
+// Lists of at most this many entries per side are matched by vector compares (where the ISA has them).
 constexpr int64_t kSmallK = 32;
 
 // For lists already checked by SideProbsFn (ids >= -1) of at most kSmallK entries: tix[i] = the teacher's
@@ -73,18 +74,22 @@ using SharedSumsFn = void (*)(const float* slp, const double* ps, int64_t ks, co
 using BucketGradFn = void (*)(const float* slp, const double* ps, int64_t ks, const float* tlp, const double* pt,
                               int64_t kt, const int32_t* tix, int kind, double beta, double g, double hb, float* o);
 
-// log x[j] in place for j < n <= 8 (each x[j] of the eight finite and > 0; a vector form takes all eight),
-// each lane's result independent of the others (log_pos's values to 1e-16 under AVX-512, its bits elsewhere).
+// log x[j] in place for j < n <= 8 (x is 8 long, every entry finite and > 0: a vector form takes those past
+// n too), each lane's result independent of the others (the scalar layer's log_d to 1e-16 on every layer).
 using Logs8Fn = void (*)(double* x, int n);
 
-#if GEAR_X86
-extern const SharedSumsFn shared_sums_avx512;
-extern const Logs8Fn logs8_avx512;
-extern const BucketGradFn bucket_grad_avx512;
-extern const SideProbsFn side_probs_avx2, side_probs_avx512;
-extern const MatchSmallFn match_small_avx512;
-extern const ListEntropyFn list_entropy_avx512;
-#endif
+struct SparseKernels {
+  SideProbsFn side_probs;
+  ListEntropyFn list_entropy;
+  Logs8Fn logs8;
+  MatchSmallFn match_small;  // null: no vector matching (sparse_divergence.cc's hash table)
+  SharedSumsFn shared_sums;  // with match_small
+  BucketGradFn bucket_grad;  // with match_small
+};
+extern const SparseKernels sparse_divergence_baseline, sparse_divergence_avx2, sparse_divergence_avx512,
+    sparse_divergence_neon;
+// The table of the active ISA (dispatch.cc).
+const SparseKernels& sparse_kernels();
 
 }  // namespace sparse_kern
 }  // namespace gear
