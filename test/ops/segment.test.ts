@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
 import { native } from '../../ts/core/addon.js';
-import type { SegmentOpCode } from '../../ts/core/addon_types.js';
+import type { SegmentOpCode } from '../../ts/ops/segment.js';
 
 // float64 reference
 function refReduce(v: ArrayLike<number>, off: Int32Array, op: string, mask?: Uint8Array): number[] {
