@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
 import { aggWeights } from '../../ts/losses/aggregate.js';
 import { native } from '../../ts/core/addon.js';
-import type { PolicyLossPpoParams } from '../../ts/core/addon_types.js';
+import type { PolicyLossPpoParams } from '../../ts/losses/policy/ppo_native.js';
 import { expectClose } from '../helpers/peer.js';
 import { expectGearError, randomBatch } from './helpers.js';
 import { LOADED, eachIsa, restoreBackendAfterAll } from '../helpers/isa.js';

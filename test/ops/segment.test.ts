@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
 import { native } from '../../ts/core/addon.js';
-import type { SegmentOpCode } from '../../ts/core/addon_types.js';
+import type { SegmentOpCode } from '../../ts/ops/segment.js';
 import { ISAS, LOADED } from '../helpers/isa.js';
 
 // float64 reference

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
 import { native } from '../../ts/core/addon.js';
-import type { AdamStepParams, ClipGradNormParams, GradNormParams } from '../../ts/core/addon_types.js';
+import type { AdamStepParams } from '../../ts/optim/adamw.js';
+import type { ClipGradNormParams, GradNormParams } from '../../ts/optim/clip.js';
 import { bits, clone, randomTensors } from './reference.js';
 
 const LENGTHS = [4, 0, 9];

@@ -6,8 +6,32 @@
 import { GearError, fail } from './errors.js';
 import { cudaUnavailable, native } from './addon.js';
 import { callAsync, callSync } from './invoke.js';
-import type { DTypeCode, NativeTensor, NativeTensorRef } from './addon_types.js';
+import type { AsyncControl, AsyncOp, DTypeCode, NativeTensor, NativeTensorRef } from './addon_types.js';
 import type { LogitsDType } from './logits.js';
+
+// ---- native contract: a device tensor's download and release (the CUDA module only) ----
+// What this file calls in the addon; the `declare module` block adds it to NativeAddon (ts/core/addon_types.ts).
+
+/** @internal */
+export interface CudaDownloadParams extends AsyncControl, NativeTensorRef {
+  out?: Float32Array | Uint16Array | null;
+}
+/** @internal */
+export interface CudaDownloadResult {
+  data: Float32Array | Uint16Array;
+}
+/** @internal */
+export interface CudaDisposeParams extends NativeTensorRef {
+  /** The garbage collector's path: free now, or when the last running call using it ends. */
+  whenFree?: boolean;
+}
+
+declare module './addon_types.js' {
+  interface NativeAddon {
+    cudaDownload?: AsyncOp<CudaDownloadParams, CudaDownloadResult>;
+    cudaDispose?: (params: CudaDisposeParams) => void;
+  }
+}
 
 const DTYPES: readonly LogitsDType[] = ['float32', 'bfloat16', 'float16'];
 

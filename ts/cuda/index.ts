@@ -26,9 +26,70 @@ import * as v from '../core/validate.js';
 import { type Logits, checkLogits } from '../core/logits.js';
 import type { LogitsDType } from '../core/logits.js';
 import { DeviceLogits, adoptTensor, requireCuda } from '../core/device.js';
+import type { AsyncControl, AsyncOp, NativeHostLogits, NativeTensor } from '../core/addon_types.js';
 
 export { DeviceLogits } from '../core/device.js';
 export type { Device, HostArray } from '../core/device.js';
+
+// ---- native contract: the CUDA module (absent from the CPU module, hence optional) ----
+// What this file calls in the addon; the `declare module` block adds it to NativeAddon (ts/core/addon_types.ts).
+
+// Not exported: `rl.cuda` re-exports this module whole, and these are not public.
+/** @internal */
+interface CudaDeviceResult {
+  index: number;
+  name: string;
+  arch: string;
+  multiprocessors: number;
+  totalBytes: number;
+}
+/** @internal */
+interface CudaDevicesResult {
+  count: number;
+  /** The CUDA error when there is no usable device. */
+  error: string;
+  runtimeVersion: number;
+  driverVersion: number;
+  devices: CudaDeviceResult[];
+}
+/** @internal */
+interface CudaDeviceParams {
+  device: number;
+}
+/** @internal */
+interface CudaMemoryResult {
+  device: number;
+  freeBytes: number;
+  totalBytes: number;
+  poolReservedBytes: number;
+  poolUsedBytes: number;
+  tensors: number;
+  tensorBytes: number;
+}
+/** @internal */
+interface CudaUploadParams extends AsyncControl {
+  logits: NativeHostLogits;
+  device: number;
+}
+/** @internal */
+interface CudaAllocHostParams {
+  bytes: number;
+}
+
+declare module '../core/addon_types.js' {
+  interface NativeAddon {
+    cudaDevices?: () => CudaDevicesResult;
+    cudaMemory?: (params: CudaDeviceParams) => CudaMemoryResult;
+    cudaTrim?: (params: CudaDeviceParams) => void;
+    cudaUpload?: AsyncOp<CudaUploadParams, NativeTensor>;
+    cudaAllocHost?: (params: CudaAllocHostParams) => ArrayBuffer;
+    // For the benchmarks (bench/cuda.mjs); no wrapper.
+    /** Kernel time (ms, CUDA events) of the last call on device logits; -1 when there was none. */
+    cudaKernelMs?: (params: CudaDeviceParams) => number;
+    /** Copy bandwidth per repetition, GB/s: mode 0 device-to-device (read + write), 1 / 2 to the device from pinned / pageable, 3 / 4 back. */
+    cudaBandwidth?: (params: CudaDeviceParams & { mode: 0 | 1 | 2 | 3 | 4; bytes: number; reps: number }) => Float64Array;
+  }
+}
 
 /**
  * A CUDA device.

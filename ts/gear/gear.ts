@@ -18,10 +18,92 @@
  */
 import { fail } from '../core/errors.js';
 import { native } from '../core/addon.js';
-import type { GearScanOptions } from '../core/addon_types.js';
 import * as v from '../core/validate.js';
 import type { AdvantageEstimatorDefinition } from '../advantages/registry.js';
 import type { OptionsSchema } from '../registry/schema.js';
+
+// ---- native contract: the GEAR scan ----
+// What this file calls in the addon; the `declare module` block adds it to NativeAddon (ts/core/addon_types.ts).
+
+/** The resolved GEAR options, enumerations as codes (native/include/gear/gear_scan.h). @internal */
+export interface GearScanOptions {
+  klCap: number;
+  /** 0 zscore, 1 quantile. */
+  peakRule: 0 | 1;
+  peakZ: number;
+  peakMinKl: number;
+  peakQuantile: number;
+  entropyQuantile: number;
+  /** Absent: the batch entropyQuantile quantile. */
+  entropyThreshold?: number;
+  /** 0 next_fork, 1 entropy_settles. */
+  segmentEnd: 0 | 1;
+  maxSegmentLength: number;
+  alpha: number;
+  dRefQuantile: number;
+  /** 0 symmetric, 1 negative_only, 2 rlsd. */
+  signMode: 0 | 1 | 2;
+  epsW: number;
+  /** 0 mean_one, 1 none. */
+  normalize: 0 | 1;
+  /** 0 none, 1 random_anchors, 2 fixed_length, 3 token_only. */
+  ablation: 0 | 1 | 2 | 3;
+  seed: number;
+  /** 0: auto. */
+  fixedSegmentLength: number;
+  entropyLowQuantile: number;
+  /** Absent: the batch entropyLowQuantile quantile. */
+  entropyLowThreshold?: number;
+}
+/** @internal */
+export interface GearScanParams {
+  advantages: Float64Array;
+  offsets: Int32Array;
+  mask?: Uint8Array | null;
+  divergence: Float32Array;
+  entropy: Float32Array;
+  logratio?: Float32Array | null;
+  options: GearScanOptions;
+  out?: { advantages?: Float32Array | null; weights?: Float32Array | null; segmentId?: Int32Array | null } | null;
+}
+/** @internal */
+export interface GearScanQuantiles {
+  p50: number;
+  p90: number;
+  p95: number;
+  p99: number;
+  max: number;
+}
+/** gear::GearDiagnostics by name. @internal */
+export interface GearScanDiagnostics {
+  validTokens: number;
+  peaks: number;
+  segments: number;
+  tokensInSegments: number;
+  weightMin: number;
+  weightMax: number;
+  entropyThreshold: number;
+  entropyLowThreshold: number;
+  dRef: number;
+  peakKlThreshold: number;
+  fixedSegmentLength: number;
+  klQuantiles: GearScanQuantiles;
+  entropyQuantiles: GearScanQuantiles;
+}
+/** @internal */
+export interface GearScanResult {
+  advantages: Float32Array;
+  weights: Float32Array;
+  segmentId: Int32Array;
+  anchors: Int32Array;
+  diagnostics: GearScanDiagnostics;
+}
+
+declare module '../core/addon_types.js' {
+  interface NativeAddon {
+    gearScan(params: GearScanParams): GearScanResult;
+  }
+}
 
 /**
  * How departure points (divergence spikes) are detected.

@@ -5,7 +5,6 @@
  * @module
  */
 import { native } from '../core/addon.js';
-import type { BandwidthModeCode } from '../core/addon_types.js';
 import * as v from '../core/validate.js';
 
 /**
@@ -15,6 +14,30 @@ import * as v from '../core/validate.js';
  */
 export type BandwidthMode = 'read' | 'read2' | 'copy' | 'copyPlain';
 const MODES: readonly BandwidthMode[] = ['read', 'read2', 'copy', 'copyPlain'];
+
+// ---- native contract: the bandwidth probe ----
+// What this file calls in the addon; the `declare module` block adds it to NativeAddon (ts/core/addon_types.ts).
+
+/** 0 read, 1 read2, 2 copy, 3 copyPlain, the order of the modes above. @internal */
+export type BandwidthModeCode = 0 | 1 | 2 | 3;
+/** @internal */
+export interface MemoryBandwidthParams {
+  mode: BandwidthModeCode;
+  bytes: number;
+  threads: number;
+  reps: number;
+}
+/** What the addon returns ({@link MemoryBandwidthResult} is the public result). @internal */
+export interface MemoryBandwidthNativeResult {
+  /** One rate per repetition, GB/s. */
+  gbps: Float64Array;
+}
+
+declare module '../core/addon_types.js' {
+  interface NativeAddon {
+    memoryBandwidth(params: MemoryBandwidthParams): MemoryBandwidthNativeResult;
+  }
+}
 
 /**
  * Options of {@link memoryBandwidth}.

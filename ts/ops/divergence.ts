@@ -21,9 +21,68 @@ import { fail } from '../core/errors.js';
 import { native } from '../core/addon.js';
 import * as v from '../core/validate.js';
 import { type AsyncOptions, callAsync, callSync } from '../core/invoke.js';
-import type { DivergenceBackwardResult, DivergenceKindCode, NativeTensor } from '../core/addon_types.js';
+import type { AsyncControl, AsyncOp, DeviceControl, NativeLogits, NativeTensor, NativeTensorRef } from '../core/addon_types.js';
 import { type AnyLogits, type Logits, checkLogits, checkTemperature } from '../core/logits.js';
 import { type Device, DeviceLogits, adoptTensor, callDevice } from '../core/device.js';
+
+// ---- native contract: divergence ----
+// What this file calls in the addon; the `declare module` block adds it to NativeAddon (ts/core/addon_types.ts).
+
+/** 0 reverse KL, 1 forward KL, 2 JSD. @internal */
+export type DivergenceKindCode = 0 | 1 | 2;
+/** @internal */
+interface DivergencePairParams extends AsyncControl, DeviceControl {
+  student: NativeLogits;
+  teacher: NativeLogits;
+  kind: DivergenceKindCode;
+  beta: number;
+  temperature: number;
+  klCap: number;
+}
+/** @internal */
+export interface DivergenceOut {
+  value?: Float32Array;
+  studentEntropy?: Float32Array;
+  studentLogsumexp?: Float32Array;
+  teacherLogsumexp?: Float32Array;
+  studentLogprob?: Float32Array;
+  teacherLogprob?: Float32Array;
+}
+/** @internal */
+export interface DivergenceParams extends DivergencePairParams {
+  targets?: Int32Array | null;
+  out?: DivergenceOut | null;
+}
+/** @internal */
+export interface DivergenceResult {
+  value: Float32Array;
+  studentEntropy: Float32Array;
+  studentLogsumexp: Float32Array;
+  teacherLogsumexp: Float32Array;
+  /** Only with targets. */
+  studentLogprob?: Float32Array;
+  /** Only with targets. */
+  teacherLogprob?: Float32Array;
+}
+/** @internal */
+export interface DivergenceBackwardParams extends DivergencePairParams {
+  grad: Float32Array;
+  stats?: { value?: Float32Array | null; studentLogsumexp?: Float32Array | null; teacherLogsumexp?: Float32Array | null } | null;
+  /** A host array, or a float32 device tensor of the student's shape. */
+  out?: Float32Array | NativeTensorRef | null;
+}
+/** @internal */
+export interface DivergenceBackwardResult {
+  /** dLoss/dstudent, `rows * vocab`: a host array, or (device logits) a device tensor. */
+  gradStudent: Float32Array | NativeTensor | NativeTensorRef;
+}
+
+declare module '../core/addon_types.js' {
+  interface NativeAddon {
+    divergence: AsyncOp<DivergenceParams, DivergenceResult>;
+    divergenceBackward: AsyncOp<DivergenceBackwardParams, DivergenceBackwardResult>;
+  }
+}
 
 /**
  * Which divergence {@link divergence} computes.

@@ -5,8 +5,44 @@
  */
 import { fail } from '../core/errors.js';
 import { native } from '../core/addon.js';
-import type { SegmentOpCode } from '../core/addon_types.js';
+import type { AsyncControl, AsyncOp } from '../core/addon_types.js';
 import * as v from '../core/validate.js';
+
+// ---- native contract: packed rows ----
+// What this file calls in the addon; the `declare module` block adds it to NativeAddon (ts/core/addon_types.ts).
+
+/** 0 sum, 1 mean, 2 max, 3 min, 4 count. @internal */
+export type SegmentOpCode = 0 | 1 | 2 | 3 | 4;
+/** @internal */
+export interface SegmentReduceParams extends AsyncControl {
+  values: Float32Array | Float64Array;
+  offsets: Int32Array;
+  mask?: Uint8Array | null;
+  op: SegmentOpCode;
+  out?: Float64Array | null;
+}
+/** @internal */
+export interface SegmentReduceResult {
+  rowValues: Float64Array;
+}
+/** @internal */
+export interface SegmentBroadcastParams extends AsyncControl {
+  rowValues: Float64Array;
+  offsets: Int32Array;
+  mask?: Uint8Array | null;
+  out?: Float32Array | null;
+}
+/** @internal */
+export interface SegmentBroadcastResult {
+  tokenValues: Float32Array;
+}
+
+declare module '../core/addon_types.js' {
+  interface NativeAddon {
+    segmentReduce: AsyncOp<SegmentReduceParams, SegmentReduceResult>;
+    segmentBroadcast: AsyncOp<SegmentBroadcastParams, SegmentBroadcastResult>;
+  }
+}
 
 /**
  * Reduction applied by {@link segmentReduce}.

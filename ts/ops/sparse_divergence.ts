@@ -35,9 +35,63 @@ import { fail } from '../core/errors.js';
 import { native } from '../core/addon.js';
 import * as v from '../core/validate.js';
 import { type AsyncOptions, callAsync, callSync } from '../core/invoke.js';
-import type { DivergenceKindCode, NativeSparseTopk, SparseSupportCode } from '../core/addon_types.js';
-import type { DivergenceKind } from './divergence.js';
+import type { AsyncControl, AsyncOp } from '../core/addon_types.js';
+import type { DivergenceKind, DivergenceKindCode } from './divergence.js';
 import type { SparseTopK } from '../server/common.js';
+
+// ---- native contract: top-k divergence ----
+// What this file calls in the addon; the `declare module` block adds it to NativeAddon (ts/core/addon_types.ts).
+
+/** One side's top-k lists: `ids` and `logprobs` of `n * k` (padding: id -1, log-prob -Infinity). @internal */
+export interface NativeSparseTopk {
+  ids: Int32Array;
+  logprobs: Float32Array;
+  k: number;
+}
+/** 0 tail bucket, 1 renormalised over the shared ids. @internal */
+export type SparseSupportCode = 0 | 1;
+/** @internal */
+interface SparseDivergenceCommonParams extends AsyncControl {
+  student: NativeSparseTopk;
+  teacher: NativeSparseTopk;
+  n: number;
+  kind: DivergenceKindCode;
+  beta: number;
+  support: SparseSupportCode;
+  tailClamp: number;
+  /** 0: unknown. */
+  vocab: number;
+  klCap: number;
+}
+/** @internal */
+export type SparseDivergenceParams = SparseDivergenceCommonParams;
+/** @internal */
+export interface SparseDivergenceResult {
+  value: Float32Array;
+  studentTail: Float32Array;
+  teacherTail: Float32Array;
+  studentSharedMass: Float32Array;
+  teacherSharedMass: Float32Array;
+  shared: Int32Array;
+  entropyLower: Float32Array;
+  entropyUpper: Float32Array;
+}
+/** @internal */
+export interface SparseDivergenceBackwardParams extends SparseDivergenceCommonParams {
+  grad: Float32Array;
+}
+/** @internal */
+export interface SparseDivergenceBackwardResult {
+  /** dLoss/d(student top-k log-probs), `n * student.k`. */
+  gradStudent: Float32Array;
+}
+
+declare module '../core/addon_types.js' {
+  interface NativeAddon {
+    sparseDivergence: AsyncOp<SparseDivergenceParams, SparseDivergenceResult>;
+    sparseDivergenceBackward: AsyncOp<SparseDivergenceBackwardParams, SparseDivergenceBackwardResult>;
+  }
+}
 
 /**
  * How the mass outside the shared ids is treated (see the module notes).

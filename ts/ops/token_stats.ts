@@ -19,11 +19,85 @@ import { GearError, fail } from '../core/errors.js';
 import { native } from '../core/addon.js';
 import * as v from '../core/validate.js';
 import { type AsyncOptions, type BufferUse, callAsync, callSync } from '../core/invoke.js';
-import type { NativeTensor, TokenStatsBackwardResult, TokenStatsParams } from '../core/addon_types.js';
+import type { AsyncControl, AsyncOp, DeviceControl, NativeLogits, NativeTensor, NativeTensorRef } from '../core/addon_types.js';
 import { type AnyLogits, type Logits, type LogitsDType, checkLogits, checkTemperature } from '../core/logits.js';
 import { type Device, DeviceLogits, adoptTensor, callDevice } from '../core/device.js';
 
 export type { AnyLogits, Logits, LogitsDType } from '../core/logits.js';
+
+// ---- native contract: token statistics ----
+// What this file calls in the addon; the `declare module` block adds it to NativeAddon (ts/core/addon_types.ts).
+
+/** @internal */
+export interface TokenStatsParams extends AsyncControl, DeviceControl {
+  logits: NativeLogits;
+  targets: Int32Array;
+  temperature: number;
+  out?: { logprob?: Float32Array | null; entropy?: Float32Array | null; logsumexp?: Float32Array | null } | null;
+}
+/** @internal */
+export interface TokenStatsResult {
+  logprob: Float32Array;
+  entropy: Float32Array;
+  logsumexp: Float32Array;
+}
+/** @internal */
+export interface TokenStatsBackwardParams extends AsyncControl, DeviceControl {
+  logits: NativeLogits;
+  targets?: Int32Array | null;
+  grad?: { logprob?: Float32Array | null; entropy?: Float32Array | null } | null;
+  temperature: number;
+  stats?: { logsumexp?: Float32Array | null; entropy?: Float32Array | null } | null;
+  /** A host array, or a float32 device tensor of the logits' shape. */
+  out?: Float32Array | NativeTensorRef | null;
+  /** Write the gradient over the (float32) logits. */
+  inPlace?: boolean;
+}
+/** @internal */
+export interface TokenStatsBackwardResult {
+  /**
+   * dLoss/dlogits, `rows * vocab`: the host `out` (or a new array) for host results; for device logits
+   * without a host `out`, a new device tensor (or the `out` / logits reference given).
+   */
+  gradLogits: Float32Array | NativeTensor | NativeTensorRef;
+}
+/** @internal */
+export interface TokenStatsPartialParams extends AsyncControl, DeviceControl {
+  shard: NativeLogits;
+  targets: Int32Array;
+  vocabStart: number;
+  temperature: number;
+}
+/** @internal */
+export interface TokenStatsPartialResult {
+  max: Float64Array;
+  sumExp: Float64Array;
+  sumExpX: Float64Array;
+  targetLogit: Float64Array;
+}
+/** One shard's statistics, as {@link TokenStatsPartialResult} plus where the shard lies. @internal */
+export interface MergePart extends TokenStatsPartialResult {
+  vocabStart: number;
+  vocab: number;
+}
+/** @internal */
+export interface MergeTokenStatsParams extends AsyncControl {
+  /** Sorted by vocabStart, tiling the vocabulary. */
+  parts: MergePart[];
+  rows: number;
+  temperature: number;
+}
+/** @internal */
+export type MergeTokenStatsResult = TokenStatsResult;
+
+declare module '../core/addon_types.js' {
+  interface NativeAddon {
+    tokenStats: AsyncOp<TokenStatsParams, TokenStatsResult>;
+    tokenStatsBackward: AsyncOp<TokenStatsBackwardParams, TokenStatsBackwardResult>;
+    tokenStatsPartial: AsyncOp<TokenStatsPartialParams, TokenStatsPartialResult>;
+    mergeTokenStats: AsyncOp<MergeTokenStatsParams, MergeTokenStatsResult>;
+  }
+}
 
 /**
  * Per-row statistics returned by {@link tokenStats}, each a Float32Array of length `rows`.

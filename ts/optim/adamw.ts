@@ -9,6 +9,37 @@ import * as v from '../core/validate.js';
 import { Optimizer } from './optimizer.js';
 import { asStateError, boolOpt, checkLr, nonNeg, requireFields, stateBuffers, stateHeader } from './state.js';
 import type { AdamState } from './state.js';
+import type { AsyncControl, AsyncOp } from '../core/addon_types.js';
+import type { StepResult } from './optimizer.js';
+
+// ---- native contract: the Adam step ----
+// What this file calls in the addon; the `declare module` block adds it to NativeAddon (ts/core/addon_types.ts).
+
+/** @internal */
+export interface AdamStepParams extends AsyncControl {
+  params: readonly Float32Array[];
+  grads: readonly Float32Array[];
+  expAvg: readonly Float32Array[];
+  expAvgSq: readonly Float32Array[];
+  /** Required with amsgrad. */
+  maxExpAvgSq?: readonly Float32Array[] | null;
+  lr: number;
+  beta1: number;
+  beta2: number;
+  eps: number;
+  weightDecay: number;
+  /** The step being taken (>= 1). */
+  step: number;
+  decoupled: boolean;
+  amsgrad: boolean;
+  maximize: boolean;
+}
+
+declare module '../core/addon_types.js' {
+  interface NativeAddon {
+    adamStep: AsyncOp<AdamStepParams, StepResult>;
+  }
+}
 
 /**
  * Options of {@link AdamW} and {@link Adam} (defaults are PyTorch's).

@@ -8,6 +8,35 @@ import { callAsync, callSync } from '../core/invoke.js';
 import * as v from '../core/validate.js';
 import { checkDisjoint } from './state.js';
 import { fail } from '../core/errors.js';
+import type { AsyncControl, AsyncOp } from '../core/addon_types.js';
+
+// ---- native contract: gradient norms ----
+// What this file calls in the addon; the `declare module` block adds it to NativeAddon (ts/core/addon_types.ts).
+
+/** @internal */
+export interface GradNormParams {
+  grads: readonly Float32Array[];
+}
+/** @internal */
+export interface ClipGradNormParams extends AsyncControl {
+  grads: readonly Float32Array[];
+  maxNorm: number;
+  errorIfNonfinite: boolean;
+  /** A Float64Array of 1 that also receives the norm. */
+  out?: Float64Array | null;
+}
+/** @internal */
+export interface NormResult {
+  /** Total L2 norm before clipping. */
+  norm: number;
+}
+
+declare module '../core/addon_types.js' {
+  interface NativeAddon {
+    gradNorm(params: GradNormParams): NormResult;
+    clipGradNorm: AsyncOp<ClipGradNormParams, NormResult>;
+  }
+}
 
 /**
  * Options of {@link clipGradNorm}.

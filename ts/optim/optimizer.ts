@@ -10,6 +10,12 @@ import { type BufferUse, callAsync, callSync } from '../core/invoke.js';
 import { checkGrads, checkLr, checkParams } from './state.js';
 import type { OptimizerState } from './state.js';
 
+/** What every optimizer's native step (`runNative`) returns. @internal */
+export interface StepResult {
+  /** Parameters updated. */
+  tensors: number;
+}
+
 /**
  * Options of {@link Optimizer.stepAsync}.
  *

@@ -10,6 +10,32 @@ import * as v from '../core/validate.js';
 import { Optimizer } from './optimizer.js';
 import { asStateError, boolOpt, checkLr, nonNeg, requireFields, stateBuffers, stateHeader } from './state.js';
 import type { SGDState } from './state.js';
+import type { AsyncControl, AsyncOp } from '../core/addon_types.js';
+import type { StepResult } from './optimizer.js';
+
+// ---- native contract: the SGD step ----
+// What this file calls in the addon; the `declare module` block adds it to NativeAddon (ts/core/addon_types.ts).
+
+/** @internal */
+export interface SgdStepParams extends AsyncControl {
+  params: readonly Float32Array[];
+  grads: readonly Float32Array[];
+  /** Required when momentum is not 0. */
+  momentumBuffer?: readonly Float32Array[] | null;
+  lr: number;
+  momentum: number;
+  dampening: number;
+  weightDecay: number;
+  nesterov: boolean;
+  maximize: boolean;
+  firstStep: boolean;
+}
+
+declare module '../core/addon_types.js' {
+  interface NativeAddon {
+    sgdStep: AsyncOp<SgdStepParams, StepResult>;
+  }
+}
 
 /**
  * Options of {@link SGD} (defaults are PyTorch's; as there, `lr` is required).

@@ -6,7 +6,7 @@
  */
 import { fail } from '../../core/errors.js';
 import { native } from '../../core/addon.js';
-import type { AggModeCode, AggSemanticsCode, PolicyLossPpoResult } from '../../core/addon_types.js';
+import type { AsyncControl, AsyncOp } from '../../core/addon_types.js';
 import { callAsync, callSync } from '../../core/invoke.js';
 import { signalOpt } from '../../core/validate.js';
 import type { AggMode, AggregateOptions } from '../aggregate.js';
@@ -14,6 +14,63 @@ import type { Semantics } from '../compat.js';
 import { type PpoSettings, ppoSettings } from './ppo.js';
 import { policyLossTs, prepare } from './run.js';
 import type { PolicyLossArgs, PolicyLossResult } from './types.js';
+
+// ---- native contract: the fused PPO pass ----
+// What this file calls in the addon; the `declare module` block adds it to NativeAddon (ts/core/addon_types.ts).
+
+/** 0 token-mean, 1 token-sum, 2 seq-mean-token-sum, 3 seq-mean-token-mean, 4 seq-mean-token-sum-norm. @internal */
+export type AggModeCode = 0 | 1 | 2 | 3 | 4;
+/** 0 verl, 1 verl-legacy, 2 verl-agent. @internal */
+export type AggSemanticsCode = 0 | 1 | 2;
+/** @internal */
+export interface PolicyLossPpoParams extends AsyncControl {
+  logprob: Float32Array;
+  oldLogprob: Float32Array;
+  advantages: Float32Array;
+  offsets: Int32Array;
+  mask?: Uint8Array | null;
+  clipLow: number;
+  clipHigh: number;
+  /** Dual-clip constant (> 1). */
+  clipC: number;
+  /** Clamp of the log-ratio; absent: no clamp. */
+  logRatioClamp?: number;
+  /** Absent: this call's token count. */
+  globalTokens?: number;
+  /** Absent: this call's row count. */
+  globalRows?: number;
+  /** Absent: the longest row. */
+  lossScaleFactor?: number;
+  /** Absent: 1. */
+  dpSize?: number;
+  agg: AggModeCode;
+  semantics: AggSemanticsCode;
+  out?: Float32Array | null;
+}
+/** gear::PpoStats by name, with the per-token gradient. @internal */
+export interface PolicyLossPpoResult {
+  grad: Float32Array;
+  loss: number;
+  /** Valid tokens. */
+  tokens: number;
+  /** Valid tokens whose clipped term was taken (pg_clipfrac numerator). */
+  clipped: number;
+  /** Valid tokens with A < 0 where the dual clip was taken (pg_clipfrac_lower numerator). */
+  lower: number;
+  /** Sum of -clamp(log ratio) over valid tokens (ppo_kl numerator). */
+  negKl: number;
+  ratioSum: number;
+  ratioMin: number;
+  ratioMax: number;
+  /** The peer's loss is NaN for this input. */
+  nan: boolean;
+}
+
+declare module '../../core/addon_types.js' {
+  interface NativeAddon {
+    policyLossPpo: AsyncOp<PolicyLossPpoParams, PolicyLossPpoResult>;
+  }
+}
 
 const AGG_INDEX: Record<AggMode, AggModeCode> = {
   'token-mean': 0, 'token-sum': 1, 'seq-mean-token-sum': 2, 'seq-mean-token-mean': 3, 'seq-mean-token-sum-norm': 4,
