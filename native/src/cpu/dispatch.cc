@@ -5,11 +5,6 @@
 #include <cstring>
 
 #include "gear/isa_target.h"
-#include "logits_kernels.h"
-#include "optim_kernels.h"
-#include "policy_loss_kernels.h"
-#include "segment_kernels.h"
-#include "sparse_divergence_kernels.h"
 #if GEAR_X86 && defined(_WIN32)
 #include <intrin.h>  // __cpuidex, _xgetbv: MSVC and MinGW-w64 alike (clashes with <cpuid.h>'s __cpuid macro)
 #elif GEAR_X86 && (defined(__GNUC__) || defined(__clang__))
@@ -139,77 +134,5 @@ Isa set_isa(Isa isa) {
   active_slot().store(static_cast<int>(isa));
   return isa;
 }
-
-// ---- the per-ISA kernel tables ----
-// Every op family of the CPU module dispatches the same way: a table struct of its kernels
-// (<family>_kernels.h), one instance per ISA level, each defined in its own translation unit
-// (<family>_<isa>.cc, compiled inside that ISA's target region and namespace), and one selector here
-// that returns the active ISA's table. A family without a table for an ISA uses the next lower one.
-
-namespace {
-
-#if GEAR_X86
-#define GEAR_X86_TABLE(t) (&(t))
-#else
-#define GEAR_X86_TABLE(t) nullptr
-#endif
-#if GEAR_ARM64
-#define GEAR_ARM64_TABLE(t) (&(t))
-#else
-#define GEAR_ARM64_TABLE(t) nullptr
-#endif
-
-// The table type is deduced from the baseline table only (the others may be nullptr).
-template <class T>
-struct Same {
-  using type = T;
-};
-
-template <class Table>
-const Table& active_table(const Table& baseline, const typename Same<Table>::type* avx2,
-                          const typename Same<Table>::type* avx512, const typename Same<Table>::type* neon) {
-  switch (active_isa()) {
-    case Isa::Avx512:
-      if (avx512 != nullptr) return *avx512;
-      return avx2 != nullptr ? *avx2 : baseline;
-    case Isa::Avx2: return avx2 != nullptr ? *avx2 : baseline;
-    case Isa::Neon: return neon != nullptr ? *neon : baseline;
-    default: return baseline;
-  }
-}
-
-}  // namespace
-
-const kern::TokenStatsKernels& kern::token_stats_kernels() {
-  return active_table(token_stats_baseline, GEAR_X86_TABLE(token_stats_avx2), GEAR_X86_TABLE(token_stats_avx512),
-                      GEAR_ARM64_TABLE(token_stats_neon));
-}
-
-const kern::DivergenceKernels& kern::divergence_kernels() {
-  return active_table(divergence_baseline, GEAR_X86_TABLE(divergence_avx2), GEAR_X86_TABLE(divergence_avx512),
-                      GEAR_ARM64_TABLE(divergence_neon));
-}
-
-const ppo::PolicyLossKernels& ppo::policy_loss_kernels() {
-  return active_table(policy_loss_baseline, GEAR_X86_TABLE(policy_loss_avx2), GEAR_X86_TABLE(policy_loss_avx512),
-                      GEAR_ARM64_TABLE(policy_loss_neon));
-}
-
-const optim_detail::OptimKernels& optim_detail::optim_kernels() {
-  return active_table(optim_baseline, GEAR_X86_TABLE(optim_avx2), GEAR_X86_TABLE(optim_avx512), nullptr);
-}
-
-const seg::SegmentKernels& seg::segment_kernels() {
-  return active_table(segment_baseline, GEAR_X86_TABLE(segment_avx2), GEAR_X86_TABLE(segment_avx512),
-                      GEAR_ARM64_TABLE(segment_neon));
-}
-
-const sparse_kern::SparseKernels& sparse_kern::sparse_kernels() {
-  return active_table(sparse_divergence_baseline, GEAR_X86_TABLE(sparse_divergence_avx2),
-                      GEAR_X86_TABLE(sparse_divergence_avx512), GEAR_ARM64_TABLE(sparse_divergence_neon));
-}
-
-#undef GEAR_X86_TABLE
-#undef GEAR_ARM64_TABLE
 
 }  // namespace gear

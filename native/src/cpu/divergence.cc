@@ -16,6 +16,44 @@
 #include "cpu_backend.h"
 
 namespace gear {
+namespace kern {
+
+// ---- divergence kernels ----
+enum : int { kWantNone = 0, kWantCs = 1, kWantCt = 2 };
+// Joint statistics of a student and a teacher row. On NaN/+Infinity returns false with *bad_side
+// 0 (student) or 1 (teacher).
+using PairStatsFn = bool (*)(const void* s, const void* t, int64_t n, double inv_t, rowmath::PairStats* out,
+                             int* bad_side);
+// Second pass of the JSD: given both rows' max and ln(sum exp), returns sum of the JSD terms and
+// k_sm = KL(p_s || M).
+using JsdFn = void (*)(const void* s, const void* t, int64_t n, double inv_t, double ms, double lns, double mt,
+                       double lnt, double beta, double* jsd, double* k_sm);
+struct DivGradParams {
+  int kind;      // 0 reverse KL, 1 forward KL, 2 JSD
+  double inv_t;
+  double lse_s;  // student and teacher logsumexp of z/T
+  double lse_t;
+  double g;      // dL/dvalue of the row
+  double value;  // reverse KL: the row's KL; JSD: KL(p_s || M)
+  double beta;   // JSD mixture weight
+};
+using DivGradFn = bool (*)(const void* s, const void* t, float* out, int64_t n, const DivGradParams& p, bool nt,
+                           int* bad_side);
+struct DivergenceKernels {
+  PairStatsFn pair[3][3];  // [dtype][want]
+  JsdFn jsd[3];
+  DivGradFn grad[3][3];  // [dtype][kind]
+};
+
+}  // namespace kern
+}  // namespace gear
+
+// The kernel body, compiled for every instruction set of this architecture (isa_kernels.inc).
+#define GEAR_KERNELS "divergence_kernels.inc"
+#define GEAR_KERNELS_PRELUDE "row_block_ops.inc"
+#include "isa_kernels.inc"
+
+namespace gear {
 namespace {
 
 using kern::atomic_min;
@@ -40,7 +78,7 @@ Status divergence(const LogitsView& s, const LogitsView& t, DivKind kind, double
                   double kl_cap, const int32_t* targets, const DivergenceOut& out, const ExecContext& ctx) {
   const int64_t rows = s.rows;
   const DivKind k = kind;  // effective kind (core/backend.cc)
-  const auto& kt = kern::divergence_kernels();
+  const auto& kt = active_kernels();
   const int dt = static_cast<int>(s.dtype);
   const auto pair_fn = kt.pair[dt][pair_want(k)];
   const auto jsd_fn = kt.jsd[dt];
@@ -90,7 +128,7 @@ Status divergence_backward(const LogitsView& s, const LogitsView& t, DivKind kin
   const int64_t rows = s.rows;
   const int given = (value != nullptr) + (student_lse != nullptr) + (teacher_lse != nullptr);
   const DivKind k = kind;  // effective kind (core/backend.cc)
-  const auto& kt = kern::divergence_kernels();
+  const auto& kt = active_kernels();
   const int dt = static_cast<int>(s.dtype);
   const auto pair_fn = kt.pair[dt][pair_want(k)];
   const auto jsd_fn = kt.jsd[dt];

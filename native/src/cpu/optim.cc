@@ -22,6 +22,11 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
+// The kernel body, compiled for every instruction set of this architecture (isa_kernels.inc).
+#define GEAR_KERNELS "optim_kernels.inc"
+#define GEAR_KERNELS_PRELUDE "optim_fma.inc"
+#include "isa_kernels.inc"
+
 namespace gear {
 
 using optim_detail::AdamScalars;
@@ -162,7 +167,7 @@ Status adam_step(const OptimTensor* t, int64_t count, const AdamHyper& h, const 
   s.neg_step = static_cast<float>(-step_size);
   s.gsign = h.maximize ? -1.0f : 1.0f;
   s.amsgrad = h.amsgrad;
-  const OptimKernels& k = optim_detail::optim_kernels();
+  const OptimKernels& k = active_kernels();
   for_each_span(t, count, ctx, [&](const OptimTensor& x, int64_t b, int64_t len) {
     k.adam(s, x.param + b, x.grad + b, x.buf0 + b, x.buf1 + b, h.amsgrad ? x.buf2 + b : nullptr, len);
   });
@@ -181,7 +186,7 @@ Status sgd_step(const OptimTensor* t, int64_t count, const SgdHyper& h, const Ex
   s.gsign = h.maximize ? -1.0f : 1.0f;
   s.mom_mode = h.momentum == 0.0 ? 0 : h.first_step ? 1 : 2;
   s.nesterov = h.nesterov;
-  const OptimKernels& k = optim_detail::optim_kernels();
+  const OptimKernels& k = active_kernels();
   for_each_span(t, count, ctx, [&](const OptimTensor& x, int64_t b, int64_t len) {
     k.sgd(s, x.param + b, x.grad + b, s.mom_mode ? x.buf0 + b : nullptr, len);
   });
@@ -205,7 +210,7 @@ Status check_grads(const float* const* g, const int64_t* n, int64_t count, int64
 double norm_of(const float* const* g, const int64_t* n, int64_t count, int64_t total, const ExecContext& ctx) {
   const auto tasks = partition(n, count, kNormBlock);
   std::vector<double> partial(tasks.size(), 0.0);
-  const OptimKernels& k = optim_detail::optim_kernels();
+  const OptimKernels& k = active_kernels();
   std::vector<Task> index(tasks.size());
   // Each task writes only its own partial; the partials are then added in task order.
   for (size_t j = 0; j < tasks.size(); ++j) index[j] = {static_cast<int64_t>(j), 0, 0};
@@ -249,7 +254,7 @@ Status clip_grad_norm(float* const* g, const int64_t* n, int64_t count, double m
   std::vector<Task> tasks;
   for (int64_t i = 0; i < count; ++i)
     for (int64_t b = 0; b < n[i]; b += kStepBlock) tasks.push_back({i, b, std::min(n[i], b + kStepBlock)});
-  const OptimKernels& k = optim_detail::optim_kernels();
+  const OptimKernels& k = active_kernels();
   run_tasks(ctx, tasks, total, [&](const Task& w) { k.scale(g[w.tensor] + w.begin, w.end - w.begin, coef); });
   return Status::ok();
 }

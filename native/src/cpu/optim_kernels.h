@@ -1,5 +1,5 @@
-// Internal to the optimizers (optim*.cc): the scalars the driver passes to the kernels and the per-ISA
-// kernel table (optim_kernels.inc compiled by optim_baseline.cc, optim_avx2.cc and optim_avx512.cc).
+// Internal to the optimizers (optim.cc): the scalars the driver passes to the kernels and the kernel
+// table optim_kernels.inc fills once per instruction set (isa_kernels.inc).
 #pragma once
 #include <cstdint>
 
@@ -37,11 +37,5 @@ struct OptimKernels {
   void (*scale)(float* g, int64_t n, float c);
 };
 
-// One table per ISA level, each in its own translation unit; aarch64 uses the baseline table (the
-// baseline build already has Advanced SIMD and hardware FMA, and these are plain elementwise loops the
-// compiler vectorises, so a NEON copy would be the same code).
-extern const OptimKernels optim_baseline, optim_avx2, optim_avx512;
-// The table of the active ISA (dispatch.cc).
-const OptimKernels& optim_kernels();
 
 }  // namespace gear::optim_detail

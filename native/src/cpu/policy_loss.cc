@@ -11,6 +11,10 @@
 #include "policy_loss_kernels.h"
 #include "../core/checks.h"
 
+// The kernel body, compiled for every instruction set of this architecture (isa_kernels.inc).
+#define GEAR_KERNELS "policy_loss_kernels.inc"
+#include "isa_kernels.inc"
+
 namespace gear {
 
 // ---------------------------------------------------------------------------------------------------
@@ -45,7 +49,7 @@ Status policy_loss_ppo(const float* logprob, const float* old_logprob, const flo
 
   // Pass 1: per-row valid-token counts and the 0/1 check of the mask (1 byte per token), over
   // row-aligned chunks of about equal work.
-  const ppo::PolicyLossKernels& kern = ppo::policy_loss_kernels();
+  const ppo::PolicyLossKernels& kern = active_kernels();
   std::vector<double> cnt(static_cast<size_t>(rows), 0.0);
   std::vector<int64_t> bad_mask(static_cast<size_t>(row_chunk_count(n, rows)), -1);
   bool done = parallel_blocks(ctx, static_cast<int64_t>(bad_mask.size()), 1, [&](int64_t k, int64_t, int) {

@@ -55,9 +55,6 @@ struct PolicyLossKernels {
   bool streams;           // block honours `stream`
 };
 // One table per ISA level, each in its own translation unit.
-extern const PolicyLossKernels policy_loss_baseline, policy_loss_avx2, policy_loss_avx512, policy_loss_neon;
-// The table of the active ISA (dispatch.cc).
-const PolicyLossKernels& policy_loss_kernels();
 
 }  // namespace ppo
 }  // namespace gear

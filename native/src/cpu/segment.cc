@@ -11,6 +11,10 @@
 #include "cpu_backend.h"
 #include "segment_kernels.h"
 
+// The kernel body, compiled for every instruction set of this architecture (isa_kernels.inc).
+#define GEAR_KERNELS "segment_kernels.inc"
+#include "isa_kernels.inc"
+
 namespace gear {
 
 int64_t row_chunk_count(int64_t n, int64_t rows) { return (n + rows + kRowChunk - 1) / kRowChunk; }
@@ -194,7 +198,7 @@ Status segment_broadcast(const double* row_values, const int32_t* offsets, int64
   // Every token is written independently, so plain token blocks split even a single long row.
   const int64_t blocks = (n + kChunk - 1) / kChunk;
   std::vector<int64_t> bads(static_cast<size_t>(blocks), -1);
-  const seg::SegmentKernels& k = seg::segment_kernels();
+  const seg::SegmentKernels& k = active_kernels();
   const seg::BroadcastFn write =
       k.broadcast_stream != nullptr && reused_out && n * 4 >= kStreamOutputBytes ? k.broadcast_stream : k.broadcast;
   const bool done = parallel_blocks(ctx, n, kChunk, [&](int64_t b, int64_t e, int) {

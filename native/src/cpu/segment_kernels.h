@@ -18,9 +18,6 @@ struct SegmentKernels {
   BroadcastFn broadcast;         // ordinary stores
   BroadcastFn broadcast_stream;  // streaming stores, for a large output the caller reuses (null: none)
 };
-extern const SegmentKernels segment_baseline, segment_avx2, segment_avx512, segment_neon;
-// The table of the active ISA (dispatch.cc).
-const SegmentKernels& segment_kernels();
 
 }  // namespace seg
 }  // namespace gear

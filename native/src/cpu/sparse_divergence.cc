@@ -26,6 +26,10 @@
 #include "../core/checks.h"
 #include "sparse_divergence_kernels.h"
 
+// The kernel body, compiled for every instruction set of this architecture (isa_kernels.inc).
+#define GEAR_KERNELS "sparse_divergence_kernels.inc"
+#include "isa_kernels.inc"
+
 namespace gear {
 namespace {
 
@@ -68,7 +72,7 @@ struct Scratch {
   std::vector<uint32_t> sslot, tslot;               // each entry's slot (kHashMask + 1: padding)
   std::vector<int32_t> sx, tx;                      // each side's ids shifted by one, sx[0] = tx[0] = -2
   int32_t tix[kSmallK];                             // prepare_small: each student entry's teacher index
-  SideProbsFn probs = sparse_kernels().side_probs;
+  SideProbsFn probs = active_kernels().side_probs;
   MatchSmallFn match_small = nullptr;               // set when both lists are short enough and the ISA has it
   SharedSumsFn shared_sums = nullptr;               // with match_small
   bool lazy_cells = false;                          // prepare_small leaves the cells to small_cells
@@ -77,8 +81,8 @@ struct Scratch {
     ps.resize(static_cast<size_t>(ks));
     pt.resize(static_cast<size_t>(kt));
     if (ks <= kSmallK && kt <= kSmallK) {
-      match_small = sparse_kernels().match_small;
-      shared_sums = sparse_kernels().shared_sums;
+      match_small = active_kernels().match_small;
+      shared_sums = active_kernels().shared_sums;
     }
     if (match_small == nullptr && ks <= kHashMaxK && kt <= kHashMaxK) {
       tab.assign(kHashMask + 2, 0);
@@ -606,8 +610,8 @@ Status sparse_divergence(const SparseTopk& s, const SparseTopk& t, int64_t n, co
   const DivKind k = effective_kind(opt.kind, opt.beta);
   const Clamp cl(opt.tail_clamp);
   std::atomic<int64_t> bad{kNone};
-  const ListEntropyFn entropy = sparse_kernels().list_entropy;
-  const Logs8Fn logs = sparse_kernels().logs8;
+  const ListEntropyFn entropy = active_kernels().list_entropy;
+  const Logs8Fn logs = active_kernels().logs8;
   const bool done = parallel_blocks(ctx, n, rows_per_task(s.k, t.k), [&](int64_t b, int64_t e, int) {
     Scratch scs[8];
     const int G = group_rows(s.k, t.k, scs);
@@ -764,8 +768,8 @@ Status sparse_divergence_backward(const SparseTopk& s, const SparseTopk& t, int6
   const double beta = opt.beta;
   const Clamp cl(opt.tail_clamp);
   std::atomic<int64_t> bad{kNone}, infinite{kNone};
-  const BucketGradFn bucket_grad = sparse_kernels().bucket_grad;
-  const Logs8Fn logs = sparse_kernels().logs8;
+  const BucketGradFn bucket_grad = active_kernels().bucket_grad;
+  const Logs8Fn logs = active_kernels().logs8;
   const bool done = parallel_blocks(ctx, n, rows_per_task(s.k, t.k), [&](int64_t b, int64_t e, int) {
     Scratch scs[8];
     const int G = group_rows(s.k, t.k, scs);

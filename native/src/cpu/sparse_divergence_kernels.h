@@ -86,10 +86,6 @@ struct SparseKernels {
   SharedSumsFn shared_sums;  // with match_small
   BucketGradFn bucket_grad;  // with match_small
 };
-extern const SparseKernels sparse_divergence_baseline, sparse_divergence_avx2, sparse_divergence_avx512,
-    sparse_divergence_neon;
-// The table of the active ISA (dispatch.cc).
-const SparseKernels& sparse_kernels();
 
 }  // namespace sparse_kern
 }  // namespace gear

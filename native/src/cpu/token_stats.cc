@@ -19,6 +19,33 @@
 namespace gear {
 namespace kern {
 
+// ---- token statistics kernels (one row at a time) ----
+// Streams one row of n logits; returns false when the row holds NaN or +Infinity.
+using RowStatsFn = bool (*)(const void* row, int64_t n, double inv_t, rowmath::SoftmaxStats* out);
+// Two rows' statistics, each exactly as RowStatsFn computes it; false when either row is bad.
+using RowStats2Fn = bool (*)(const void* ra, const void* rb, int64_t n, double inv_t, rowmath::SoftmaxStats* oa,
+                             rowmath::SoftmaxStats* ob);
+// Writes dL/dz for one row: out[v] = p_v (alpha + beta ln p_v) + [v == y] target, ln p_v = z_v/T - lse.
+// y < 0: no target term. nt: non-temporal stores (out must not alias the row). False on NaN/+Infinity.
+using TokenGradFn = bool (*)(const void* row, float* out, int64_t n, double inv_t, double lse,
+                             rowmath::GradCoef c, int64_t y, bool nt);
+struct TokenStatsKernels {
+  RowStatsFn stats[3];
+  RowStats2Fn stats2[3];
+  TokenGradFn grad[3];
+};
+
+}  // namespace kern
+}  // namespace gear
+
+// The kernel body, compiled for every instruction set of this architecture (isa_kernels.inc).
+#define GEAR_KERNELS "token_stats_kernels.inc"
+#define GEAR_KERNELS_PRELUDE "row_block_ops.inc"
+#include "isa_kernels.inc"
+
+namespace gear {
+namespace kern {
+
 int64_t rows_per_task(int64_t rows, int64_t vocab, const ExecContext& ctx) {
   const int64_t threads = ctx.pool ? ctx.pool->threads() : 1;
   // ~1 MiB of float32 per task, at least two rows (the forward kernels read rows in pairs)
@@ -34,8 +61,8 @@ namespace cpu {
 
 Status token_stats(const LogitsView& l, const int32_t* targets, double temperature, float* logprob, float* entropy,
                    float* lse, const ExecContext& ctx) {
-  const auto fn = kern::token_stats_kernels().stats[static_cast<int>(l.dtype)];
-  const auto fn2 = kern::token_stats_kernels().stats2[static_cast<int>(l.dtype)];
+  const auto fn = active_kernels().stats[static_cast<int>(l.dtype)];
+  const auto fn2 = active_kernels().stats2[static_cast<int>(l.dtype)];
   const double inv_t = 1.0 / temperature;
   const int64_t row_bytes = l.vocab * dtype_size(l.dtype);
   const char* base = static_cast<const char*>(l.data);
@@ -75,7 +102,7 @@ Status token_stats_backward(const LogitsView& l, const int32_t* targets, const f
                             const float* grad_entropy, double temperature, const float* lse, const float* entropy,
                             float* out, const ExecContext& ctx) {
   const bool in_place = static_cast<const void*>(out) == l.data;  // no streaming stores over the logits
-  const auto& k = kern::token_stats_kernels();
+  const auto& k = active_kernels();
   const auto stats_fn = k.stats[static_cast<int>(l.dtype)];
   const auto grad_fn = k.grad[static_cast<int>(l.dtype)];
   const double inv_t = 1.0 / temperature;
@@ -117,7 +144,7 @@ Status token_stats_partial(const LogitsView& l, const int32_t* targets, int64_t 
                            double* max, double* sum_exp, double* sum_exp_x, double* target_logit,
                            const ExecContext& ctx) {
   const double qnan = std::numeric_limits<double>::quiet_NaN();
-  const auto fn = kern::token_stats_kernels().stats[static_cast<int>(l.dtype)];
+  const auto fn = active_kernels().stats[static_cast<int>(l.dtype)];
   const double inv_t = 1.0 / temperature;
   const int64_t row_bytes = l.vocab * dtype_size(l.dtype);
   const char* base = static_cast<const char*>(l.data);
