@@ -7,7 +7,7 @@
 
 #include "args.h"
 #include "invoke.h"
-#include "gear/divergence.h"
+#include "gear/backend.h"
 #include "logits_args.h"
 #include "ops.h"
 

@@ -2,7 +2,7 @@
 // ts/core/addon_types.ts.
 #include "args.h"
 #include "invoke.h"
-#include "gear/segment.h"
+#include "gear/backend.h"
 #include "large_output.h"
 #include "ops.h"
 

@@ -6,7 +6,7 @@
 
 #include "args.h"
 #include "invoke.h"
-#include "gear/token_stats.h"
+#include "gear/backend.h"
 #include "logits_args.h"
 #include "ops.h"
 

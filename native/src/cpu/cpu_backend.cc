@@ -6,7 +6,7 @@
 namespace gear {
 
 const Backend& cpu_backend() {
-#define GEAR_CPU_ENTRY(op) cpu::op,
+#define GEAR_CPU_ENTRY(op, params) cpu::op,
   static const Backend kCpu{"cpu", GEAR_BACKEND_OPS(GEAR_CPU_ENTRY)};
 #undef GEAR_CPU_ENTRY
   return kCpu;

@@ -9,7 +9,7 @@
 namespace gear {
 namespace cpu {
 
-#define GEAR_CPU_DECLARE(op) decltype(::gear::op) op;
+#define GEAR_CPU_DECLARE(op, params) decltype(::gear::op) op;
 GEAR_BACKEND_OPS(GEAR_CPU_DECLARE)
 #undef GEAR_CPU_DECLARE
 

@@ -1,7 +1,7 @@
 // tokenStats drivers (the CPU backend's entries, called with checked arguments): row-parallel scheduling over the
 // active ISA's kernel table and per-row finalisation (row_math.h). Each row is computed by exactly one
 // task in a fixed order, so results are bit-identical for every thread count and batch split.
-#include "gear/token_stats.h"
+#include "gear/backend.h"
 
 #include <algorithm>
 #include <atomic>
