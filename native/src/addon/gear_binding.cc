@@ -7,7 +7,7 @@
 
 #include "args.h"
 #include "invoke.h"
-#include "gear/gear_scan.h"
+#include "../cpu/gear_scan.h"  // the GEAR scan's contract, private to the CPU module
 #include "gear/thread_pool.h"
 #include "ops.h"
 

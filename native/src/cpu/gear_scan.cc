@@ -1,4 +1,4 @@
-// GEAR-proposed reweighting (algorithms.md section 10.3). See gear/gear_scan.h for the contract.
+// GEAR-proposed reweighting (algorithms.md section 10.3). See gear_scan.h for the contract.
 //
 // Passes over the batch (each parallel over blocks of rows, each row sequential in float64):
 //   A. check values, per-row mean / population std of the capped divergence, per-worker 16-bit
@@ -7,7 +7,7 @@
 //      pass collects only those buckets' values, nth_element finishes inside the (small) buckets;
 //   B. per row: peaks, the segment scan, unit weights, the normaliser and the scatter (local segment ids);
 //   C. global segment ids (row bases from a serial prefix sum) and the anchor list.
-#include "gear/gear_scan.h"
+#include "gear_scan.h"
 
 #include <algorithm>
 #include <cmath>
