@@ -128,10 +128,10 @@ async function main() {
   };
   // The ISA in the run's key: runs of one commit under GEAR_RL_ISA=<isa> and on the best path stay apart;
   // a bench re-run on the same commit and ISA replaces its earlier section and rows.
-  const files = benches.map((b) => join(outDir, `${b.file.replace(/\.bench\.mjs$/, '')}.md`));
-  benches.forEach((b, i) => addToBenchFile(files[i], b.name, result));
+  const records = benches.map((b) => join(outDir, `${b.file.replace(/\.bench\.mjs$/, '')}.md`));
+  benches.forEach((b, i) => addToBenchFile(records[i], b.name, result));
   addToHistory(join(outDir, 'history.csv'), result, benches.map((b) => b.name));
-  console.log(`\nadded run "${runKey(result)}" to ${files.join(', ')} and ${join(outDir, 'history.csv')}`);
+  console.log(`\nadded run "${runKey(result)}" to ${records.join(', ')} and ${join(outDir, 'history.csv')}`);
   if (benchResults.some((b) => b.error)) process.exitCode = 1;
 }
 
