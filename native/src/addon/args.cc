@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <unordered_map>
 
 #include "invoke.h"
 #include "../core/device_tensors.h"
@@ -9,9 +10,21 @@
 namespace gear::addon {
 
 namespace {
+// Property names made once per environment: reading or setting a property by a C string internalizes
+// that string in V8 on every call, which costs more than a small op's whole computation. The strings
+// live in one array (Node-API < 10 holds no reference to a string itself); the index is keyed by the
+// literal's address, with its text kept to check it.
+struct CachedKey {
+  std::string text;
+  uint32_t index;
+};
+
 struct InstanceData {
   Napi::FunctionReference error_class;
   std::shared_ptr<EnvJobs> jobs = std::make_shared<EnvJobs>();
+  std::unordered_map<const char*, CachedKey> keys;
+  Napi::ObjectReference key_strings;
+  uint32_t next_key = 0;
 };
 
 void TeardownJobs(void* arg) {
@@ -66,6 +79,19 @@ Array<T> Typed(const Napi::Value& v, const std::string& what, int64_t len, napi_
 }  // namespace
 
 std::shared_ptr<EnvJobs> JobsOf(Napi::Env env) { return Data(env)->jobs; }
+
+Napi::String Key(Napi::Env env, const char* name) {
+  InstanceData* d = Data(env);
+  if (d->key_strings.IsEmpty()) d->key_strings = Napi::Persistent(Napi::Object(env, Napi::Array::New(env)));
+  Napi::Object strings = d->key_strings.Value();
+  auto it = d->keys.find(name);
+  if (it != d->keys.end() && it->second.text == name) return strings.Get(it->second.index).As<Napi::String>();
+  const uint32_t index = d->next_key++;
+  Napi::String k = Napi::String::New(env, name);
+  strings.Set(index, k);
+  d->keys[name] = CachedKey{name, index};
+  return k;
+}
 
 std::string Describe(const Napi::Value& v) {
   if (v.IsUndefined()) return "undefined";
@@ -195,12 +221,12 @@ Params Params::Absent(Napi::Env env, std::string what, const std::vector<const c
 
 void Params::ReadAll(const Napi::Object& o, const std::vector<const char*>& names) {
   values_.reserve(names.size());
-  for (const char* n : names) values_.emplace_back(n, o.Get(n));
+  for (const char* n : names) values_.emplace_back(n, o.Get(Key(env_, n)));
 }
 
 Napi::Value Params::Get(const char* name) const {
-  for (const auto& kv : values_)
-    if (std::strcmp(kv.first, name) == 0) return kv.second;
+  for (const auto& kv : values_)  // the same literal, as a rule: its address first
+    if (kv.first == name || std::strcmp(kv.first, name) == 0) return kv.second;
   Throw(env_, Code::Internal, "internal error: parameter " + Name(name) + " was not read up front");
 }
 

@@ -60,6 +60,14 @@ constexpr int64_t kMaxListLength = int64_t{1} << 20;
 // Array-ness and the length bound; `len` >= 0 requires that exact length.
 std::vector<Napi::Value> ListValues(const Napi::Value& v, const std::string& what, int64_t len = -1);
 
+// `name` as a JS string, made once per environment (a literal: the cache is keyed by its address).
+Napi::String Key(Napi::Env env, const char* name);
+// o[name] = v through the cached key; for the result objects every call builds.
+template <typename V>
+void Put(Napi::Object& o, const char* name, V&& v) {
+  o.Set(Key(o.Env(), name), std::forward<V>(v));
+}
+
 bool IsNullish(const Napi::Value& v);
 // How a value is named in "expected X, got Y" messages.
 std::string Describe(const Napi::Value& v);

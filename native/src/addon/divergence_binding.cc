@@ -54,7 +54,7 @@ static Napi::Value Divergence(const Napi::CallbackInfo& info) {
   Napi::Object result = Napi::Object::New(env);
   auto field = [&](int k) {
     Napi::Float32Array arr = OutF32(out, kKeys[k], a.s.rows);
-    result.Set(kKeys[k], arr);
+    Put(result, kKeys[k], arr);
     return arr.Data();
   };
   DivergenceOut o;
@@ -93,7 +93,7 @@ static Napi::Value DivergenceBackward(const Napi::CallbackInfo& info) {
   const bool async = p.OptBool("async");
   const auto* abort = p.Abort();
   Napi::Object result = Napi::Object::New(env);
-  result.Set("gradStudent", grad_value);
+  Put(result, "gradStudent", grad_value);
   auto made = std::make_shared<NewTensor>();
   made->device = a.device, made->rows = a.s.rows, made->vocab = a.s.vocab;
   return Run(env, async,
@@ -107,7 +107,7 @@ static Napi::Value DivergenceBackward(const Napi::CallbackInfo& info) {
                                           OnDevice(c, a.device, go.device_ptr != nullptr || go.make));
              },
              result, abort, [=](Napi::Object r) {
-               if (go.make) r.Set("gradStudent", AdoptTensor(r.Env(), *made));
+               if (go.make) Put(r, "gradStudent", AdoptTensor(r.Env(), *made));
              });
 }
 

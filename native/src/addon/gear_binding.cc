@@ -54,25 +54,25 @@ std::vector<const char*> OptionNames() {
 
 Napi::Object Quantiles(Napi::Env env, const double (&q)[kGearDiagQuantiles]) {
   Napi::Object o = Napi::Object::New(env);
-  for (int i = 0; i < kGearDiagQuantiles; ++i) o.Set(kQuantileNames[i], q[i]);
+  for (int i = 0; i < kGearDiagQuantiles; ++i) Put(o, kQuantileNames[i], q[i]);
   return o;
 }
 
 Napi::Object Diagnostics(Napi::Env env, const GearDiagnostics& d) {
   Napi::Object o = Napi::Object::New(env);
-  o.Set("validTokens", static_cast<double>(d.valid_tokens));
-  o.Set("peaks", static_cast<double>(d.peaks));
-  o.Set("segments", static_cast<double>(d.segments));
-  o.Set("tokensInSegments", static_cast<double>(d.tokens_in_segments));
-  o.Set("weightMin", d.weight_min);
-  o.Set("weightMax", d.weight_max);
-  o.Set("entropyThreshold", d.entropy_threshold);
-  o.Set("entropyLowThreshold", d.entropy_low_threshold);
-  o.Set("dRef", d.d_ref);
-  o.Set("peakKlThreshold", d.peak_kl_threshold);
-  o.Set("fixedSegmentLength", static_cast<double>(d.fixed_segment_length));
-  o.Set("klQuantiles", Quantiles(env, d.kl_quantiles));
-  o.Set("entropyQuantiles", Quantiles(env, d.entropy_quantiles));
+  Put(o, "validTokens", static_cast<double>(d.valid_tokens));
+  Put(o, "peaks", static_cast<double>(d.peaks));
+  Put(o, "segments", static_cast<double>(d.segments));
+  Put(o, "tokensInSegments", static_cast<double>(d.tokens_in_segments));
+  Put(o, "weightMin", d.weight_min);
+  Put(o, "weightMax", d.weight_max);
+  Put(o, "entropyThreshold", d.entropy_threshold);
+  Put(o, "entropyLowThreshold", d.entropy_low_threshold);
+  Put(o, "dRef", d.d_ref);
+  Put(o, "peakKlThreshold", d.peak_kl_threshold);
+  Put(o, "fixedSegmentLength", static_cast<double>(d.fixed_segment_length));
+  Put(o, "klQuantiles", Quantiles(env, d.kl_quantiles));
+  Put(o, "entropyQuantiles", Quantiles(env, d.entropy_quantiles));
   return o;
 }
 }  // namespace
@@ -127,11 +127,11 @@ static Napi::Value GearScan(const Napi::CallbackInfo& info) {
   Napi::Int32Array anchors = Napi::Int32Array::New(env, out.anchors.size());
   if (!out.anchors.empty()) std::memcpy(anchors.Data(), out.anchors.data(), out.anchors.size() * sizeof(int32_t));
   Napi::Object res = Napi::Object::New(env);
-  res.Set("advantages", oadv);
-  res.Set("weights", ow);
-  res.Set("segmentId", oseg);
-  res.Set("anchors", anchors);
-  res.Set("diagnostics", Diagnostics(env, out.diag));
+  Put(res, "advantages", oadv);
+  Put(res, "weights", ow);
+  Put(res, "segmentId", oseg);
+  Put(res, "anchors", anchors);
+  Put(res, "diagnostics", Diagnostics(env, out.diag));
   return res;
 }
 

@@ -37,7 +37,7 @@ ListArg List(const Params& p, const char* name) {
 
 Napi::Object StepResult(Napi::Env env, size_t tensors) {
   Napi::Object r = Napi::Object::New(env);
-  r.Set("tensors", static_cast<double>(tensors));
+  Put(r, "tensors", static_cast<double>(tensors));
   return r;
 }
 
@@ -154,7 +154,7 @@ static Napi::Value GradNorm(const Napi::CallbackInfo& info) {
   double norm = 0;
   Check(env, grad_norm(g.data(), n.data(), static_cast<int64_t>(g.size()), &norm, ExecContext{&global_pool(), nullptr}));
   Napi::Object r = Napi::Object::New(env);
-  r.Set("norm", norm);
+  Put(r, "norm", norm);
   return r;
 }
 
@@ -194,7 +194,7 @@ static Napi::Value ClipGradNorm(const Napi::CallbackInfo& info) {
                return clip_grad_norm(g.data(), n.data(), static_cast<int64_t>(g.size()), max_norm, err, o,
                                      ExecContext{ctx.pool, nullptr});
              },
-             Napi::Object::New(env), nullptr, [o, cell](Napi::Object r) { r.Set("norm", *o); });
+             Napi::Object::New(env), nullptr, [o, cell](Napi::Object r) { Put(r, "norm", *o); });
 }
 
 void RegisterOptim(Napi::Env env, Napi::Object exports) {

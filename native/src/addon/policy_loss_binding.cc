@@ -42,7 +42,7 @@ static Napi::Value PolicyLossPpo(const Napi::CallbackInfo& info) {
   const bool async = p.OptBool("async");
   const auto* abort = p.Abort();
   Napi::Object result = Napi::Object::New(env);
-  result.Set("grad", out);
+  Put(result, "grad", out);
   float* g = out.Data();
   auto stats = std::make_shared<PpoStats>();
   return Run(env, async,
@@ -55,15 +55,15 @@ static Napi::Value PolicyLossPpo(const Napi::CallbackInfo& info) {
              result, abort,
              [stats](Napi::Object r) {
                const PpoStats& s = *stats;
-               r.Set("loss", s.loss);
-               r.Set("tokens", s.tokens);
-               r.Set("clipped", s.clipped);
-               r.Set("lower", s.lower);
-               r.Set("negKl", s.neg_kl);
-               r.Set("ratioSum", s.ratio_sum);
-               r.Set("ratioMin", s.ratio_min);
-               r.Set("ratioMax", s.ratio_max);
-               r.Set("nan", s.nan);
+               Put(r, "loss", s.loss);
+               Put(r, "tokens", s.tokens);
+               Put(r, "clipped", s.clipped);
+               Put(r, "lower", s.lower);
+               Put(r, "negKl", s.neg_kl);
+               Put(r, "ratioSum", s.ratio_sum);
+               Put(r, "ratioMin", s.ratio_min);
+               Put(r, "ratioMax", s.ratio_max);
+               Put(r, "nan", s.nan);
              });
 }
 

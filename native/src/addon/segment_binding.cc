@@ -29,7 +29,7 @@ static Napi::Value SegmentReduce(const Napi::CallbackInfo& info) {
   const bool async = p.OptBool("async");
   const auto* abort = p.Abort();
   Napi::Object result = Napi::Object::New(env);
-  result.Set("rowValues", out);
+  Put(result, "rowValues", out);
   double* o = out.Data();
   return Run(env, async, {values, p.Get("offsets"), p.Get("mask"), p.Get("out"), p.Get("abort")},
              [=](const ExecContext& ctx) {
@@ -54,7 +54,7 @@ static Napi::Value SegmentBroadcast(const Napi::CallbackInfo& info) {
   const bool async = p.OptBool("async");
   const auto* abort = p.Abort();
   Napi::Object result = Napi::Object::New(env);
-  result.Set("tokenValues", out);
+  Put(result, "tokenValues", out);
   float* o = out.Data();
   return Run(env, async, {p.Get("rowValues"), p.Get("offsets"), p.Get("mask"), p.Get("out"), p.Get("abort")},
              [=](const ExecContext& ctx) {

@@ -56,7 +56,7 @@ static Napi::Value SparseDivergence(const Napi::CallbackInfo& info) {
   const size_t n = static_cast<size_t>(a.n);
   auto f32 = [&](const char* key) {
     Napi::Float32Array arr = Napi::Float32Array::New(env, n);
-    result.Set(key, arr);
+    Put(result, key, arr);
     return arr.Data();
   };
   SparseDivergenceOut o;
@@ -68,7 +68,7 @@ static Napi::Value SparseDivergence(const Napi::CallbackInfo& info) {
   o.entropy_lower = f32("entropyLower");
   o.entropy_upper = f32("entropyUpper");
   Napi::Int32Array shared = Napi::Int32Array::New(env, n);
-  result.Set("shared", shared);
+  Put(result, "shared", shared);
   o.shared = shared.Data();
   return Run(env, async, {sp.Get("ids"), sp.Get("logprobs"), tp.Get("ids"), tp.Get("logprobs"), p.Get("abort")},
              [=](const ExecContext& ctx) { return sparse_divergence(a.s, a.t, a.n, a.opt, o, ctx); }, result, abort);
@@ -84,7 +84,7 @@ static Napi::Value SparseDivergenceBackward(const Napi::CallbackInfo& info) {
   const auto* abort = p.Abort();
   Napi::Float32Array out = Napi::Float32Array::New(env, static_cast<size_t>(a.n * a.s.k));
   Napi::Object result = Napi::Object::New(env);
-  result.Set("gradStudent", out);
+  Put(result, "gradStudent", out);
   float* po = a.n > 0 ? out.Data() : nullptr;
   return Run(env, async, {sp.Get("ids"), sp.Get("logprobs"), tp.Get("ids"), tp.Get("logprobs"), p.Get("grad"), p.Get("abort")},
              [=](const ExecContext& ctx) { return sparse_divergence_backward(a.s, a.t, a.n, a.opt, grad, po, ctx); },

@@ -30,9 +30,9 @@ static Napi::Value TokenStats(const Napi::CallbackInfo& info) {
   const bool async = p.OptBool("async");
   const auto* abort = p.Abort();
   Napi::Object result = Napi::Object::New(env);
-  result.Set("logprob", olp);
-  result.Set("entropy", oent);
-  result.Set("logsumexp", olse);
+  Put(result, "logprob", olp);
+  Put(result, "entropy", oent);
+  Put(result, "logsumexp", olse);
   float* plp = olp.Data();
   float* pent = oent.Data();
   float* plse = olse.Data();
@@ -69,7 +69,7 @@ static Napi::Value TokenStatsBackward(const Napi::CallbackInfo& info) {
   const bool async = p.OptBool("async");
   const auto* abort = p.Abort();
   Napi::Object result = Napi::Object::New(env);
-  result.Set("gradLogits", grad_value);
+  Put(result, "gradLogits", grad_value);
   auto made = std::make_shared<NewTensor>();
   made->device = dev, made->rows = l.rows, made->vocab = l.vocab;
   return Run(env, async,
@@ -83,7 +83,7 @@ static Napi::Value TokenStatsBackward(const Napi::CallbackInfo& info) {
                return token_stats_backward(l, tg.data, gl, ge, temperature, slse, sent, o, ctx);
              },
              result, abort, [=](Napi::Object r) {
-               if (go.make) r.Set("gradLogits", AdoptTensor(r.Env(), *made));
+               if (go.make) Put(r, "gradLogits", AdoptTensor(r.Env(), *made));
              });
 }
 
@@ -104,10 +104,10 @@ static Napi::Value TokenStatsPartial(const Napi::CallbackInfo& info) {
   Napi::Float64Array mx = Napi::Float64Array::New(env, n), se = Napi::Float64Array::New(env, n),
                      sx = Napi::Float64Array::New(env, n), tl = Napi::Float64Array::New(env, n);
   Napi::Object result = Napi::Object::New(env);
-  result.Set("max", mx);
-  result.Set("sumExp", se);
-  result.Set("sumExpX", sx);
-  result.Set("targetLogit", tl);
+  Put(result, "max", mx);
+  Put(result, "sumExp", se);
+  Put(result, "sumExpX", sx);
+  Put(result, "targetLogit", tl);
   double *pm = mx.Data(), *ps = se.Data(), *px = sx.Data(), *pt = tl.Data();
   return Run(env, async, {sp.Get("data"), p.Get("targets"), p.Get("abort")},
              [=](const ExecContext& c) {
@@ -156,9 +156,9 @@ static Napi::Value MergeTokenStats(const Napi::CallbackInfo& info) {
   Napi::Float32Array lp = Napi::Float32Array::New(env, n), ent = Napi::Float32Array::New(env, n),
                      lse = Napi::Float32Array::New(env, n);
   Napi::Object result = Napi::Object::New(env);
-  result.Set("logprob", lp);
-  result.Set("entropy", ent);
-  result.Set("logsumexp", lse);
+  Put(result, "logprob", lp);
+  Put(result, "entropy", ent);
+  Put(result, "logsumexp", lse);
   float *plp = lp.Data(), *pent = ent.Data(), *plse = lse.Data();
   return Run(env, async, keep,
              [=](const ExecContext&) {

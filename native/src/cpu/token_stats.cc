@@ -51,7 +51,10 @@ int64_t rows_per_task(int64_t rows, int64_t vocab, const ExecContext& ctx) {
   // ~1 MiB of float32 per task, at least two rows (the forward kernels read rows in pairs)
   const int64_t by_size = std::max<int64_t>(2, (int64_t{1} << 18) / vocab);
   const int64_t by_balance = std::max<int64_t>(1, (rows + 4 * threads - 1) / (4 * threads));
-  return std::min(by_size, by_balance);
+  // but at least ~64 KiB per task: below that, handing a task to another thread costs more than it
+  // computes (8 rows of 64 logits run as one task on the calling thread)
+  const int64_t by_cost = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, vocab));
+  return std::max(by_cost, std::min(by_size, by_balance));
 }
 
 }  // namespace kern

@@ -38,7 +38,8 @@ export interface PpoSettings { lo: number; hi: number; c: number; clamp: number 
 /** @internal The PPO settings of resolved arguments (`null` clamp = none). */
 export function ppoSettings(args: Readonly<Record<string, unknown>>): PpoSettings {
   const o = args as KindOptions<PpoOptions>;
-  return { ...clipRange(args), c: o.clipC, clamp: o.logRatioClamp === null ? Infinity : o.logRatioClamp };
+  const { lo, hi } = clipRange(args);
+  return { lo, hi, c: o.clipC, clamp: o.logRatioClamp === null ? Infinity : o.logRatioClamp };
 }
 
 /** @internal Per-token terms of `ppo`. */

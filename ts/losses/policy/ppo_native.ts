@@ -77,18 +77,24 @@ const AGG_INDEX: Record<AggMode, AggModeCode> = {
 };
 const SEM_INDEX: Record<Semantics, AggSemanticsCode> = { verl: 0, 'verl-legacy': 1, 'verl-agent': 2 };
 
-/** The fused native PPO pass (float32 in, float32 per-token math and gradient, float64 accumulation). */
-function ppoNativeArgs(o: PpoSettings, agg: AggMode, ao: AggregateOptions) {
+/**
+ * The parameters of the fused native PPO pass, as one literal (no spread: the addon reads them through
+ * Node-API, several times slower on the shapes a spread leaves behind).
+ */
+function ppoParams<Async extends boolean>(lp: Float32Array, old: Float32Array, A: Float32Array, offsets: Int32Array,
+  mask: Uint8Array | undefined, out: Float32Array | undefined, o: PpoSettings, agg: AggMode, ao: AggregateOptions,
+  async: Async, abort: Int32Array | null = null): PolicyLossPpoParams & { async: Async } {
   const sem = ao.semantics ?? 'verl';
   if (sem !== 'verl' && agg === 'token-sum') {
     fail('ERR_OPTION', 'mode', `one of the ${sem} modes (token-sum exists in current verl only)`, agg);
   }
   // Absent settings (undefined) take the kernel's defaults: no clamp, this call's counts, dpSize 1.
   return {
+    logprob: lp, oldLogprob: old, advantages: A, offsets, mask, out,
     clipLow: o.lo, clipHigh: o.hi, clipC: o.c, logRatioClamp: Number.isFinite(o.clamp) ? o.clamp : undefined,
     globalTokens: ao.globalTokens ?? undefined, globalRows: ao.globalRows ?? undefined,
     lossScaleFactor: ao.lossScaleFactor ?? undefined, dpSize: ao.dpSize ?? undefined,
-    agg: AGG_INDEX[agg], semantics: SEM_INDEX[sem],
+    agg: AGG_INDEX[agg], semantics: SEM_INDEX[sem], async, abort,
   };
 }
 
@@ -124,9 +130,8 @@ export function policyLossPpoNative(
   lp: Float32Array, old: Float32Array, A: Float32Array, offsets: Int32Array, mask: Uint8Array | undefined,
   o: PpoSettings, agg: AggMode, ao: AggregateOptions, out: Float32Array | undefined,
 ): PolicyLossResult {
-  const p = ppoNativeArgs(o, agg, ao);
-  return ppoResult(callSync(ppoUse(lp, old, A, offsets, mask, out), () =>
-    native.policyLossPpo({ ...p, logprob: lp, oldLogprob: old, advantages: A, offsets, mask, out })));
+  const params = ppoParams(lp, old, A, offsets, mask, out, o, agg, ao, false);
+  return ppoResult(callSync(ppoUse(lp, old, A, offsets, mask, out), () => native.policyLossPpo(params)));
 }
 
 /**
@@ -166,10 +171,9 @@ export async function policyLossAsync(a: PolicyLossArgs, opts?: PolicyLossAsyncO
   const p = prepare(a);
   if ('trl' in p) return p.trl;
   if (!p.useNative) return policyLossTs(p);
-  const q = ppoNativeArgs(ppoSettings(p.args), p.agg, p.aggOpts);
   // useNative: logprob, oldLogprob, advantages (and out) are Float32Arrays
   const lp = p.lp as Float32Array, old = p.old as Float32Array, A = p.A as Float32Array, out = p.out as Float32Array | undefined;
+  const o = ppoSettings(p.args);
   return ppoResult(await callAsync(ppoUse(lp, old, A, p.offsets, p.mask, out), signal, (abort) =>
-    native.policyLossPpo({ ...q, logprob: lp, oldLogprob: old, advantages: A, offsets: p.offsets, mask: p.mask, out,
-      async: true, abort })));
+    native.policyLossPpo(ppoParams(lp, old, A, p.offsets, p.mask, out, o, p.agg, p.aggOpts, true, abort))));
 }
