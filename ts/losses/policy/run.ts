@@ -128,7 +128,7 @@ export function prepare(a: unknown): Prepared | { trl: PolicyLossResult } {
     }
   }
   return {
-    lp, old, A, offsets, rows, mask, def: def!, kind, ks, args: Object.assign(raw, own), agg, aggOpts, useNative, out,
+    lp, old, A, offsets, rows, mask, def: def!, kind, ks, args: Object.freeze(Object.assign(raw, own)), agg, aggOpts, useNative, out,
     isWeights, rc, roll,
   };
 }
