@@ -98,7 +98,8 @@ describe('win32-x64 addon built with MinGW-w64', () => {
     const r = wineNode(['node_modules/vitest/vitest.mjs', 'run', 'test/ops', 'test/losses', 'test/optim', 'test/gear',
       // the visualiser's page tests drive Linux Chromium, not the addon; exp_accuracy compiles a C++ driver
       // of the kernel headers with the host's g++ (no compiler inside Wine): it checks the kernel code, not
-      // a binary, and the DLL's kernels are what the other suites here check
+      // a binary, and the DLL's kernels are what the other suites here check. The sanitizer drivers of
+      // test/native are not in these directories for the same reason.
       '--exclude', 'test/gear/visualize.test.ts', '--exclude', 'test/gear/report_page.test.ts',
       '--exclude', 'test/ops/exp_accuracy.test.ts'], { cwd: ROOT, env: { GEAR_RL_ADDON: toWin(ADDON) }, timeout: 1_200_000 });
     const out = r.stdout.replace(/\x1b\[[0-9;]*m/g, '');
