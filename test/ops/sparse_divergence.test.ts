@@ -517,26 +517,51 @@ describe('determinism and async', () => {
 describe('bad input', () => {
   const ok = () => ({ ids: Int32Array.of(1, 2), logprobs: Float32Array.of(Math.log(0.5), Math.log(0.2)), k: 2 });
   const code = (f: () => unknown, c: string) => expect(f).toThrow(expect.objectContaining({ code: c }));
-  it('rejects bad values with coded errors naming the entry', () => {
-    const nan = ok(); nan.logprobs[1] = NaN;
-    code(() => rl.sparseDivergence(nan, ok()), 'ERR_NON_FINITE');
-    const inf = ok(); inf.logprobs[0] = Infinity;
-    code(() => rl.sparseDivergence(ok(), inf), 'ERR_NON_FINITE');
-    const big = ok(); big.ids[1] = 99;
-    code(() => rl.sparseDivergence(big, ok(), { vocab: 50 }), 'ERR_TARGET_RANGE');
-    const neg = ok(); neg.ids[0] = -2;
-    code(() => rl.sparseDivergence(neg, ok()), 'ERR_TARGET_RANGE');
-    const dup = ok(); dup.ids[1] = 1;
-    expect(() => rl.sparseDivergence(dup, ok())).toThrow(/student\[row 0, entry 1\]\.id/);
-    code(() => rl.sparseDivergence(dup, ok()), 'ERR_OPTION');
-    const pad = ok(); pad.ids[1] = -1;
-    code(() => rl.sparseDivergence(pad, ok()), 'ERR_OPTION');
-    const mass = ok(); mass.logprobs[1] = Math.log(0.6);
-    code(() => rl.sparseDivergence(ok(), mass), 'ERR_OPTION');
-    // a long list (sorted checks) with a duplicate
-    const long = { ids: Int32Array.from({ length: 100 }, (_, i) => i), logprobs: new Float32Array(100).fill(Math.log(0.005)), k: 100 };
-    long.ids[77] = 3;
-    code(() => rl.sparseDivergence(long, long), 'ERR_OPTION');
+  it('rejects bad values with coded errors naming the entry, on every ISA path', () => {
+    eachIsa((isa) => {
+      const nan = ok(); nan.logprobs[1] = NaN;
+      code(() => rl.sparseDivergence(nan, ok()), 'ERR_NON_FINITE');
+      const inf = ok(); inf.logprobs[0] = Infinity;
+      code(() => rl.sparseDivergence(ok(), inf), 'ERR_NON_FINITE');
+      const big = ok(); big.ids[1] = 99;
+      code(() => rl.sparseDivergence(big, ok(), { vocab: 50 }), 'ERR_TARGET_RANGE');
+      const neg = ok(); neg.ids[0] = -2;
+      code(() => rl.sparseDivergence(neg, ok()), 'ERR_TARGET_RANGE');
+      const dup = ok(); dup.ids[1] = 1;
+      expect(() => rl.sparseDivergence(dup, ok())).toThrow(/student\[row 0, entry 1\]\.id/);
+      code(() => rl.sparseDivergence(dup, ok()), 'ERR_OPTION');
+      const pad = ok(); pad.ids[1] = -1;
+      code(() => rl.sparseDivergence(pad, ok()), 'ERR_OPTION');
+      const mass = ok(); mass.logprobs[1] = Math.log(0.6);
+      code(() => rl.sparseDivergence(ok(), mass), 'ERR_OPTION');
+      // a long list (sorted checks) with a duplicate
+      const long = { ids: Int32Array.from({ length: 100 }, (_, i) => i), logprobs: new Float32Array(100).fill(Math.log(0.005)), k: 100 };
+      long.ids[77] = 3;
+      code(() => rl.sparseDivergence(long, long), 'ERR_OPTION');
+      // lists of 20: an entry inside the vector steps, at a step's edge and in the last partial step
+      for (const at of [0, 7, 8, 13, 19]) {
+        const list = () => ({ ids: Int32Array.from({ length: 20 }, (_, i) => 5 * i), logprobs: new Float32Array(20).fill(Math.log(0.04)), k: 20 });
+        const entry = new RegExp(`student\\[row 0, entry ${at}\\]`);
+        const bad: [string, (l: ReturnType<typeof list>) => void, string][] = [
+          ['NaN', (l) => { l.logprobs[at] = NaN; }, 'ERR_NON_FINITE'],
+          ['+Infinity', (l) => { l.logprobs[at] = Infinity; }, 'ERR_NON_FINITE'],
+          ['id past the vocabulary', (l) => { l.ids[at] = 1000; }, 'ERR_TARGET_RANGE'],
+          ['id -2', (l) => { l.ids[at] = -2; }, 'ERR_TARGET_RANGE'],
+          ['padding with a log-prob', (l) => { l.ids[at] = -1; }, 'ERR_OPTION'],
+        ];
+        for (const [what, spoil, c] of bad) {
+          const l = list();
+          spoil(l);
+          expect(() => rl.sparseDivergence(l, list(), { vocab: 1000 }), `${isa} ${what} at ${at}`)
+            .toThrow(expect.objectContaining({ code: c, message: expect.stringMatching(entry) }));
+        }
+        // padding (-1 with -Infinity) is fine anywhere
+        const pad = list();
+        pad.ids[at] = -1;
+        pad.logprobs[at] = -Infinity;
+        expect(rl.sparseDivergence(pad, list(), { vocab: 1000 }).value[0], `${isa} padding at ${at}`).toBeGreaterThanOrEqual(0);
+      }
+    });
   });
   it('rejects bad shapes, types and options', () => {
     code(() => rl.sparseDivergence({ ...ok(), k: 3 }, ok()), 'ERR_SHAPE');
