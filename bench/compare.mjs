@@ -7,49 +7,27 @@
 // by tens of percent between minutes, so the table keeps each op's best time per side: the best of
 // interleaved rounds is what the code can do, and both sides saw the same drift. The table is added at
 // the top of bench/results/compare.md (newest first).
-import { execSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createHarness, measureFloor, ROOT } from './lib/harness.mjs';
+import { commitOf, parseFlags } from './lib/cli.mjs';
 import { addSection } from './lib/records.mjs';
 
 function parseArgs(argv) {
-  const o = { rounds: 3, threads: 2, only: undefined, before: undefined, out: join(ROOT, 'bench', 'results') };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const val = () => (a.includes('=') ? a.slice(a.indexOf('=') + 1) : argv[++i]);
-    if (a.startsWith('--before')) o.before = resolve(val());
-    else if (a.startsWith('--only')) o.only = val().split(',').map((s) => s.trim().toLowerCase()).filter(Boolean);
-    else if (a.startsWith('--rounds')) o.rounds = Number(val());
-    else if (a.startsWith('--threads')) o.threads = Number(val());
-    else if (a.startsWith('--out')) o.out = resolve(val());
-    else if (a === '--help' || a === '-h') {
-      console.log('usage: node bench/compare.mjs --before DIR [--only name[,name]] [--rounds N] [--threads N] [--out DIR]');
-      process.exit(0);
-    } else throw new Error(`unknown argument ${a}`);
-  }
-  if (!o.before) throw new Error('--before DIR: expected a built checkout to compare against');
-  for (const [k, n] of [['rounds', o.rounds], ['threads', o.threads]]) {
-    if (!Number.isInteger(n) || n < 1) throw new Error(`--${k}: expected a positive integer, got ${n}`);
-  }
+  const o = parseFlags(argv, { rounds: 3, threads: 2, only: undefined, before: undefined, out: join(ROOT, 'bench', 'results') },
+    { before: 'path', only: 'list', rounds: 'count', threads: 'count', out: 'path' },
+    'usage: node bench/compare.mjs --before DIR [--only name[,name]] [--rounds N] [--threads N] [--out DIR]');
+  if (o.only) o.only = o.only.map((s) => s.toLowerCase());
   return o;
 }
-
-const sha = (dir) => {
-  try {
-    return execSync('git rev-parse --short HEAD', { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-  } catch {
-    return 'nogit';
-  }
-};
 
 async function loadSide(dir, label, threads) {
   const dist = join(dir, 'dist', 'index.js');
   if (!existsSync(dist)) throw new Error(`${label}: ${dist} not found (build that checkout first)`);
   const rl = await import(pathToFileURL(dist).href);
   rl.setNumThreads(threads);
-  return { label, dir, commit: sha(dir), rl };
+  return { label, dir, commit: commitOf(dir), rl };
 }
 
 async function main() {

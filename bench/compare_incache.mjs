@@ -5,44 +5,22 @@
 // the median of `runs` such bests. Both builds load into this process (see compare.mjs); every ISA
 // listed runs on both (setIsa), default: every ISA this CPU runs. The table is added at the top of
 // bench/results/compare.md.
-import { execSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ROOT } from './lib/harness.mjs';
 import { packedRows } from './lib/packed.mjs';
+import { commitOf, parseFlags } from './lib/cli.mjs';
 import { addSection } from './lib/records.mjs';
+import { policyBatch } from './policy_loss.bench.mjs';
 import { makeTopk } from './sparse_divergence.bench.mjs';
 
 function parseArgs(argv) {
-  const o = { runs: 3, reps: 12, isa: undefined, before: undefined, out: join(ROOT, 'bench', 'results') };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const val = () => (a.includes('=') ? a.slice(a.indexOf('=') + 1) : argv[++i]);
-    if (a.startsWith('--before')) o.before = resolve(val());
-    else if (a.startsWith('--isa')) o.isa = val().split(',').map((s) => s.trim()).filter(Boolean);
-    else if (a.startsWith('--runs')) o.runs = Number(val());
-    else if (a.startsWith('--reps')) o.reps = Number(val());
-    else if (a.startsWith('--out')) o.out = resolve(val());
-    else if (a === '--help' || a === '-h') {
-      console.log('usage: node bench/compare_incache.mjs --before DIR [--isa a,b] [--runs N] [--reps N] [--out DIR]');
-      process.exit(0);
-    } else throw new Error(`unknown argument ${a}`);
-  }
-  if (!o.before) throw new Error('--before DIR: expected a built checkout to compare against');
-  for (const [k, n] of [['runs', o.runs], ['reps', o.reps]]) {
-    if (!Number.isInteger(n) || n < 1) throw new Error(`--${k}: expected a positive integer, got ${n}`);
-  }
+  const o = parseFlags(argv, { runs: 3, reps: 12, isa: undefined, before: undefined, out: join(ROOT, 'bench', 'results') },
+    { before: 'path', isa: 'list', runs: 'count', reps: 'count', out: 'path' },
+    'usage: node bench/compare_incache.mjs --before DIR [--isa a,b] [--runs N] [--reps N] [--out DIR]');
   return o;
 }
-
-const sha = (dir) => {
-  try {
-    return execSync('git rev-parse --short HEAD', { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-  } catch {
-    return 'nogit';
-  }
-};
 
 async function load(dir) {
   const dist = join(dir, 'dist', 'index.js');
@@ -56,15 +34,7 @@ async function load(dir) {
 function cases() {
   const list = [];
   for (const tokens of [100_000, 10_000]) {
-    const { offsets, n, rnd } = packedRows(tokens, 1);
-    const logprob = new Float32Array(n), oldLogprob = new Float32Array(n), advantages = new Float32Array(n);
-    const mask = new Uint8Array(n);
-    for (let i = 0; i < n; i++) {
-      oldLogprob[i] = -0.05 - rnd() * 3;
-      logprob[i] = oldLogprob[i] + (rnd() * 2 - 1) * 0.4;
-      advantages[i] = rnd() * 4 - 2;
-      mask[i] = rnd() < 0.8 ? 1 : 0;
-    }
+    const { logprob, oldLogprob, advantages, offsets, mask, n } = policyBatch(tokens);
     const out = new Float32Array(n);
     const args = { logprob, oldLogprob, advantages, offsets, mask, clipHigh: 0.28, agg: 'token-mean', out };
     list.push([`policyLoss(ppo, token-mean, out), ${n} tokens`, (rl) => rl.policyLoss(args)]);
@@ -101,7 +71,7 @@ async function main() {
   for (const isa of isas) {
     if (!sides[0].backend().isas.includes(isa)) throw new Error(`--isa ${isa}: the before build does not offer it`);
   }
-  const before = sha(o.before), after = sha(ROOT);
+  const before = commitOf(o.before), after = commitOf(ROOT);
   console.log(`compare in cache ${before} (before) vs ${after} (after), ${isas.join(', ')}, 1 thread, ${o.runs} runs of ${o.reps}`);
   const all = cases();
   const rows = [];
