@@ -53,17 +53,8 @@ export interface DivergenceParams extends DivergencePairParams {
   targets?: Int32Array | null;
   out?: DivergenceOut | null;
 }
-/** @internal */
-export interface DivergenceResult {
-  value: Float32Array;
-  studentEntropy: Float32Array;
-  studentLogsumexp: Float32Array;
-  teacherLogsumexp: Float32Array;
-  /** Only with targets. */
-  studentLogprob?: Float32Array;
-  /** Only with targets. */
-  teacherLogprob?: Float32Array;
-}
+/** @internal The native result: the public {@link Divergence} as it is. */
+export type DivergenceResult = Divergence;
 /** @internal */
 export interface DivergenceBackwardParams extends DivergencePairParams {
   grad: Float32Array;

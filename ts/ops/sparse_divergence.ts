@@ -65,17 +65,8 @@ interface SparseDivergenceCommonParams extends AsyncControl {
 }
 /** @internal */
 export type SparseDivergenceParams = SparseDivergenceCommonParams;
-/** @internal */
-export interface SparseDivergenceResult {
-  value: Float32Array;
-  studentTail: Float32Array;
-  teacherTail: Float32Array;
-  studentSharedMass: Float32Array;
-  teacherSharedMass: Float32Array;
-  shared: Int32Array;
-  entropyLower: Float32Array;
-  entropyUpper: Float32Array;
-}
+/** @internal The native result: the public {@link SparseDivergence} as it is. */
+export type SparseDivergenceResult = SparseDivergence;
 /** @internal */
 export interface SparseDivergenceBackwardParams extends SparseDivergenceCommonParams {
   grad: Float32Array;
