@@ -57,16 +57,6 @@ interface CudaDeviceParams {
   device: number;
 }
 /** @internal */
-interface CudaMemoryResult {
-  device: number;
-  freeBytes: number;
-  totalBytes: number;
-  poolReservedBytes: number;
-  poolUsedBytes: number;
-  tensors: number;
-  tensorBytes: number;
-}
-/** @internal */
 interface CudaUploadParams extends AsyncControl {
   logits: NativeHostLogits;
   device: number;
@@ -79,7 +69,7 @@ interface CudaAllocHostParams {
 declare module '../core/addon_types.js' {
   interface NativeAddon {
     cudaDevices?: () => CudaDevicesResult;
-    cudaMemory?: (params: CudaDeviceParams) => CudaMemoryResult;
+    cudaMemory?: (params: CudaDeviceParams) => CudaMemory;
     cudaTrim?: (params: CudaDeviceParams) => void;
     cudaUpload?: AsyncOp<CudaUploadParams, NativeTensor>;
     cudaAllocHost?: (params: CudaAllocHostParams) => ArrayBuffer;
