@@ -207,6 +207,13 @@ describe('the native layer checks its inputs on its own', () => {
     expectCode(bwd(z, rows, vocab, 0, null, new Float32Array(3), null, 1, null, null, null, false, false, null), 'ERR_SHAPE');
     expectCode(bwd(z, rows, vocab, 0, t, null, new Float32Array(3), 1, new Float32Array(3), null, null, false, false, null), 'ERR_SHAPE');
     expectCode(bwd(new Uint16Array(15), rows, vocab, 1, t, null, null, 1, null, null, null, true, false, null), 'ERR_DTYPE');
+    // a shape the data does not hold: refused before any output is sized from it (no 2^40-element
+    // allocation, no out.length error naming the wrong argument)
+    const huge = 2 ** 20;
+    expect(bwd(z, huge, huge, 0, null, null, new Float32Array(huge), 1, null, null, null, false, false, null))
+      .toThrow(expect.objectContaining({ code: 'ERR_SHAPE', message: expect.stringMatching(/^logits\.data\.length/) }));
+    expect(bwd(z, 3, 4, 0, null, null, new Float32Array(3), 1, null, null, new Float32Array(15), false, false, null))
+      .toThrow(expect.objectContaining({ code: 'ERR_SHAPE', message: expect.stringMatching(/^logits\.data\.length/) }));
     const pair = (a: unknown[]) => ({ student: logits(a[0], a[2], a[3], a[4]), teacher: logits(a[1], a[2], a[3], a[4]),
       kind: a[5], beta: a[6], temperature: a[7], klCap: a[8] });
     const div = (...a: unknown[]) => () => native.divergence({ ...pair(a), targets: a[9], out: a[10], async: a[11], abort: a[12] } as never);
@@ -218,6 +225,8 @@ describe('the native layer checks its inputs on its own', () => {
       stats: { value: a[10], studentLogsumexp: a[11], teacherLogsumexp: a[12] }, out: a[13], async: a[14], abort: a[15] } as never);
     expectCode(divb(z, z, rows, vocab, 0, 0, 0.5, 1, Infinity, new Float32Array(3), new Float32Array(3), null, null, null, false, null), 'ERR_SHAPE');
     expectCode(divb(z, z, rows, vocab, 0, 0, 0.5, 1, Infinity, new Float32Array(3), null, null, null, new Float32Array(3), false, null), 'ERR_SHAPE');
+    expect(divb(z, z, huge, huge, 0, 0, 0.5, 1, Infinity, new Float32Array(huge), null, null, null, null, false, null))
+      .toThrow(expect.objectContaining({ code: 'ERR_SHAPE', message: expect.stringMatching(/^student\.data\.length/) }));
     const merge = (...a: unknown[]) => () => native.mergeTokenStats({ parts: a[0], rows: a[1], temperature: a[2], async: a[3] } as never);
     expectCode(merge([{ vocabStart: 0, vocab: 5, max: new Float64Array(2), sumExp: new Float64Array(3), sumExpX: new Float64Array(3), targetLogit: new Float64Array(3) }], 3, 1, false), 'ERR_SHAPE');
     expectCode(merge([], 3, 1, false), 'ERR_SHAPE');

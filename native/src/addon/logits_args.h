@@ -68,9 +68,12 @@ inline Napi::Float32Array OutF32(const Params& p, const char* name, int64_t len)
   return p.F32(name, len).value.As<Napi::Float32Array>();
 }
 
-// rows * vocab of a view not yet checked (the public entry checks shapes), or -1 when it overflows.
+// rows * vocab of a view not yet checked, or -1 when it overflows or differs from the array's length: then
+// nothing is sized from it (no output allocated or length-checked) and the public entry reports the shape.
 inline int64_t Elements(const LogitsView& l) {
-  return l.rows < 0 || l.vocab < 1 || l.rows > kMaxSafeInt / l.vocab ? -1 : l.rows * l.vocab;
+  if (l.rows < 0 || l.vocab < 1 || l.rows > kMaxSafeInt / l.vocab) return -1;
+  const int64_t n = l.rows * l.vocab;
+  return l.length >= 0 && l.length != n ? -1 : n;
 }
 
 // The work's context on device `device` (-1: the CPU), its rows x vocab output on the device or not.
