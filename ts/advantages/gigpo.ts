@@ -8,10 +8,11 @@ import { GearError, fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
 import { anchorIds } from './anchors.js';
 import { type AdvantageEstimatorDefinition, estimatorArgs } from './registry.js';
+import { readArgs } from '../registry/schema.js';
 import { DATA, OPT_DATA, epsilonOption } from './row_args.js';
 import { similarityClusters } from './difflib.js';
 import {
-  type GroupId, type GroupIndex, type GroupStats, groupIndex, groupStatsOf, objectArg, rewardsArg, scaledDenominators,
+  type GroupId, type GroupIndex, type GroupStats, groupIndex, groupStatsOf, rewardsArg, scaledDenominators,
   singletonDenominator,
 } from './groups.js';
 
@@ -165,8 +166,7 @@ export function stepGroups(anchors: ArrayLike<unknown>, groups: ArrayLike<GroupI
 
 function similarityArg(s: unknown, fn: string): number | undefined {
   if (s === undefined) return undefined;
-  const o = objectArg(s, `${fn}: similarity`);
-  v.knownKeys(o, `${fn}: similarity`, ['threshold']);
+  const o = readArgs(s, `${fn}: similarity`, ['threshold']);
   return v.numOpt(o.threshold, `${fn}: similarity.threshold`, NaN, { min: 0, max: 1, minOpen: true, maxOpen: true });
 }
 

@@ -554,7 +554,7 @@ export const SINGLETON: readonly SingletonPolicy[] = ['raw', 'zero'];
 
 /** Reads per-row rewards: any numeric array-like, finite values only unless `allowNaN`. */
 export function rewardsArg(x: unknown, what: string, rows?: number, allowNaN = false): Float64Array {
-  const out = v.isTyped(x, Float64Array) ? v.f64(x, what, rows) : v.numbers(x, what, rows);
+  const out = v.numbers(x, what, rows);
   for (let i = 0; i < out.length; i++) {
     const r = out[i]!;
     if (!Number.isFinite(r) && !(allowNaN && r !== r)) {
@@ -562,15 +562,6 @@ export function rewardsArg(x: unknown, what: string, rows?: number, allowNaN = f
     }
   }
   return out;
-}
-
-/**
- * Checks that an argument is a plain object (the estimators take one options object) and returns a
- * copy of its fields, each read once: a getter cannot pass a check and then hand out another value.
- */
-export function objectArg(a: unknown, what: string): Record<string, unknown> {
-  if (typeof a !== 'object' || a === null || Array.isArray(a)) fail('ERR_OPTION', what, 'an options object', a);
-  return { ...a } as Record<string, unknown>;
 }
 
 /**

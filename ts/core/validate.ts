@@ -70,13 +70,13 @@ export function numArray(v: unknown, what: string, len?: number): NumArray {
   const n = a.length;
   if (len !== undefined && n !== len) fail('ERR_SHAPE', `${what}.length`, String(len), n);
   if (!Array.isArray(v)) return a as NumArray;
-  const out: number[] = [];
+  const out = new Float64Array(n);
   for (let i = 0; i < n; i++) {
     const x = a[i];
     if (typeof x !== 'number') fail('ERR_DTYPE', `${what}[${i}]`, 'a number', x);
-    out.push(x);
+    out[i] = x;
   }
-  return Float64Array.from(out);
+  return out;
 }
 
 /** Requires every element to be finite (no NaN, no ±Infinity). */

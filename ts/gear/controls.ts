@@ -213,14 +213,8 @@ export function gearFromSegments(a: GearFromSegmentsInput): GearFromSegmentsResu
   const rows = v.offsets(offArg, 'offsets');
   const off = Int32Array.from(offArg);
   const n = off[rows]!;
-  const advIn = v.numArray(advArg, 'advantages', rows);
-  const adv = new Float64Array(rows);
-  for (let r = 0; r < rows; r++) {
-    // Each element is read once: an element that changes between reads cannot slip past the check.
-    const x: unknown = advIn[r];
-    if (typeof x !== 'number') fail('ERR_DTYPE', `advantages[${r}]`, 'a number', x);
-    adv[r] = x;
-  }
+  // a copy, each element read once (numArray): the segments' getters run later
+  const adv = Float64Array.from(v.numArray(advArg, 'advantages', rows));
   v.allFinite(adv, 'advantages');
   const mask = v.optMask(maskArg, 'mask', n);
   const m = mask ? Uint8Array.from(mask) : undefined;

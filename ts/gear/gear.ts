@@ -570,7 +570,7 @@ export function gearAdvantages(a: GearInput): GearResult {
 
 /** @internal The per-row advantages of {@link gear}: numbers, finite, one per row (as a Float64Array). */
 export function gearAdvantagesArg(advantages: unknown, rows: number): Float64Array {
-  const adv = v.isTyped(advantages, Float64Array) ? advantages : v.numbers(advantages, 'advantages');
+  const adv = v.numbers(advantages, 'advantages');
   if (adv.length !== rows) fail('ERR_SHAPE', 'advantages.length', `the row count ${rows}`, adv.length);
   v.allFinite(adv, 'advantages');
   return adv;

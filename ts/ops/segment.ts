@@ -143,7 +143,7 @@ export interface BroadcastAsyncOptions extends AsyncOptions, BroadcastOptions {}
 
 function broadcastArgs(rowValues: unknown, offsets: Int32Array, mask: unknown, out: unknown) {
   const rows = v.offsets(offsets, 'offsets');
-  const vals = v.isTyped(rowValues, Float64Array) ? rowValues : Float64Array.from(v.numArray(rowValues, 'rowValues'));
+  const vals = v.numbers(rowValues, 'rowValues');
   if (vals.length !== rows) fail('ERR_SHAPE', 'rowValues.length', `the row count ${rows}`, vals.length);
   const n = offsets[rows]!;
   return {

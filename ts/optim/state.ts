@@ -114,7 +114,7 @@ export function checkGrads(grads: unknown, params: readonly Float32Array[], what
   if (list.length !== params.length) {
     fail('ERR_SHAPE', `${what}.length`, `${params.length} (one per parameter)`, list.length);
   }
-  const out = v.f32List(list, what);
+  const out = list.map((g, i) => v.f32(g, `${what}[${i}]`));  // list: already a checked dense copy
   for (let i = 0; i < params.length; i++) {
     if (out[i]!.length !== params[i]!.length) fail('ERR_SHAPE', `${what}[${i}].length`, String(params[i]!.length), out[i]!.length);
   }

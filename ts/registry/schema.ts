@@ -208,19 +208,6 @@ export function resolveOptions<S extends OptionsSchema>(
 }
 
 /**
- * Validates the options named in `schema` on `obj` (keys not in the schema are left to the caller);
- * see {@link resolveOptions}, which also fills in the defaults.
- *
- * @internal
- * @param schema the option specs (`undefined`: nothing to check)
- * @param obj the options object
- * @param what name used in error messages, e.g. the estimator's name
- */
-export function validateOptions(schema: OptionsSchema | undefined, obj: Readonly<Record<string, unknown>>, what: string): void {
-  resolveOptions(schema, obj, what);
-}
-
-/**
  * Reads the single arguments object of a kind's function once: refuses a non-object with `ERR_OPTION`,
  * copies its own enumerable properties (each getter runs once, in property order) and rejects keys
  * outside `known`. Everything after works on the copy, so a getter cannot change what was checked.

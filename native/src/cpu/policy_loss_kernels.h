@@ -1,7 +1,6 @@
-// Internal to the PPO policy loss (policy_loss*.cc): what the driver and the per-ISA token passes
-// (policy_loss_kernels.inc) share. Included at the top of every per-ISA file, outside its target region,
-// so the scalar helpers here are compiled for the baseline target (static inline: one private copy per
-// translation unit).
+// Internal to the PPO policy loss (policy_loss.cc): what the driver and the per-ISA token passes
+// (policy_loss_kernels.inc) share. Included outside any target region, so the scalar helpers here are
+// compiled for the baseline target.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -54,7 +53,7 @@ struct PolicyLossKernels {
   CountRowsFn count_rows;
   bool streams;           // block honours `stream`
 };
-// One table per ISA level, each in its own translation unit.
+// One table per ISA level (isa_kernels.inc).
 
 }  // namespace ppo
 }  // namespace gear

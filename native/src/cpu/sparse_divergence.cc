@@ -40,11 +40,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 using namespace sparse_kern;
 
-// The scalar layer's float64 exp and log: the same functions as the baseline kernels'.
-namespace scalar {
-#include "simd_scalar.inc"
-}  // namespace scalar
-inline double log_pos(double x) { return scalar::V::log_d(x); }  // finite x > 0
+// The scalar layer's float64 log (the baseline kernels' own, instantiated by isa_kernels.inc above).
+inline double log_pos(double x) { return baseline::V::log_d(x); }  // finite x > 0
 
 struct Cell {
   int64_t i;  // index in the student's list
@@ -115,7 +112,7 @@ double log_sum(int64_t m, F x) {
 // subnormal (still > 0: a conditional mass that is positive there makes a support mismatch).
 inline double exp_d(double x) {
   if (!(x > -708.0)) return x == -kInf ? 0.0 : std::exp(x);
-  return scalar::V::exp_d(x);
+  return baseline::V::exp_d(x);
 }
 
 // side_probs, then the duplicate check: the exact path (diagnostics, and lists too long for the hash table).

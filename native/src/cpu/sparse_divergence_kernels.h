@@ -1,6 +1,6 @@
 // sparseDivergence's per-ISA kernel table: each side's checks and probabilities, the entropy pass, eight
 // logs, and for short lists the id matching by vector compares, the shared sums and the tail bucket's
-// gradient (sparse_divergence_kernels.inc, instantiated per ISA by sparse_divergence_<isa>.cc). The row
+// gradient (sparse_divergence_kernels.inc, instantiated per ISA by isa_kernels.inc). The row
 // scheduling, the other matching paths and the divergence math stay in sparse_divergence.cc.
 #pragma once
 #include <algorithm>

@@ -133,8 +133,9 @@ export const policyLosses = createRegistry<PolicyLossDefinition>({
     }
     // a user loss must not shadow a policyLoss argument or a built-in kind's option
     if (builtin || d.options === null || typeof d.options !== 'object') return;
+    const reserved = reservedOptionNames();
     for (const k of Object.keys(d.options)) {
-      if (reservedOptionNames().has(k)) {
+      if (reserved.has(k)) {
         fail('ERR_OPTION', `registerPolicyLoss(${d.name}): options.${k}`, 'a name that is not a policyLoss argument', k);
       }
     }
