@@ -100,6 +100,39 @@ describe('divergence vs the float64 reference', () => {
     }
   });
 
+  it('finite masks (the dtype lowest, as torch.finfo(dtype).min) give the bits of -Infinity masks, forward and backward', () => {
+    const rows = 4, vocab = 3001;
+    const lowest = { float32: -3.4028234663852886e38, bfloat16: -3.3895313892515355e38 } as const;
+    for (const isa of ISAS) {
+      rl.setIsa(isa);
+      for (const dtype of ['float32', 'bfloat16'] as const) {
+        for (const T of [1, 0.7]) {
+          const { zs, zt } = makePair(31, rows, vocab, false);
+          const fs = Float64Array.from(zs), ft = Float64Array.from(zt);
+          for (let i = 0; i < zs.length; i++) {
+            if (zs[i] === -Infinity) fs[i] = lowest[dtype];
+            if (zt[i] === -Infinity) ft[i] = lowest[dtype];
+          }
+          // a student entry of small mass where only the teacher is masked: reverse KL +Infinity either way
+          zs[3 * vocab + 1] = fs[3 * vocab + 1] = -200;
+          zt[3 * vocab + 1] = -Infinity, ft[3 * vocab + 1] = lowest[dtype];
+          const [a, b, c, d] = [zs, zt, fs, ft].map((z) => L(encode(z, dtype).data, rows, vocab, dtype)) as [rl.Logits, rl.Logits, rl.Logits, rl.Logits];
+          const g = Float32Array.of(1, 0.5, 2, 1);
+          for (const [kind, beta] of KINDS) {
+            const opts = { kind, beta, temperature: T, klCap: 40 };
+            const want = rl.divergence(a, b, opts), got = rl.divergence(c, d, opts);
+            const tag = `${isa} ${dtype} T=${T} ${kind} ${beta}`;
+            for (const k of ['value', 'studentEntropy', 'studentLogsumexp', 'teacherLogsumexp'] as const) {
+              expect(Array.from(got[k]!), `${tag} ${k}`).toEqual(Array.from(want[k]!));
+            }
+            if (kind === 'reverse_kl') expect(got.value[3], tag).toBe(40);
+            expect(Array.from(rl.divergenceBackward(c, d, g, opts)), `${tag} backward`).toEqual(Array.from(rl.divergenceBackward(a, b, g, opts)));
+          }
+        }
+      }
+    }
+  });
+
   it('identical rows have divergence 0 and equal logsumexps', () => {
     const z = Float32Array.from(randomLogits(4, 8, 700));
     for (const kind of ['reverse_kl', 'forward_kl', 'jsd'] as const) {

@@ -182,6 +182,42 @@ describe('divergence rejects bad input', () => {
     expect(Array.from(out.studentEntropy).every(Number.isNaN)).toBe(true);
     expectCode(() => rl.divergence({ data: bad, rows, vocab }, s), 'ERR_NON_FINITE', /student\[row 1, entry 2\]/);
   });
+
+  it('with both sides bad, the error names the student when its row has a NaN or +Infinity anywhere, on every ISA, dtype and pass', () => {
+    const V = 4500; // three blocks of 2048: the two sides' bad entries in different blocks, in either order
+    const cases: { s: [number, number][]; t: [number, number][]; sEmpty?: boolean; tEmpty?: boolean; want: RegExp }[] = [
+      { s: [[3000, NaN]], t: [[5, Infinity]], want: /^student\[row 1, entry 3000\]: .*got NaN$/ },
+      { s: [[4400, Infinity]], t: [[5, NaN], [9, NaN]], want: /^student\[row 1, entry 4400\]: .*got Infinity$/ },
+      { s: [[5, NaN]], t: [[6, NaN]], want: /^student\[row 1, entry 5\]/ },
+      { s: [], sEmpty: true, t: [[100, NaN]], want: /^teacher\[row 1, entry 100\]/ },
+      { s: [], sEmpty: true, t: [], tEmpty: true, want: /^student\[row 1\]: .*all -Infinity$/ },
+      { s: [], t: [], tEmpty: true, want: /^teacher\[row 1\]: .*all -Infinity$/ },
+    ];
+    const grad = Float32Array.of(1, 1);
+    for (const isa of ISAS) {
+      rl.setIsa(isa);
+      for (const c of cases) {
+        const sd = Float32Array.from({ length: 2 * V }, (_, i) => Math.sin(i) * 3);
+        const td = Float32Array.from({ length: 2 * V }, (_, i) => Math.cos(i) * 3);
+        if (c.sEmpty) sd.fill(-Infinity, V);
+        if (c.tEmpty) td.fill(-Infinity, V);
+        for (const [at, x] of c.s) sd[V + at] = x;
+        for (const [at, x] of c.t) td[V + at] = x;
+        for (const [dtype, enc] of [['float32', null], ['bfloat16', toBf16], ['float16', toF16]] as const) {
+          const L = (d: Float32Array): rl.Logits => enc === null ? { data: d, rows: 2, vocab: V } : { data: Uint16Array.from(d, enc), rows: 2, vocab: V, dtype };
+          for (const kind of ['reverse_kl', 'forward_kl', 'jsd'] as const) {
+            const where = `${isa} ${dtype} ${kind} ${c.want}`;
+            expect(() => rl.divergence(L(sd), L(td), { kind }), where).toThrow(c.want);
+            expect(() => rl.divergenceBackward(L(sd), L(td), grad, { kind }), where).toThrow(c.want);
+          }
+          if (c.sEmpty || c.tEmpty) continue; // given statistics: the backward reads only NaN / +Infinity
+          const stats = { value: new Float32Array(2), studentLogsumexp: new Float32Array(2), teacherLogsumexp: new Float32Array(2) };
+          expect(() => rl.divergenceBackward(L(sd), L(td), grad, { stats }), `${isa} ${dtype} stats given`).toThrow(c.want);
+        }
+      }
+    }
+    rl.setIsa(LOADED);
+  });
 });
 
 describe('the native layer checks its inputs on its own', () => {

@@ -50,6 +50,33 @@ Status bad_row_at(const void* row_data, int64_t vocab, DType dtype, const char* 
                                     "]: expected at least one finite logit, got all -Infinity");
 }
 
+namespace {
+bool has_nan_or_pinf(const void* row, int64_t vocab, DType dtype) {
+  for (int64_t v = 0; v < vocab; ++v) {
+    const float x = kern::to_f32(dtype, row, v);
+    if (x != x || x == INFINITY) return true;
+  }
+  return false;
+}
+bool has_finite(const void* row, int64_t vocab, DType dtype) {
+  for (int64_t v = 0; v < vocab; ++v)
+    if (std::isfinite(kern::to_f32(dtype, row, v))) return true;
+  return false;
+}
+}  // namespace
+
+Status bad_pair_at(const void* s_row, const void* t_row, int64_t vocab, DType dtype, int64_t r) {
+  const bool teacher = !has_nan_or_pinf(s_row, vocab, dtype) &&
+                       (has_nan_or_pinf(t_row, vocab, dtype) || has_finite(s_row, vocab, dtype));
+  return teacher ? bad_row_at(t_row, vocab, dtype, "teacher", r) : bad_row_at(s_row, vocab, dtype, "student", r);
+}
+
+Status bad_pair_status(const LogitsView& s, const LogitsView& t, int64_t r) {
+  const int64_t row_bytes = s.vocab * dtype_size(s.dtype);
+  return bad_pair_at(static_cast<const char*>(s.data) + r * row_bytes, static_cast<const char*>(t.data) + r * row_bytes,
+                     s.vocab, s.dtype, r);
+}
+
 Status check_targets(const int32_t* targets, int64_t rows, int64_t vocab, const char* what) {
   if (rows > 0 && targets == nullptr) return error(Code::Shape, std::string(what) + ": expected an Int32Array of the row count, got none");
   for (int64_t r = 0; r < rows; ++r) {

@@ -20,10 +20,9 @@ namespace kern {
 
 // ---- divergence kernels ----
 enum : int { kWantNone = 0, kWantCs = 1, kWantCt = 2 };
-// Joint statistics of a student and a teacher row. On NaN/+Infinity returns false with *bad_side
-// 0 (student) or 1 (teacher).
-using PairStatsFn = bool (*)(const void* s, const void* t, int64_t n, double inv_t, rowmath::PairStats* out,
-                             int* bad_side);
+// Joint statistics of a student and a teacher row; false on a NaN / +Infinity of either side (which side
+// the error names is bad_pair_status's rule, not the order the kernel met them in).
+using PairStatsFn = bool (*)(const void* s, const void* t, int64_t n, double inv_t, rowmath::PairStats* out);
 // Second pass of the JSD: given both rows' max and ln(sum exp), returns sum of the JSD terms and
 // k_sm = KL(p_s || M).
 using JsdFn = void (*)(const void* s, const void* t, int64_t n, double inv_t, double ms, double lns, double mt,
@@ -37,8 +36,7 @@ struct DivGradParams {
   double value;  // reverse KL: the row's KL; JSD: KL(p_s || M)
   double beta;   // JSD mixture weight
 };
-using DivGradFn = bool (*)(const void* s, const void* t, float* out, int64_t n, const DivGradParams& p, bool nt,
-                           int* bad_side);
+using DivGradFn = bool (*)(const void* s, const void* t, float* out, int64_t n, const DivGradParams& p, bool nt);
 struct DivergenceKernels {
   PairStatsFn pair[3][3];  // [dtype][want]
   JsdFn jsd[3];
@@ -64,11 +62,6 @@ int pair_want(DivKind k) {
   return k == DivKind::ReverseKl ? kern::kWantCs : k == DivKind::ForwardKl ? kern::kWantCt : kern::kWantNone;
 }
 
-Status bad_status(const LogitsView& s, const LogitsView& t, int64_t code) {
-  const int64_t r = code >> 1;
-  return (code & 1) ? bad_row_status(t, "teacher", r) : bad_row_status(s, "student", r);
-}
-
 }  // namespace
 
 // The CPU backend's entries (cpu_backend.cc): the public functions dispatch to them through the active table.
@@ -86,17 +79,14 @@ Status divergence(const LogitsView& s, const LogitsView& t, DivKind kind, double
   const int64_t row_bytes = s.vocab * dtype_size(s.dtype);
   const char* sbase = static_cast<const char*>(s.data);
   const char* tbase = static_cast<const char*>(t.data);
-  std::atomic<int64_t> bad{kNoRow};  // 2 * row + side
+  std::atomic<int64_t> bad{kNoRow};  // first row with a bad or empty side
   const bool done = parallel_blocks(ctx, rows, kern::rows_per_task(rows, 2 * s.vocab, ctx), [&](int64_t b, int64_t e, int) {
     for (int64_t r = b; r < e; ++r) {
       const char* sr = sbase + r * row_bytes;
       const char* tr = tbase + r * row_bytes;
       rowmath::PairStats ps = rowmath::pair_empty();
-      int side = 0;
-      const bool ok = pair_fn(sr, tr, s.vocab, inv_t, &ps, &side);
-      if (!ok || ps.s.s == 0.0 || ps.t.s == 0.0) {  // NaN / +Infinity, or a side with no finite logit
-        if (ok) side = ps.s.s == 0.0 ? 0 : 1;
-        atomic_min(bad, 2 * r + side);
+      if (!pair_fn(sr, tr, s.vocab, inv_t, &ps) || ps.s.s == 0.0 || ps.t.s == 0.0) {  // NaN / +Infinity, or a side with no finite logit
+        atomic_min(bad, r);
         return;
       }
       double v;
@@ -117,7 +107,7 @@ Status divergence(const LogitsView& s, const LogitsView& t, DivKind kind, double
         out.teacher_logprob[r] = static_cast<float>(rowmath::stats_logprob(kern::to_f32(t.dtype, tr, targets[r]), ps.t, inv_t));
     }
   });
-  if (bad.load() != kNoRow) return bad_status(s, t, bad.load());
+  if (bad.load() != kNoRow) return bad_pair_status(s, t, bad.load());
   if (!done) return error(Code::Aborted, "divergence: aborted by the AbortSignal");
   return Status::ok();
 }
@@ -137,7 +127,7 @@ Status divergence_backward(const LogitsView& s, const LogitsView& t, DivKind kin
   const int64_t row_bytes = s.vocab * dtype_size(s.dtype);
   const char* sbase = static_cast<const char*>(s.data);
   const char* tbase = static_cast<const char*>(t.data);
-  std::atomic<int64_t> bad{kNoRow};       // 2 * row + side
+  std::atomic<int64_t> bad{kNoRow};       // first row with a bad or empty side
   std::atomic<int64_t> infinite{kNoRow};  // first row with an uncapped +Infinity divergence
   const bool done = parallel_blocks(ctx, rows, kern::rows_per_task(rows, 2 * s.vocab, ctx), [&](int64_t b, int64_t e, int) {
     for (int64_t r = b; r < e; ++r) {
@@ -151,11 +141,8 @@ Status divergence_backward(const LogitsView& s, const LogitsView& t, DivKind kin
         v = value[r];
       } else {
         rowmath::PairStats ps = rowmath::pair_empty();
-        int side = 0;
-        const bool ok = pair_fn(sr, tr, s.vocab, inv_t, &ps, &side);
-        if (!ok || ps.s.s == 0.0 || ps.t.s == 0.0) {
-          if (ok) side = ps.s.s == 0.0 ? 0 : 1;
-          atomic_min(bad, 2 * r + side);
+        if (!pair_fn(sr, tr, s.vocab, inv_t, &ps) || ps.s.s == 0.0 || ps.t.s == 0.0) {
+          atomic_min(bad, r);
           return;
         }
         p.lse_s = rowmath::stats_lse(ps.s, inv_t);
@@ -178,15 +165,14 @@ Status divergence_backward(const LogitsView& s, const LogitsView& t, DivKind kin
         for (int64_t i = 0; i < s.vocab; ++i) o[i] = 0.0f;
         continue;
       }
-      int side = 0;
-      if (!grad_fn(sr, tr, o, s.vocab, p, true, &side)) {
-        atomic_min(bad, 2 * r + side);
+      if (!grad_fn(sr, tr, o, s.vocab, p, true)) {
+        atomic_min(bad, r);
         return;
       }
     }
   });
   const int64_t br = bad.load(), ir = infinite.load();
-  if (br != kNoRow && (ir == kNoRow || (br >> 1) <= ir)) return bad_status(s, t, br);
+  if (br != kNoRow && (ir == kNoRow || br <= ir)) return bad_pair_status(s, t, br);
   if (ir != kNoRow) return infinite_divergence_status(ir);
   if (!done) return error(Code::Aborted, "divergenceBackward: aborted by the AbortSignal");
   return Status::ok();
