@@ -1,6 +1,11 @@
 #!/usr/bin/env node
-// The GPU bench: `npm run bench:cuda [-- --quick] [--out DIR] [--no-torch]`. Needs the CUDA module with a
-// device (GEAR_RL_VARIANT=cuda or auto); elsewhere it says so and measures nothing.
+// The GPU bench: `npm run bench:cuda [-- --quick] [--out DIR] [--no-torch] [--torch-timeout S] [--budget S]`.
+// Needs the CUDA module with a device (GEAR_RL_VARIANT=cuda or auto); elsewhere it says so and measures
+// nothing. --torch-timeout: the most seconds the PyTorch anchor may take (default 240); --budget: the
+// seconds the whole bench has (a caller's time limit), so the anchor gets what is left of it, less a
+// margin, when that is less. An anchor stopped by either reports the ops it measured by then
+// (eager first, then torch.compile). The results are written after every row, so a bench killed by a
+// time limit keeps what it measured.
 //
 // In one run: the floors (device-to-device copy = HBM, host-to-device and back from pinned and pageable
 // memory, host memory read and copy with every core), uploads (pageable through the staging ring, and from
@@ -8,9 +13,9 @@
 // host-array calls on the device end to end against their upload, the per-call cost on a small tensor,
 // the CPU kernels on the same arrays, and PyTorch eager / torch.compile on the same GPU when Python has
 // torch (bench/cuda_torch.py). Results: bench/results/cuda.{md,json}, newest run first (or --out DIR).
-import { execSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { execSync, spawn } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -18,10 +23,20 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const rl = await import(join(ROOT, 'dist', 'index.js'));
 const { native } = await import(join(ROOT, 'dist', 'core', 'addon.js'));
 
+const started = performance.now();
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const withTorch = !args.includes('--no-torch');
 const outArg = args.indexOf('--out') >= 0 ? resolve(args[args.indexOf('--out') + 1]) : null;
+const seconds = (name, fallback) => {
+  const i = args.indexOf(name);
+  if (i < 0) return fallback;
+  const x = Number(args[i + 1]);
+  if (!(x > 0)) throw new Error(`${name}: expected a number of seconds > 0, got ${args[i + 1]}`);
+  return x;
+};
+const torchTimeoutS = seconds('--torch-timeout', 240);
+const budgetS = seconds('--budget', Infinity);
 
 if (!rl.cuda.available()) {
   console.log(`bench:cuda: no CUDA device in use (${rl.cuda.unavailableReason()}); nothing measured`);
@@ -34,6 +49,9 @@ rl.setNumThreads(threads);
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 const round = (x, d = 3) => (x === null || x === undefined ? null : +x.toFixed(d));
 const now = () => performance.now();
+
+// Kernel timing (two CUDA events per call) is off until the first query: this one turns it on.
+native.cudaKernelMs({ device: 0 });
 
 /** Median wall ms and median kernel ms (CUDA events, -1 when staged) of `fn` over `reps` calls after a warm-up. */
 async function time(fn, reps = quick ? 5 : 10) {
@@ -63,6 +81,54 @@ const floors = {
   hostCopyGBs: rl.memoryBandwidth({ mode: 'copyPlain', bytes: GiB / 2, threads, reps: 3 }).gbs,
 };
 console.log('floors', JSON.stringify(floors));
+const git = (cmd) => {
+  try {
+    return execSync(`git ${cmd}`, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return 'unknown';
+  }
+};
+const rows = [];
+let torch = null;
+const result = {
+  date: new Date().toISOString().slice(0, 10), commit: git('rev-parse --short HEAD'), quick, shape: [R, V],
+  device: dev, cpu: { threads, isa: rl.backend().isa, model: cpus()[0]?.model ?? 'unknown' },
+  floors: Object.fromEntries(Object.entries(floors).map(([k, v]) => [k, round(v, 1)])), rows, torch, complete: false,
+};
+const markdown = () => [
+  `## ${result.date} ${result.commit}: ${dev.name} (${dev.arch}), ${threads} CPU threads${quick ? ' (quick)' : ''}` +
+    `${result.complete ? '' : ' (incomplete: stopped before the end)'}`, '',
+  `Floors, same run: HBM device copy ${result.floors.hbmCopyGBs} GB/s (read + write); host to device ${result.floors.h2dPinnedGBs} GB/s pinned, ` +
+  `${result.floors.h2dPageableGBs} pageable; device to host ${result.floors.d2hPinnedGBs} / ${result.floors.d2hPageableGBs}; host memory read ` +
+  `${result.floors.hostReadGBs} GB/s, copy ${result.floors.hostCopyGBs} GB/s (${threads} threads).`, '',
+  '| op | ms | kernel ms | GB/s | % | target |', '| --- | ---: | ---: | ---: | ---: | --- |',
+  ...rows.map((r) => `| ${r.op} | ${r.ms ?? (r.us !== undefined ? `${r.us} us` : '')} | ${r.kernelMs ?? ''} | ${r.GBs ?? ''} | ${r.pctOfHbm ?? r.pctOfHostCopy ?? r.pctOfPinnedH2D ?? r.ratioToUpload ?? ''} | ${r.target ?? ''}${r.pctOfCeiling !== undefined ? ` (${r.pctOfCeiling} % of min(host copy, pinned host-to-device) = ${r.ceilingGBs} GB/s)` : ''} |`),
+  '', torch && !torch.error ? `PyTorch ${torch.torch} on the same GPU (logits already there): ${Object.entries(torch).filter(([k]) => k.endsWith('_ms')).map(([k, v]) => `${k} ${round(v)}`).join(', ')}` +
+    `${torch.timedOut ? ` (${torch.timedOut})` : ''}.` : `PyTorch: ${torch?.error ?? 'not run'}.`, '',
+].join('\n');
+// Written after every row (and at the end): a run stopped by a time limit keeps what it measured.
+const dir = outArg ?? join(ROOT, 'bench', 'results');
+const jf = join(dir, 'cuda.json'), mf = join(dir, 'cuda.md');
+const head = '# bench:cuda results, newest first\n\n';
+const prevJson = !outArg && !quick && existsSync(jf) ? JSON.parse(readFileSync(jf, 'utf8')) : [];
+const prevMd = !outArg && !quick && existsSync(mf) ? readFileSync(mf, 'utf8').replace(head, '') : '';
+const write = (file, text) => {  // whole or not at all: a kill mid-write leaves the previous version
+  writeFileSync(`${file}.tmp`, text);
+  renameSync(`${file}.tmp`, file);
+};
+function save() {
+  result.torch = torch;
+  if (outArg) {
+    mkdirSync(dir, { recursive: true });
+    write(jf, JSON.stringify(result, null, 1));
+    write(mf, markdown());
+  } else if (!quick) {
+    mkdirSync(dir, { recursive: true });
+    write(jf, JSON.stringify([result, ...prevJson], null, 1));
+    write(mf, head + markdown() + '\n' + prevMd);
+  }
+}
+save();
 
 // ---- inputs: a random block repeated (cheap to make, the same work per logit as random data) ----
 function logits(seed, n) {
@@ -86,17 +152,21 @@ const student = { data: zs, rows: R, vocab: V }, teacher = { data: zt, rows: R, 
 const studentBf16 = { data: toBf16(zs), rows: R, vocab: V, dtype: 'bfloat16' };
 const teacherBf16 = { data: toBf16(zt), rows: R, vocab: V, dtype: 'bfloat16' };
 const targets = Int32Array.from({ length: R }, (_, r) => (r * 7919) % V);
-const rows = [];
 const row = (op, r) => {
   rows.push({ op, ...r });
   console.log(op, JSON.stringify(r));
+  save();
 };
 
 // ---- uploads ----
 {
   const t = await time(async () => (await rl.cuda.upload(student)).dispose(), 3);
+  // Against the host copy rate (the target), and against what the pipeline can reach at best: the ring is
+  // filled by a host copy while the bus drains it, so the slower of the two bounds it.
+  const ceiling = Math.min(floors.hostCopyGBs, floors.h2dPinnedGBs);
   row('upload f32, pageable', { ms: round(t.ms), GBs: round(f32Bytes / t.ms / 1e6, 1),
-    pctOfHostCopy: round(100 * f32Bytes / t.ms / 1e6 / floors.hostCopyGBs, 1), target: '>= 80 % of the host copy rate' });
+    pctOfHostCopy: round(100 * f32Bytes / t.ms / 1e6 / floors.hostCopyGBs, 1), ceilingGBs: round(ceiling, 1),
+    pctOfCeiling: round(100 * f32Bytes / t.ms / 1e6 / ceiling, 1), target: '>= 80 % of the host copy rate' });
   const pinned = new Float32Array(rl.cuda.allocHost(f32Bytes));
   pinned.set(zs);
   const p = await time(async () => (await rl.cuda.upload({ data: pinned, rows: R, vocab: V })).dispose(), 3);
@@ -162,51 +232,71 @@ for (const [op, fn] of cpuOps) {
 for (const t of [ds, dt, dsb, dtb, gradOut]) t.dispose();
 
 // ---- PyTorch on the same GPU ----
-let torch = null;
-if (withTorch) {
+// cuda_torch.py runs inside a wrapper that prints what it has measured when its time is up (a timer
+// thread, a few seconds before the limit: it runs while the main thread waits in CUDA or on compile
+// workers); the process group is killed at the limit (torch.compile's workers included). Its output goes
+// to a file, so nothing here waits on a pipe a leftover worker holds.
+const TORCH_WRAPPER = `
+import json, os, signal, sys, threading
+path, limit = sys.argv[1], float(sys.argv[2])
+g = {'__name__': '__main__', '__file__': path}
+def stop(*_):
+    res = dict(g.get('res') or {})
+    if not res: res['error'] = 'stopped after %.0f s before measuring anything' % limit
+    res['timedOut'] = 'stopped after %.0f s; the ops missing were not measured' % limit
+    print(json.dumps(res), flush=True)
+    os._exit(0)
+timer = threading.Timer(limit, stop)
+timer.daemon = True
+timer.start()
+signal.signal(signal.SIGTERM, stop)
+sys.argv = [path]
+exec(compile(open(path).read(), path, 'exec'), g)
+`;
+async function runTorch(limitS) {
   const py = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
-  const r = spawnSync(py, [join(ROOT, 'bench', 'cuda_torch.py')], {
-    env: { ...process.env, R: String(R), V: String(V) }, encoding: 'utf8', timeout: 240_000, maxBuffer: 16 * 2 ** 20,
+  const file = join(tmpdir(), `gear-rl-torch-${process.pid}.log`);
+  const fd = openSync(file, 'w');
+  let child;
+  const code = await new Promise((done) => {
+    child = spawn(py, ['-c', TORCH_WRAPPER, join(ROOT, 'bench', 'cuda_torch.py'), String(Math.max(1, limitS - 5))], {
+      env: { ...process.env, R: String(R), V: String(V) }, stdio: ['ignore', fd, fd], detached: true,
+    });
+    const timer = setTimeout(() => {
+      try {
+        process.kill(-child.pid, 'SIGKILL');
+      } catch {}
+    }, limitS * 1000);
+    child.on('error', (e) => {
+      clearTimeout(timer);
+      done(e.message);
+    });
+    child.on('exit', (c, sig) => {
+      clearTimeout(timer);
+      done(c ?? sig);
+    });
   });
-  const line = (r.stdout || '').trim().split('\n').filter((l) => l.startsWith('{')).pop();
-  torch = line ? JSON.parse(line) : { error: (r.stderr || r.error?.message || 'no output').trim().split('\n').slice(-3).join(' | ') };
-  console.log('torch', JSON.stringify(torch));
+  closeSync(fd);
+  try {
+    if (child.pid) process.kill(-child.pid, 'SIGKILL');  // leftover compile workers
+  } catch {}
+  const text = existsSync(file) ? readFileSync(file, 'utf8') : '';
+  rmSync(file, { force: true });
+  const line = text.trim().split('\n').filter((l) => l.startsWith('{')).pop();
+  return line ? JSON.parse(line) : { error: `exit ${code}: ${text.trim().split('\n').slice(-3).join(' | ') || 'no output'}` };
+}
+if (withTorch) {
+  const leftS = Math.floor(budgetS - (performance.now() - started) / 1000 - 5);
+  const limitS = Math.min(torchTimeoutS, leftS);
+  if (limitS >= 15) {
+    torch = await runTorch(limitS);
+    console.log('torch', JSON.stringify(torch));
+  } else {
+    torch = { error: `not run: ${Math.max(0, leftS)} s left of --budget ${budgetS}` };
+  }
 }
 
 // ---- record ----
-const git = (cmd) => {
-  try {
-    return execSync(`git ${cmd}`, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-  } catch {
-    return 'unknown';
-  }
-};
-const result = {
-  date: new Date().toISOString().slice(0, 10), commit: git('rev-parse --short HEAD'), quick, shape: [R, V],
-  device: dev, cpu: { threads, isa: rl.backend().isa, model: cpus()[0]?.model ?? 'unknown' },
-  floors: Object.fromEntries(Object.entries(floors).map(([k, v]) => [k, round(v, 1)])), rows, torch,
-};
-const md = [
-  `## ${result.date} ${result.commit}: ${dev.name} (${dev.arch}), ${threads} CPU threads${quick ? ' (quick)' : ''}`, '',
-  `Floors, same run: HBM device copy ${result.floors.hbmCopyGBs} GB/s (read + write); host to device ${result.floors.h2dPinnedGBs} GB/s pinned, ` +
-  `${result.floors.h2dPageableGBs} pageable; device to host ${result.floors.d2hPinnedGBs} / ${result.floors.d2hPageableGBs}; host memory read ` +
-  `${result.floors.hostReadGBs} GB/s, copy ${result.floors.hostCopyGBs} GB/s (${threads} threads).`, '',
-  '| op | ms | kernel ms | GB/s | % | target |', '| --- | ---: | ---: | ---: | ---: | --- |',
-  ...rows.map((r) => `| ${r.op} | ${r.ms ?? (r.us !== undefined ? `${r.us} us` : '')} | ${r.kernelMs ?? ''} | ${r.GBs ?? ''} | ${r.pctOfHbm ?? r.pctOfHostCopy ?? r.pctOfPinnedH2D ?? r.ratioToUpload ?? ''} | ${r.target ?? ''} |`),
-  '', torch && !torch.error ? `PyTorch ${torch.torch} on the same GPU (logits already there): ${Object.entries(torch).filter(([k]) => k.endsWith('_ms')).map(([k, v]) => `${k} ${round(v)}`).join(', ')}.` :
-    `PyTorch: ${torch?.error ?? 'not run'}.`, '',
-].join('\n');
-const dir = outArg ?? join(ROOT, 'bench', 'results');
-mkdirSync(dir, { recursive: true });
-if (outArg) {
-  writeFileSync(join(dir, 'cuda.json'), JSON.stringify(result, null, 1));
-  writeFileSync(join(dir, 'cuda.md'), md);
-} else if (!quick) {
-  const jf = join(dir, 'cuda.json'), mf = join(dir, 'cuda.md');
-  const prev = existsSync(jf) ? JSON.parse(readFileSync(jf, 'utf8')) : [];
-  writeFileSync(jf, JSON.stringify([result, ...prev], null, 1));
-  const head = '# bench:cuda results, newest first\n\n';
-  const old = existsSync(mf) ? readFileSync(mf, 'utf8').replace(head, '') : '';
-  writeFileSync(mf, head + md + '\n' + old);
-}
-console.log(md);
+result.complete = true;
+save();
+console.log(markdown());

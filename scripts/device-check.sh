@@ -1,48 +1,138 @@
 #!/usr/bin/env bash
 # The GPU check, on a machine with an NVIDIA GPU (prepared by scripts/device-prepare.mjs: .device/ and
-# dist/ beside this checkout). Within about 5 minutes: the CPU-vs-CUDA parity suite, compute-sanitizer
-# memcheck and racecheck on its small checks, and bench:cuda. Results go to $OUT (default .device/out):
+# dist/ beside this checkout). Within 5 minutes in the worst case (every step has a time limit, and the
+# later ones get at most what is left of 280 s): the driver first (stops at once without a usable GPU),
+# the CPU-vs-CUDA parity suite, compute-sanitizer memcheck and racecheck on its small checks, and
+# bench:cuda. Always runs the carried Node (.device/node.xz, unpacked to /tmp/gear-rl-node). Results go to
+# $OUT (default .device/out):
 #   parity.json, parity.log, memcheck.log, racecheck.log, bench/cuda.{json,md}, bench.log, summary.txt
-# Exit status: 0 when the parity suite passed and both sanitizers report no error.
+# The summary lines are printed as they come. Exit status: 0 when the parity suite passed and both
+# sanitizers report no error; 3 when nothing could run (no GPU or driver, .device incomplete).
 set -u
 cd "$(dirname "$0")/.."
+DEADLINE=$((SECONDS + 280))
 OUT=${OUT:-.device/out}
 mkdir -p "$OUT/bench"
+S="$OUT/summary.txt"
+: > "$S"
+note() { echo "$*" | tee -a "$S"; }
+stop() {
+  note "STOP: $*"
+  exit 3
+}
+# The limit of a step: at most $1 seconds, and no more than is left before the deadline (at least 1:
+# `timeout 0` would mean none). The sanitizers are skipped with under 15 s left, the bench under 20.
+limit() {
+  local left=$((DEADLINE - SECONDS))
+  if [ "$left" -lt 1 ]; then echo 1; elif [ "$left" -lt "$1" ]; then echo "$left"; else echo "$1"; fi
+}
+stopped() { [ "$1" -eq 124 ] || [ "$1" -eq 137 ] && echo " (stopped at its limit of $2 s)"; }
+status=0
 export GEAR_RL_VARIANT=cuda GEAR_RL_CUDA_ADDON="$PWD/.device/gear_rl_cuda.node"
 
-NODE=$(command -v node || true)
-if [ ! -x "${NODE:-}" ] || [ "$("$NODE" -p 'process.versions.node.split(".")[0]' 2>/dev/null)" != "$(sed -n 's/.*"node": "v\([0-9]*\).*/\1/p' .device/manifest.json)" ]; then
-  NODE=/tmp/gear-rl-node
-  [ -x "$NODE" ] || { xz -dc .device/node.xz > "$NODE" && chmod +x "$NODE"; }
-fi
-RUNNER=.device/js/test/cuda/run_parity.js
-SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
-status=0
-{
-  echo "node $("$NODE" --version); $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
-  cat .device/manifest.json | tr -d '\n'; echo
-} > "$OUT/summary.txt"
-
-# 1. parity, every check (about a minute)
-timeout 150 "$NODE" --expose-gc "$RUNNER" --out "$OUT/parity.json" > "$OUT/parity.log" 2>&1 || status=1
-tail -n 1 "$OUT/parity.log" >> "$OUT/summary.txt"
-
-# 2. compute-sanitizer on the small checks: memcheck (out-of-bounds, misaligned, leaks) and racecheck
-#    (shared memory) on a subset, each with a time limit
-if [ -n "$SAN" ]; then
-  timeout 60 "$SAN" --tool memcheck --leak-check full --error-exitcode 9 "$NODE" "$RUNNER" --small \
-    --filter '^(tokenStats|tokenStatsBackward|divergence reverse_kl|divergenceBackward jsd) (float32|bfloat16) ' > "$OUT/memcheck.log" 2>&1
-  rc=$?; [ $rc -eq 0 ] || status=1
-  echo "memcheck exit $rc: $(grep -E 'ERROR SUMMARY|LEAK SUMMARY' "$OUT/memcheck.log" | tr '\n' ' ')" >> "$OUT/summary.txt"
-  timeout 45 "$SAN" --tool racecheck --error-exitcode 9 "$NODE" "$RUNNER" --small \
-    --filter '^(tokenStats|divergence jsd) float32 (5x2049|7x3001|9x4099) T=1$' > "$OUT/racecheck.log" 2>&1
-  rc=$?; [ $rc -eq 0 ] || status=1
-  echo "racecheck exit $rc: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$OUT/racecheck.log" | tr '\n' ' ')" >> "$OUT/summary.txt"
+# 0. The driver, first: the module links the CUDA runtime statically (CUDA 13 needs driver R580 or newer).
+if command -v nvidia-smi > /dev/null 2>&1; then
+  smi=$(timeout -k 2 15 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1)
+  rc=$?
+  note "gpu (name, driver, memory): $(echo "$smi" | head -n 8 | paste -sd ';' -)"
+  [ $rc -eq 0 ] && [ -n "$smi" ] || stop "nvidia-smi exit $rc: no usable GPU or driver, nothing run"
 else
-  echo "compute-sanitizer: not found" >> "$OUT/summary.txt"
+  note "gpu: nvidia-smi not found (the module's own device query decides)"
 fi
 
-# 3. bench:cuda (floors, uploads, kernels, end to end, per-call cost, CPU, PyTorch)
-timeout 150 "$NODE" --expose-gc bench/cuda.mjs --out "$OUT/bench" > "$OUT/bench.log" 2>&1 || echo "bench exit $?" >> "$OUT/summary.txt"
-cat "$OUT/summary.txt"
+M=.device/manifest.json
+for f in "$M" .device/gear_rl_cuda.node .device/node.xz .device/js/test/cuda/run_parity.js dist/index.js; do
+  [ -f "$f" ] || stop "$f missing: run npm run device:prepare, then carry .device and dist"
+done
+
+# 1. The carried Node, always (a system Node of another version may lack what the addon needs); unpacked
+#    again when /tmp holds another version. xz, else python3's lzma module.
+WANT=$(sed -n 's/^ *"node": *"\([^"]*\)".*/\1/p' "$M" | head -n 1)
+NODE=/tmp/gear-rl-node
+if [ "$("$NODE" --version 2> /dev/null)" != "$WANT" ]; then
+  rm -f "$NODE.part"
+  if command -v xz > /dev/null 2>&1; then
+    timeout -k 2 30 xz -dc .device/node.xz > "$NODE.part"
+  else
+    timeout -k 2 30 python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+      .device/node.xz "$NODE.part"
+  fi && chmod +x "$NODE.part" && mv -f "$NODE.part" "$NODE"
+fi
+GOT=$("$NODE" --version 2> /dev/null)
+[ -n "$WANT" ] && [ "$GOT" = "$WANT" ] ||
+  stop "the carried Node $WANT did not unpack to $NODE (it runs as '${GOT:-nothing}'; xz: $(command -v xz || echo none), python3: $(command -v python3 || echo none))"
+
+# What was carried: the commit, whether the tree had uncommitted changes, the module's hash.
+timeout -k 2 15 "$NODE" -e '
+  const fs = require("fs"), crypto = require("crypto");
+  const m = JSON.parse(fs.readFileSync(".device/manifest.json", "utf8"));
+  const sha = crypto.createHash("sha256").update(fs.readFileSync(".device/gear_rl_cuda.node")).digest("hex");
+  console.log(`node ${process.version} (carried); commit ${m.commit}${m.dirty === true ? `, DIRTY tree (${m.dirtyFiles} files changed)` : m.dirty === false ? ", clean tree" : ", tree state not recorded"}; ` +
+    `archs ${m.archs}; nvcc ${m.nvcc ?? "?"}; made ${m.made}`);
+  const same = sha === m.moduleSha256;
+  console.log(`module sha256 ${sha} ${same ? "(matches the manifest)" : `(MISMATCH: the manifest has ${m.moduleSha256 ?? "none"})`}`);
+  process.exit(same ? 0 : 5);' 2>&1 | tee -a "$S"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+# The module's own view: devices, runtime and driver versions (cudaErrorInsufficientDriver: driver too old).
+probe=$(timeout -k 2 30 "$NODE" -e '
+  const m = { exports: {} };
+  process.dlopen(m, process.env.GEAR_RL_CUDA_ADDON);
+  const d = m.exports.cudaDevices();
+  const v = (x) => (x > 0 ? `${Math.floor(x / 1000)}.${(x % 1000) / 10}` : "none");
+  console.log(`${d.count} device(s)${d.count ? ": " + d.devices.map((x) => `${x.name} ${x.arch}`).join(", ") : ""}; ` +
+    `CUDA runtime ${v(d.runtimeVersion)}, the driver supports up to ${v(d.driverVersion)}${d.error ? "; " + d.error : ""}` +
+    `${!/InsufficientDriver/.test(d.error) ? "" : d.driverVersion > 0 ? " (the CUDA runtime linked into the module needs a newer driver: CUDA 13 needs R580 or later)" : " (no CUDA driver found)"}`);
+  process.exit(d.count > 0 ? 0 : 4);' 2>&1)
+rc=$?
+note "module: $(echo "$probe" | tail -n 3 | paste -sd '|' -)"
+[ $rc -eq 0 ] || stop "the module sees no usable CUDA device (exit $rc), nothing run"
+
+RUNNER=.device/js/test/cuda/run_parity.js
+
+# 2. Parity, every check (about a minute).
+t=$(limit 110)
+timeout -k 3 "$t" "$NODE" --expose-gc "$RUNNER" --out "$OUT/parity.json" > "$OUT/parity.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] || status=1
+line=$(grep 'CUDA parity:' "$OUT/parity.log" | tail -n 1)
+[ -n "$line" ] || line="parity exit $rc, no 'CUDA parity:' line; it ended: $(grep -v '^ *$' "$OUT/parity.log" | tail -n 3 | cut -c1-200 | paste -sd '|' -)"
+note "$line$(stopped $rc "$t")"
+
+# 3. compute-sanitizer on the small checks: memcheck (out-of-bounds, misaligned, leaks) and racecheck
+#    (shared memory) on a subset, each with a time limit.
+SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null || true)
+if [ -n "$SAN" ] && [ $((DEADLINE - SECONDS)) -lt 15 ]; then
+  note "compute-sanitizer: not run ($((DEADLINE - SECONDS)) s left)"
+elif [ -n "$SAN" ]; then
+  note "compute-sanitizer: $SAN, $(timeout -k 2 10 "$SAN" --version 2>&1 | grep -i version | tail -n 1)"
+  t=$(limit 45)
+  timeout -k 3 "$t" "$SAN" --tool memcheck --leak-check full --error-exitcode 9 "$NODE" "$RUNNER" --small \
+    --filter '^(tokenStats|tokenStatsBackward|divergence reverse_kl|divergenceBackward jsd) (float32|bfloat16) ' > "$OUT/memcheck.log" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] || status=1
+  note "memcheck exit $rc$(stopped $rc "$t"): $(grep -E 'ERROR SUMMARY|LEAK SUMMARY|CUDA parity:' "$OUT/memcheck.log" | tr '\n' ' ')"
+  t=$(limit 30)
+  timeout -k 3 "$t" "$SAN" --tool racecheck --error-exitcode 9 "$NODE" "$RUNNER" --small \
+    --filter '^(tokenStats|divergence jsd) float32 (5x2049|7x3001|9x4099) T=1$' > "$OUT/racecheck.log" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] || status=1
+  note "racecheck exit $rc$(stopped $rc "$t"): $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|CUDA parity:' "$OUT/racecheck.log" | tr '\n' ' ')"
+else
+  note "compute-sanitizer: not found"
+fi
+
+# 4. bench:cuda (floors, uploads, kernels, end to end, per-call cost, CPU, then PyTorch with what is left
+#    of its limit). It writes its results after every row, so a bench stopped at its limit keeps them.
+t=$(limit 90)
+if [ "$t" -ge 20 ]; then
+  timeout -k 3 "$t" "$NODE" --expose-gc bench/cuda.mjs --out "$OUT/bench" --budget $((t - 2)) --torch-timeout $((t - 2)) \
+    > "$OUT/bench.log" 2>&1
+  rc=$?
+  rows=$(timeout -k 2 10 "$NODE" -e 'const r = require(require("path").resolve(process.argv[1])); console.log(`${r.rows.length} rows${r.complete ? "" : ", incomplete"}; torch: ${r.torch ? (r.torch.error ?? `${Object.keys(r.torch).filter((k) => k.endsWith("_ms")).length} timings${r.torch.timedOut ? ", stopped at its limit" : ""}`) : "not run"}`)' \
+    "$OUT/bench/cuda.json" 2> /dev/null || echo "no cuda.json")
+  note "bench exit $rc$(stopped $rc "$t"): $rows; it ended: $(grep -v '^ *$' "$OUT/bench.log" | tail -n 3 | cut -c1-200 | paste -sd '|' -)"
+else
+  note "bench: not run (${t} s left)"
+fi
 exit $status

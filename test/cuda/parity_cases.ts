@@ -303,6 +303,88 @@ export function parityChecks(): ParityCheck[] {
     assert.equal((await gearCode(() => rl.tokenStats(dev, y, { temperature: 0 }))).code, 'ERR_OPTION');
   });
 
+  add('finite masks (the dtype lowest, as torch.finfo(dtype).min) act as -Infinity, as on the CPU', true, async () => {
+    const rows = 5, vocab = 3001;
+    const lowest = { float32: -3.4028234663852886e38, bfloat16: -3.3895313892515355e38 } as const;
+    for (const dtype of ['float32', 'bfloat16'] as const) {
+      for (const T of [1, 0.7]) {
+        const zs = randomLogits(7, rows, vocab, 4), zt = randomLogits(8, rows, vocab, 3);
+        const ms = Float64Array.from(zs), mt = Float64Array.from(zt);  // the same with -Infinity
+        for (let i = 0; i < zs.length; i += 5) zs[i] = zt[i] = lowest[dtype], ms[i] = mt[i] = -Infinity;
+        // a student entry of small mass where only the teacher is masked: reverse KL +Infinity
+        zs[vocab + 1] = -200, ms[vocab + 1] = -200, zt[vocab + 1] = lowest[dtype], mt[vocab + 1] = -Infinity;
+        const L = (z: Float64Array): rl.Logits => {
+          const { data } = encode(z, dtype);
+          return dtype === 'float32' ? { data, rows, vocab } : { data, rows, vocab, dtype };
+        };
+        const [s, t, s2, t2] = [L(zs), L(zt), L(ms), L(mt)];
+        using ds = await rl.cuda.upload(s);
+        using dt = await rl.cuda.upload(t);
+        const y = Int32Array.from({ length: rows }, (_, r) => 2 + r * 5);
+        const tag = `${dtype} T=${T}`;
+        const st = rl.tokenStats(ds, y, { temperature: T });
+        for (const k of ['entropy', 'logsumexp'] as const) close(st[k], rl.tokenStats(s2, y, { temperature: T })[k], 2 * TOL, `${tag} tokenStats ${k}`);
+        for (const [kind, beta] of [['reverse_kl', 0.5], ['forward_kl', 0.5], ['jsd', 0.3]] as [Kind, number][]) {
+          const opts = { kind, beta, temperature: T, klCap: 50 };
+          const got = rl.divergence(ds, dt, opts), cpu = rl.divergence(s, t, opts), masked = rl.divergence(s2, t2, opts);
+          close(got.value, cpu.value, 2 * TOL, `${tag} ${kind} vs CPU`);
+          close(cpu.value, masked.value, 2 * TOL, `${tag} ${kind} CPU: finite masks vs -Infinity`);
+          if (kind === 'reverse_kl') assert.equal(got.value[1], 50, `${tag} reverse KL row 1 (support mismatch): capped +Infinity`);
+          using g = rl.divergenceBackward(ds, dt, Float32Array.of(1, 1, 1, 1, 1), opts);
+          closeToScale(await g.download(), rl.divergenceBackward(s, t, Float32Array.of(1, 1, 1, 1, 1), opts),
+            2 * (kind === 'jsd' ? JSD_GRAD_TOL : GRAD_TOL), `${tag} ${kind} backward vs CPU`);
+        }
+      }
+    }
+  });
+
+  add('both sides bad: the error names the side the CPU names (forward, backward, given statistics)', true, async () => {
+    const V = 4500;
+    for (const [sBad, tBad] of [[[3000, NaN], [5, Infinity]], [[4400, Infinity], [9, NaN]], [[5, NaN], [6, NaN]]] as const) {
+      const sz = Float32Array.from({ length: 2 * V }, (_, i) => Math.sin(i) * 3);
+      const tz = Float32Array.from({ length: 2 * V }, (_, i) => Math.cos(i) * 3);
+      sz[V + sBad[0]] = sBad[1];
+      tz[V + tBad[0]] = tBad[1];
+      const s = { data: sz, rows: 2, vocab: V }, t = { data: tz, rows: 2, vocab: V };
+      using ds = await rl.cuda.upload(s);
+      using dt = await rl.cuda.upload(t);
+      const g = Float32Array.of(1, 1);
+      const stats = { value: new Float32Array(2), studentLogsumexp: new Float32Array(2), teacherLogsumexp: new Float32Array(2) };
+      for (const kind of ['reverse_kl', 'forward_kl', 'jsd'] as const) {
+        const want = await gearCode(() => rl.divergence(s, t, { kind }));
+        assert.match(want.message!, new RegExp(`^student\\[row 1, entry ${sBad[0]}\\]`));
+        assert.deepEqual(await gearCode(() => rl.divergence(ds, dt, { kind })), want, `${kind} forward`);
+        assert.deepEqual(await gearCode(() => rl.divergenceBackward(ds, dt, g, { kind })), want, `${kind} backward`);
+        assert.deepEqual(await gearCode(() => rl.divergenceBackward(s, t, g, { kind, device: 'cuda' })), want, `${kind} staged`);
+      }
+      assert.deepEqual(await gearCode(() => rl.divergenceBackward(ds, dt, g, { stats })),
+        await gearCode(() => rl.divergenceBackward(s, t, g, { stats })), 'given statistics');
+    }
+  });
+
+  add('tokenStatsBackward in place over a bad row: the CPU error (device tensor and staged host array)', true, async () => {
+    const rows = 3, vocab = 4099;
+    for (const [at, x] of [[17, NaN], [4000, Infinity]] as const) {
+      const z = Float32Array.from({ length: rows * vocab }, (_, i) => Math.sin(i * 0.7) * 3);
+      const y = Int32Array.of(1, 2, 3);
+      const stats = rl.tokenStats({ data: z, rows, vocab }, y);
+      z[vocab + at] = x;
+      const grad = { logprob: Float32Array.of(1, 1, 1), entropy: Float32Array.of(0.5, 0.5, 0.5) };
+      for (const given of [true, false]) {
+        const opts = given ? { stats, inPlace: true } : { inPlace: true };
+        const want = await gearCode(() => rl.tokenStatsBackward({ data: Float32Array.from(z), rows, vocab }, y, grad, opts));
+        assert.match(want.message!, new RegExp(`^logits\\[row 1, entry ${at}\\]`));
+        using dev = await rl.cuda.upload({ data: z, rows, vocab });
+        assert.deepEqual(await gearCode(() => rl.tokenStatsBackward(dev, y, grad, opts)), want, `device tensor, stats given ${given}`);
+        allNaN(await dev.download(), 'the logits after the failed in-place backward');
+        const host = Float32Array.from(z);
+        assert.deepEqual(await gearCode(() => rl.tokenStatsBackward({ data: host, rows, vocab }, y, grad, { ...opts, device: 'cuda' })),
+          want, `staged host array, stats given ${given}`);
+        allNaN(host, 'the host logits after the failed in-place backward');
+      }
+    }
+  });
+
   add('staged host arrays over several chunks equal the device tensor (1024 x 151936 float32)', false, async () => {
     const rows = 1024, vocab = 151936;
     const z = new Float32Array(rows * vocab);

@@ -1,10 +1,9 @@
 // The parity checks without a test runner, for a GPU machine that has Node but not the dev dependencies
 // (scripts/device-check.sh runs the compiled form):
 //   node run_parity.js [--small] [--filter <regex>] [--out <file.json>]
-// --small: only the checks meant for compute-sanitizer (small shapes). Exit status 1 on any failure.
+// --small: only the checks meant for compute-sanitizer (small shapes). Exit status 1 on any failure, 2
+// when there is no device (or the package does not load). The last line starts "CUDA parity:".
 import { writeFileSync } from 'node:fs';
-import * as rl from '../../ts/index.js';
-import { parityChecks } from './parity_cases.js';
 
 const args = process.argv.slice(2);
 const opt = (name: string) => {
@@ -15,8 +14,19 @@ const filter = opt('--filter') ? new RegExp(opt('--filter')!) : null;
 const small = args.includes('--small');
 const outFile = opt('--out');
 
+// Imported here rather than statically: with GEAR_RL_VARIANT=cuda and no usable device the package's
+// import itself throws (the checks import it too), and that must still end in one clear line.
+let rl: typeof import('../../ts/index.js');
+let parityChecks: typeof import('./parity_cases.js').parityChecks;
+try {
+  rl = await import('../../ts/index.js');
+  ({ parityChecks } = await import('./parity_cases.js'));
+} catch (e) {
+  console.log(`CUDA parity: not run: the package did not load (${e instanceof Error ? e.message : String(e)})`);
+  process.exit(2);
+}
 if (!rl.cuda.available()) {
-  console.error(`no CUDA device: ${rl.cuda.unavailableReason()}`);
+  console.log(`CUDA parity: not run: no CUDA device (${rl.cuda.unavailableReason()})`);
   process.exit(2);
 }
 const checks = parityChecks().filter((c) => (!small || c.small) && (!filter || filter.test(c.name)));
@@ -31,6 +41,16 @@ for (const c of checks) {
     const error = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
     results.push({ name: c.name, ok: false, ms: performance.now() - t, error });
     console.log(`FAIL ${c.name}: ${error}`);
+  }
+}
+// Every device the checks use (cuda:0, and cuda:1 where there are two) gives its call arena and cached
+// pool memory back, so that compute-sanitizer's leak check sees only what a check leaked.
+for (let d = 0; d < Math.min(2, rl.cuda.devices().length); d++) {
+  try {
+    rl.cuda.trim(d);
+  } catch (e) {
+    console.log(`FAIL rl.cuda.trim(${d}): ${e instanceof Error ? e.message : String(e)}`);
+    results.push({ name: `rl.cuda.trim(${d})`, ok: false, ms: 0, error: String(e) });
   }
 }
 const failed = results.filter((r) => !r.ok).length;

@@ -41,7 +41,9 @@ struct DeviceInfo {
 Status device_info(int ordinal, DeviceInfo* out);
 // Returns the pool's cached memory (and the call arena) to the device.
 Status trim(int ordinal);
-// Kernel time (CUDA events) of the last call on `ordinal` whose logits were on the device; -1 otherwise.
+// Kernel time (CUDA events) of the last call on `ordinal` if its logits were on the device; -1 otherwise.
+// The events are recorded only once this has been asked on the device (the first query turns the timing
+// on and returns -1): they cost every call two stream operations.
 Status kernel_ms(int ordinal, double* out);
 // Copy bandwidth, GB/s per repetition (CUDA events): mode 0 device-to-device (read + write counted),
 // 1 / 2 host-to-device from pinned / pageable memory, 3 / 4 device-to-host into pinned / pageable memory.
@@ -50,9 +52,11 @@ Status bandwidth(int ordinal, int mode, int64_t bytes, int reps, std::vector<dou
 // Copies `bytes` of host memory to a new device allocation (*out; freed with DeviceApi::free). Pinned
 // sources are copied directly, pageable ones through the staging ring.
 Status upload(int ordinal, const void* src, int64_t bytes, void** out, const ExecContext& ctx);
-// Copies `bytes` of device memory to host memory.
+// Copies `bytes` of device memory to host memory. Transfers from and to pinned memory go in pieces, the
+// abort polled between them.
 Status download(int ordinal, void* dst, const void* src, int64_t bytes, const ExecContext& ctx);
-// Page-locked host memory (freed with free_host).
+// Page-locked host memory, usable with every device (freed with free_host). ERR_OUT_OF_MEMORY names the
+// bytes asked and the host memory available; ERR_DEVICE without a device.
 Status alloc_host(int64_t bytes, void** out);
 void free_host(void* p);
 

@@ -94,24 +94,12 @@ static Napi::Value CudaUpload(const Napi::CallbackInfo& info) {
   const bool async = p.OptBool("async");
   const auto* abort = p.Abort();
   auto made = std::make_shared<NewTensor>();
-  made->device = dev;
-  const int64_t bytes = l.rows * l.vocab * dtype_size(l.dtype);
-  const DType dtype = l.dtype;
+  made->device = dev, made->rows = l.rows, made->vocab = l.vocab, made->dtype = l.dtype;
   Napi::Object result = Napi::Object::New(env);
   return Run(env, async, {lp.Get("data"), p.Get("abort")},
-             [=](const ExecContext& ctx) { return cuda::upload(dev, l.data, bytes, &made->ptr, ctx); }, result, abort,
-             [=](Napi::Object r) {
-               TensorInfo t;
-               t.device = dev;
-               t.ptr = made->ptr;
-               t.bytes = bytes;
-               t.rows = l.rows;
-               t.vocab = l.vocab;
-               t.dtype = dtype;
-               t.free = device_api()->free;
-               const uint64_t id = tensor_table().add(t, JobsOf(r.Env()).get());
-               made->adopted = true;
-               const Napi::Object o = TensorObject(r.Env(), id, t);
+             [=](const ExecContext& ctx) { return cuda::upload(dev, l.data, made->bytes(), &made->ptr, ctx); }, result,
+             abort, [=](Napi::Object r) {
+               const Napi::Object o = AdoptTensor(r.Env(), *made);
                for (const char* k : {"tensor", "device", "rows", "vocab", "dtype", "bytes"}) r.Set(k, o.Get(k));
              });
 }
@@ -165,11 +153,17 @@ static Napi::Value CudaAllocHost(const Napi::CallbackInfo& info) {
   const int64_t bytes = p.Int("bytes", 0, int64_t{1} << 44);
   void* ptr = nullptr;
   Check(env, cuda::alloc_host(bytes, &ptr));
-  // Freed when the ArrayBuffer is collected.
-  return Napi::ArrayBuffer::New(env, ptr, static_cast<size_t>(bytes), [](Napi::Env, void* data) { cuda::free_host(data); });
+  // Freed when the ArrayBuffer is collected; here when it cannot be made (the finalizer is then not set).
+  try {
+    return Napi::ArrayBuffer::New(env, ptr, static_cast<size_t>(bytes), [](Napi::Env, void* data) { cuda::free_host(data); });
+  } catch (...) {
+    cuda::free_host(ptr);
+    throw;
+  }
 }
 
-// cudaKernelMs({ device }) -> kernel time of the last call on device logits (ms; -1 when there was none)
+// cudaKernelMs({ device }) -> kernel time of the last call on device logits (ms; -1 when there was none).
+// The first query turns the kernel timing on for the device (it returns -1); a bench asks once first.
 static Napi::Value CudaKernelMs(const Napi::CallbackInfo& info) {
   const Params p(info, {"device"});
   double ms = -1.0;

@@ -187,22 +187,26 @@ inline GradOut ReadGradOut(const Params& p, const Params& lp, const Params& op, 
   return g;
 }
 
-// What the work made: a new device tensor's memory, returned to the pool unless the table took it.
+// What the work made: a new device tensor's memory (an upload's copy, or a backward's float32 gradient),
+// returned to the pool unless the table took it.
 struct NewTensor {
   int device = -1;
   void* ptr = nullptr;
   int64_t rows = 0, vocab = 0;
+  DType dtype = DType::F32;
   bool adopted = false;
   ~NewTensor() {
     if (ptr != nullptr && !adopted && device_api() != nullptr) device_api()->free(device, ptr);
   }
-  // Allocates the memory (in the work); the output pointer.
+  int64_t bytes() const { return rows * vocab * dtype_size(dtype); }
+  // Allocates a float32 gradient (in the work); the output pointer. Sizes come from a checked tensor or
+  // array, so rows * vocab already fits; the check keeps this safe on its own.
   Status alloc(float** out) {
     if (rows < 0 || vocab < 1 || rows > kMaxSafeInt / vocab)
       return error(Code::Shape, "out: expected a tensor size that fits in memory, got " + std::to_string(rows) + " x " +
                                     std::to_string(vocab));
     void* p = nullptr;
-    const Status st = device_api()->alloc(device, rows * vocab * 4, &p);
+    const Status st = device_api()->alloc(device, bytes(), &p);
     ptr = p;
     *out = static_cast<float*>(p);
     return st;
@@ -226,10 +230,10 @@ inline Napi::Object AdoptTensor(Napi::Env env, NewTensor& t) {
   TensorInfo info;
   info.device = t.device;
   info.ptr = t.ptr;
-  info.bytes = t.rows * t.vocab * 4;
+  info.bytes = t.bytes();
   info.rows = t.rows;
   info.vocab = t.vocab;
-  info.dtype = DType::F32;
+  info.dtype = t.dtype;
   info.free = device_api()->free;
   const uint64_t id = tensor_table().add(info, JobsOf(env).get());
   t.adopted = true;

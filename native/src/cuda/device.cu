@@ -2,9 +2,14 @@
 // arenas and staging ring, the call plan and the chunk runner; and the device memory services and
 // queries the bindings use (gear/cuda.h).
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
+
+#if defined(__linux__)
+#include <sys/sysinfo.h>
+#endif
 
 #include "device.cuh"
 #include "gear/backend.h"
@@ -16,9 +21,15 @@ namespace cuda {
 
 Status cuda_status(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return Status::ok();
-  if (e == cudaErrorMemoryAllocation) cudaGetLastError();  // not sticky: clear it for the next call
+  // Reset the thread's last error, so that the next call reports its own. A sticky error (the context is
+  // unusable: an illegal address, a failed kernel) is not reset by this, and every later call reports it.
+  cudaGetLastError();
   return error(Code::Internal, std::string(what) + ": expected cudaSuccess, got " + cudaGetErrorName(e) + " (" +
                                    cudaGetErrorString(e) + ")");
+}
+
+void quiet(cudaError_t e) {
+  if (e != cudaSuccess) cudaGetLastError();
 }
 
 int device_count(std::string* err) {
@@ -38,7 +49,65 @@ constexpr int kMaxDevices = 64;
 std::mutex g_devices_mu;
 Device* g_devices[kMaxDevices] = {};
 
-Status init_device(Device& d, int ordinal) {
+// Host memory the kernel reports as available (MemAvailable: free plus reclaimable) and in all, bytes;
+// -1 where unknown.
+void host_memory(int64_t* available, int64_t* total) {
+  *available = -1;
+  *total = -1;
+#if defined(__linux__)
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      long long kb = 0;
+      if (std::sscanf(line, "MemAvailable: %lld kB", &kb) == 1) *available = kb * 1024;
+      else if (std::sscanf(line, "MemTotal: %lld kB", &kb) == 1) *total = kb * 1024;
+    }
+    std::fclose(f);
+  }
+  struct sysinfo si;
+  if ((*available < 0 || *total < 0) && sysinfo(&si) == 0) {
+    if (*available < 0) *available = static_cast<int64_t>(si.freeram) * si.mem_unit;
+    if (*total < 0) *total = static_cast<int64_t>(si.totalram) * si.mem_unit;
+  }
+#endif
+}
+
+// ERR_OUT_OF_MEMORY for page-locked host memory, in the device's message style: the bytes asked (for
+// `what`) and the host memory available.
+Status host_oom(int64_t bytes, const char* what) {
+  int64_t available = -1, total = -1;
+  host_memory(&available, &total);
+  const auto n = [](int64_t x) { return x < 0 ? std::string("unknown") : std::to_string(x); };
+  return error(Code::OutOfMemory, std::string("host memory: expected ") + std::to_string(bytes) +
+                                      " bytes of page-locked memory (" + what + "), got " + n(available) +
+                                      " bytes available of " + n(total));
+}
+
+// Page-locked host memory, portable (usable with every device). Every pinned allocation goes through
+// here: running out is host_oom, any other failure ERR_NATIVE.
+Status host_alloc(int64_t bytes, void** out, const char* what) {
+  *out = nullptr;
+  const cudaError_t e = cudaHostAlloc(out, static_cast<size_t>(bytes), cudaHostAllocPortable);
+  if (e == cudaSuccess) return Status::ok();
+  *out = nullptr;
+  if (e != cudaErrorMemoryAllocation) return cuda_status(e, "cudaHostAlloc");
+  cudaGetLastError();  // not sticky
+  return host_oom(bytes, what);
+}
+
+// Destroys what make_device created (a failure part-way leaves no stream or event behind).
+void release_device(Device& d) {
+  for (cudaStream_t* s : {&d.compute, &d.copy}) {
+    if (*s != nullptr) quiet(cudaStreamDestroy(*s));
+    *s = nullptr;
+  }
+  for (cudaEvent_t* e : {&d.copied, &d.computed, &d.kernels_begin, &d.kernels_end, &d.piece_done[0], &d.piece_done[1]}) {
+    if (*e != nullptr) quiet(cudaEventDestroy(*e));
+    *e = nullptr;
+  }
+}
+
+Status make_device(Device& d, int ordinal) {
   d.ordinal = ordinal;
   GEAR_CUDA_TRY(cudaSetDevice(ordinal));
   GEAR_CUDA_TRY(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, ordinal));
@@ -57,19 +126,42 @@ Status init_device(Device& d, int ordinal) {
   GEAR_CUDA_TRY(cudaStreamCreateWithFlags(&d.copy, cudaStreamNonBlocking));
   GEAR_CUDA_TRY(cudaEventCreateWithFlags(&d.copied, cudaEventDisableTiming));
   GEAR_CUDA_TRY(cudaEventCreateWithFlags(&d.computed, cudaEventDisableTiming));
+  GEAR_CUDA_TRY(cudaEventCreateWithFlags(&d.piece_done[0], cudaEventDisableTiming));
+  GEAR_CUDA_TRY(cudaEventCreateWithFlags(&d.piece_done[1], cudaEventDisableTiming));
   GEAR_CUDA_TRY(cudaEventCreate(&d.kernels_begin));
   GEAR_CUDA_TRY(cudaEventCreate(&d.kernels_end));
   return Status::ok();
 }
 
-// The ring's slots, allocated once per device at the first large host transfer.
+Status init_device(Device& d, int ordinal) {
+  const Status st = make_device(d, ordinal);
+  if (!st.is_ok()) release_device(d);
+  return st;
+}
+
+// The ring's slots, allocated once per device at the first large pageable transfer. Built whole or not
+// at all: a failure frees the slots and events made so far, and the next transfer tries again.
 Status ensure_ring(Device& d) {
-  if (d.ring[0] != nullptr) return Status::ok();
-  for (int i = 0; i < kRingSlots; ++i) {
+  if (d.ring[0] != nullptr) return Status::ok();  // published only complete
+  char* slot[kRingSlots] = {};
+  cudaEvent_t done[kRingSlots] = {};
+  Status st = Status::ok();
+  for (int i = 0; i < kRingSlots && st.is_ok(); ++i) {
     void* p = nullptr;
-    GEAR_CUDA_TRY(cudaHostAlloc(&p, static_cast<size_t>(kRingSlotBytes), cudaHostAllocPortable));
-    d.ring[i] = static_cast<char*>(p);
-    GEAR_CUDA_TRY(cudaEventCreateWithFlags(&d.ring_done[i], cudaEventDisableTiming));
+    st = host_alloc(kRingSlotBytes, &p, "a slot of the staging ring for pageable transfers");
+    slot[i] = static_cast<char*>(p);
+    if (st.is_ok()) st = cuda_status(cudaEventCreateWithFlags(&done[i], cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  }
+  if (!st.is_ok()) {
+    for (int i = 0; i < kRingSlots; ++i) {
+      if (slot[i] != nullptr) quiet(cudaFreeHost(slot[i]));
+      if (done[i] != nullptr) quiet(cudaEventDestroy(done[i]));
+    }
+    return st;
+  }
+  for (int i = 0; i < kRingSlots; ++i) {
+    d.ring[i] = slot[i];
+    d.ring_done[i] = done[i];
   }
   return Status::ok();
 }
@@ -91,6 +183,42 @@ void parallel_copy(void* dst, const void* src, int64_t bytes) {
 
 Status aborted_status(const char* what) { return error(Code::Aborted, std::string(what) + ": aborted by the AbortSignal"); }
 
+// A transfer between page-locked host memory and the device on the copy stream, straight to the DMA
+// engine, in pieces with at most two in flight: the abort is polled between pieces, so an abort waits
+// for two pieces at most (a few milliseconds) while the bus stays busy.
+Status pinned_transfer(Device& d, void* dst, const void* src, int64_t bytes, cudaMemcpyKind kind, const ExecContext& ctx,
+                       const char* what) {
+  char* out = static_cast<char*>(dst);
+  const char* in = static_cast<const char*>(src);
+  int64_t k = 0;
+  for (int64_t off = 0; off < bytes; off += kPinnedPieceBytes, ++k) {
+    cudaEvent_t done = d.piece_done[k % 2];
+    if (k >= 2) GEAR_CUDA_TRY(cudaEventSynchronize(done));  // piece k - 2 has finished
+    if (ctx.aborted()) {
+      quiet(cudaStreamSynchronize(d.copy));
+      return aborted_status(what);
+    }
+    GEAR_CUDA_TRY(cudaMemcpyAsync(out + off, in + off, static_cast<size_t>(std::min(kPinnedPieceBytes, bytes - off)), kind,
+                                  d.copy));
+    GEAR_CUDA_TRY(cudaEventRecord(done, d.copy));
+  }
+  return Status::ok();
+}
+
+// The first device this process works on (its context exists), or -1.
+int first_device_in_use() {
+  std::lock_guard<std::mutex> lock(g_devices_mu);
+  for (int i = 0; i < kMaxDevices; ++i)
+    if (g_devices[i] != nullptr) return i;
+  return -1;
+}
+
+bool in_use(int ordinal) {
+  if (ordinal < 0 || ordinal >= kMaxDevices) return false;
+  std::lock_guard<std::mutex> lock(g_devices_mu);
+  return g_devices[ordinal] != nullptr;
+}
+
 }  // namespace
 
 DeviceLock::~DeviceLock() {
@@ -98,6 +226,13 @@ DeviceLock::~DeviceLock() {
 }
 
 Status device_of(int ordinal, Device** out) {
+  if (ordinal >= 0 && ordinal < kMaxDevices) {  // known: no device query
+    std::lock_guard<std::mutex> lock(g_devices_mu);
+    if (g_devices[ordinal] != nullptr) {
+      *out = g_devices[ordinal];
+      return Status::ok();
+    }
+  }
   std::string err;
   const int n = device_count(&err);
   if (ordinal < 0 || ordinal >= n || ordinal >= kMaxDevices)
@@ -118,8 +253,9 @@ Status DeviceLock::open(int ordinal) {
   GEAR_TRY(device_of(ordinal, &d));
   d->mu.lock();
   d_ = d;
-  const cudaError_t e = cudaSetDevice(ordinal);
-  return cuda_status(e, "cudaSetDevice");
+  d->last_kernel_ms = -1.f;  // set again only by a call that times its kernels (for_each_chunk)
+  cudaGetLastError();        // an error nobody reported (a finalizer's free, ...) is not this call's
+  return cuda_status(cudaSetDevice(ordinal), "cudaSetDevice");
 }
 
 Status device_alloc(Device& d, int64_t bytes, void** out) {
@@ -132,26 +268,26 @@ Status device_alloc(Device& d, int64_t bytes, void** out) {
   cudaError_t e = try_alloc();
   if (e == cudaErrorMemoryAllocation && d.pools) {  // return the pool's cached blocks and try once more
     cudaGetLastError();
-    cudaStreamSynchronize(d.compute);
+    quiet(cudaStreamSynchronize(d.compute));
     cudaMemPool_t pool;
-    if (cudaDeviceGetDefaultMemPool(&pool, d.ordinal) == cudaSuccess) cudaMemPoolTrimTo(pool, 0);
+    if (cudaDeviceGetDefaultMemPool(&pool, d.ordinal) == cudaSuccess) quiet(cudaMemPoolTrimTo(pool, 0));
+    else cudaGetLastError();
     e = try_alloc();
   }
   if (e == cudaErrorMemoryAllocation) {
     cudaGetLastError();
     size_t free_b = 0, total_b = 0;
-    cudaMemGetInfo(&free_b, &total_b);
+    quiet(cudaMemGetInfo(&free_b, &total_b));
     return error(Code::OutOfMemory, "device memory: expected " + std::to_string(bytes) + " bytes on cuda:" +
                                         std::to_string(d.ordinal) + ", got " + std::to_string(free_b) +
                                         " bytes free of " + std::to_string(total_b));
   }
-  return cuda_status(e, "cudaMallocAsync");
+  return cuda_status(e, d.pools ? "cudaMallocAsync" : "cudaMalloc");
 }
 
 void device_free(Device& d, void* p) {
   if (p == nullptr) return;
-  if (d.pools) cudaFreeAsync(p, d.compute);
-  else cudaFree(p);
+  quiet(d.pools ? cudaFreeAsync(p, d.compute) : cudaFree(p));
 }
 
 bool is_pinned(const void* p) {
@@ -172,16 +308,12 @@ Status upload_bytes(Device& d, void* dst, const void* src, int64_t bytes, const 
   }
   char* out = static_cast<char*>(dst);
   const char* in = static_cast<const char*>(src);
-  if (is_pinned(src)) {  // the DMA engine reads it directly; pieces keep the abort responsive
-    constexpr int64_t kPiece = int64_t{256} << 20;
-    for (int64_t off = 0; off < bytes; off += kPiece) {
-      if (ctx.aborted()) {
-        cudaStreamSynchronize(d.copy);
-        return aborted_status("upload");
-      }
-      GEAR_CUDA_TRY(cudaMemcpyAsync(out + off, in + off, static_cast<size_t>(std::min(kPiece, bytes - off)),
-                                    cudaMemcpyHostToDevice, d.copy));
-    }
+  if (is_pinned(src)) {
+    GEAR_TRY(pinned_transfer(d, dst, src, bytes, cudaMemcpyHostToDevice, ctx, "upload"));
+  } else if (bytes < kSmallTransferBytes) {
+    // Small: the driver stages it itself (the source is read in full when this returns); not worth
+    // building the ring for.
+    GEAR_CUDA_TRY(cudaMemcpyAsync(out, in, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, d.copy));
   } else {
     GEAR_TRY(ensure_ring(d));
     int64_t k = 0;
@@ -190,7 +322,7 @@ Status upload_bytes(Device& d, void* dst, const void* src, int64_t bytes, const 
       const int64_t n = std::min(kRingSlotBytes, bytes - off);
       GEAR_CUDA_TRY(cudaEventSynchronize(d.ring_done[slot]));  // the slot's previous transfer has left it
       if (ctx.aborted()) {
-        cudaStreamSynchronize(d.copy);
+        quiet(cudaStreamSynchronize(d.copy));
         return aborted_status("upload");
       }
       parallel_copy(d.ring[slot], in + off, n);  // overlaps the transfer of the previous slots
@@ -211,8 +343,10 @@ Status download_bytes(Device& d, void* dst, const void* src, int64_t bytes, cons
   GEAR_CUDA_TRY(cudaStreamWaitEvent(d.copy, d.computed, 0));
   char* out = static_cast<char*>(dst);
   const char* in = static_cast<const char*>(src);
-  if (is_pinned(dst)) {
-    GEAR_CUDA_TRY(cudaMemcpyAsync(out, in, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, d.copy));
+  const bool pinned = is_pinned(dst);
+  if (pinned || bytes < kSmallTransferBytes) {  // straight to the DMA engine, or small: the driver's own staging
+    if (pinned) GEAR_TRY(pinned_transfer(d, dst, src, bytes, cudaMemcpyDeviceToHost, ctx, "download"));
+    else GEAR_CUDA_TRY(cudaMemcpyAsync(out, in, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, d.copy));
     return cuda_status(cudaStreamSynchronize(d.copy), "download");
   }
   GEAR_TRY(ensure_ring(d));
@@ -231,7 +365,7 @@ Status download_bytes(Device& d, void* dst, const void* src, int64_t bytes, cons
     const int64_t off = k * kRingSlotBytes, n = std::min(kRingSlotBytes, bytes - off);
     GEAR_CUDA_TRY(cudaEventSynchronize(d.ring_done[slot]));
     if (ctx.aborted()) {
-      cudaStreamSynchronize(d.copy);
+      quiet(cudaStreamSynchronize(d.copy));
       return aborted_status("download");
     }
     parallel_copy(out + off, d.ring[slot], n);
@@ -277,13 +411,18 @@ Status Call::commit() {
     d_.arena_bytes = std::max<int64_t>(device_bytes, int64_t{1} << 20);
   }
   if (pinned_bytes > d_.pinned_bytes) {
-    // Growing waits for the previous call's transfers (they ended with it: every call synchronises).
-    if (d_.pinned != nullptr) cudaFreeHost(d_.pinned);
+    // No transfer of the previous call reads it (every call synchronises). It grows geometrically: row
+    // counts that grow call by call do not pay a cudaFreeHost + cudaHostAlloc (both synchronising) each.
+    const int64_t exact = std::max<int64_t>(pinned_bytes, int64_t{1} << 20);
+    int64_t n = std::max<int64_t>(exact, 2 * d_.pinned_bytes);
+    if (d_.pinned != nullptr) quiet(cudaFreeHost(d_.pinned));
     d_.pinned = nullptr;
     d_.pinned_bytes = 0;
-    const int64_t n = std::max<int64_t>(pinned_bytes, int64_t{1} << 20);
     void* p = nullptr;
-    GEAR_CUDA_TRY(cudaHostAlloc(&p, static_cast<size_t>(n), cudaHostAllocPortable));
+    const char* what = "the call's per-row arrays";
+    Status st = host_alloc(n, &p, what);
+    if (st.code == Code::OutOfMemory && n > exact) st = host_alloc(n = exact, &p, what);
+    GEAR_TRY(st);
     d_.pinned = static_cast<char*>(p);
     d_.pinned_bytes = n;
   }
@@ -324,16 +463,19 @@ Status for_each_chunk(Call& call, const RowIO& io, const ExecContext& ctx,
   const int64_t rows = first.rows, vocab = first.vocab;
   const bool host_in = !first.on_device;
   const bool host_out = io.out != nullptr && !io.out_on_device;
-  if (!host_in && !host_out) {  // everything on the device: one piece, its kernels timed
+  if (!host_in && !host_out) {  // everything on the device: one piece, its kernels timed when asked (kernel_ms)
     LogitsView v[2];
     for (int i = 0; i < io.inputs; ++i) v[i] = *io.in[i];
-    GEAR_CUDA_TRY(cudaEventRecord(d.kernels_begin, d.compute));
+    const bool timed = d.time_kernels;
+    if (timed) GEAR_CUDA_TRY(cudaEventRecord(d.kernels_begin, d.compute));
     GEAR_TRY(fn(0, rows, v, io.out));
-    GEAR_CUDA_TRY(cudaEventRecord(d.kernels_end, d.compute));
-    d.last_kernel_ms = 0.f;  // read once the call has synchronised (kernel_ms)
-    return cuda_status(cudaGetLastError(), "kernel launch");
+    GEAR_TRY(cuda_status(cudaGetLastError(), "kernel launch"));
+    if (timed) {
+      GEAR_CUDA_TRY(cudaEventRecord(d.kernels_end, d.compute));
+      d.last_kernel_ms = 0.f;  // read once the call has synchronised (kernel_ms)
+    }
+    return Status::ok();
   }
-  d.last_kernel_ms = -1.f;
   const int64_t row_bytes = vocab * dtype_size(first.dtype);
   const int64_t chunk = chunk_rows(io);
   // Double-buffered device copies of host inputs, and of a host output.
@@ -349,7 +491,7 @@ Status for_each_chunk(Call& call, const RowIO& io, const ExecContext& ctx,
     cudaEvent_t* e;
     ~Events() {
       for (int i = 0; i < 2; ++i)
-        if (e[i]) cudaEventDestroy(e[i]);
+        if (e[i]) quiet(cudaEventDestroy(e[i]));
     }
   } guard{consumed};
   for (int b = 0; b < 2 && b * chunk < rows; ++b) {
@@ -367,7 +509,7 @@ Status for_each_chunk(Call& call, const RowIO& io, const ExecContext& ctx,
   // host inputs are fully read when this returns.
   struct CopyDrain {
     Device& d;
-    ~CopyDrain() { cudaStreamSynchronize(d.copy); }
+    ~CopyDrain() { quiet(cudaStreamSynchronize(d.copy)); }
   } drain{d};
   // The buffers were allocated on the compute stream.
   GEAR_CUDA_TRY(cudaEventRecord(d.computed, d.compute));
@@ -375,7 +517,7 @@ Status for_each_chunk(Call& call, const RowIO& io, const ExecContext& ctx,
   int64_t k = 0;
   for (int64_t r0 = 0; r0 < rows; r0 += chunk, ++k) {
     if (ctx.aborted()) {
-      cudaStreamSynchronize(d.compute);
+      quiet(cudaStreamSynchronize(d.compute));
       return error(Code::Aborted, "aborted by the AbortSignal");
     }
     const int b = static_cast<int>(k % 2);
@@ -421,6 +563,22 @@ Status bad_row(const LogitsView& l, const char* what, int64_t r) {
   return bad_row_at(row.data(), l.vocab, l.dtype, what, r);
 }
 
+Status bad_pair(const LogitsView& s, const LogitsView& t, int64_t r) {
+  const int64_t row_bytes = s.vocab * dtype_size(s.dtype);
+  std::vector<char> rows[2];
+  const void* at[2];
+  const LogitsView* side[2] = {&s, &t};
+  for (int i = 0; i < 2; ++i) {
+    const char* p = static_cast<const char*>(side[i]->data) + r * row_bytes;
+    at[i] = p;
+    if (!side[i]->on_device) continue;
+    rows[i].resize(static_cast<size_t>(row_bytes));
+    GEAR_CUDA_TRY(cudaMemcpy(rows[i].data(), p, static_cast<size_t>(row_bytes), cudaMemcpyDeviceToHost));
+    at[i] = rows[i].data();
+  }
+  return bad_pair_at(at[0], at[1], s.vocab, s.dtype, r);
+}
+
 RowGrid row_grid(const Device& d, int64_t rows, int64_t vocab) {
   RowGrid g;
   if (rows <= 0) return g;
@@ -446,9 +604,10 @@ namespace {
 Status api_alloc(int device, int64_t bytes, void** out) {
   DeviceLock lock;
   GEAR_TRY(lock.open(device));
-  GEAR_TRY(device_alloc(*lock, bytes, out));
-  // Usable on every stream once this returns (uploads write it on the copy stream).
-  return cuda_status(cudaStreamSynchronize(lock->compute), "cudaStreamSynchronize");
+  // Stream-ordered on the compute stream, and so is every use of a device tensor: kernels and NaN fills
+  // run on it, transfers on the copy stream first wait for its work (`computed`), frees are cudaFreeAsync
+  // on it. So no wait here.
+  return device_alloc(*lock, bytes, out);
 }
 
 void api_free(int device, void* p) {
@@ -460,19 +619,22 @@ void api_free(int device, void* p) {
   }
   if (d == nullptr) return;
   // Without the call lock: stream-ordered after the work queued so far, and no call uses this memory
-  // (the tensor table's claims); a garbage-collected tensor must not wait for a running call.
+  // (the tensor table's claims); a garbage-collected tensor must not wait for a running call. Errors are
+  // cleared here (nobody reads them), so that a later call on this thread reports its own.
   int current = -1;
-  cudaGetDevice(&current);
-  if (current != device) cudaSetDevice(device);
+  quiet(cudaGetDevice(&current));
+  if (current != device) quiet(cudaSetDevice(device));
   device_free(*d, p);
-  if (current != device && current >= 0) cudaSetDevice(current);
+  // Back to the thread's device only where its context exists (one this process uses): setting a
+  // device creates its context.
+  if (current != device && in_use(current)) quiet(cudaSetDevice(current));
 }
 
 void api_fill_nan(int device, float* p, int64_t n) {
   DeviceLock lock;
   if (!lock.open(device).is_ok()) return;
-  cudaMemsetAsync(p, 0xff, static_cast<size_t>(n) * 4, lock->compute);  // all-ones bits: a NaN
-  cudaStreamSynchronize(lock->compute);
+  quiet(cudaMemsetAsync(p, 0xff, static_cast<size_t>(n) * 4, lock->compute));  // all-ones bits: a NaN
+  quiet(cudaStreamSynchronize(lock->compute));
 }
 }  // namespace
 
@@ -510,12 +672,16 @@ Status device_info(int ordinal, DeviceInfo* out) {
 }
 
 Status kernel_ms(int ordinal, double* out) {
-  DeviceLock lock;
-  GEAR_TRY(lock.open(ordinal));
   *out = -1.0;
-  if (lock->last_kernel_ms < 0.f) return Status::ok();
+  Device* d = nullptr;
+  GEAR_TRY(device_of(ordinal, &d));
+  std::lock_guard<std::mutex> lock(d->mu);  // not a DeviceLock: opening one clears the time read here
+  d->time_kernels = true;                   // from now on (the first query returns -1)
+  if (d->last_kernel_ms < 0.f) return Status::ok();
+  cudaGetLastError();
+  GEAR_CUDA_TRY(cudaSetDevice(ordinal));
   float ms = 0.f;
-  GEAR_CUDA_TRY(cudaEventElapsedTime(&ms, lock->kernels_begin, lock->kernels_end));
+  GEAR_CUDA_TRY(cudaEventElapsedTime(&ms, d->kernels_begin, d->kernels_end));
   *out = ms;
   return Status::ok();
 }
@@ -532,16 +698,16 @@ Status bandwidth(int ordinal, int mode, int64_t bytes, int reps, std::vector<dou
     void** b;
     void** host;
     ~Free() {
-      cudaStreamSynchronize(d.compute);
+      quiet(cudaStreamSynchronize(d.compute));
       device_free(d, *a);
       device_free(d, *b);
-      if (*host) cudaFreeHost(*host);
-      cudaStreamSynchronize(d.compute);
+      if (*host) quiet(cudaFreeHost(*host));
+      quiet(cudaStreamSynchronize(d.compute));
     }
   } guard{d, &a, &b, &host};
   GEAR_TRY(device_alloc(d, bytes, &a));
   if (mode == 0) GEAR_TRY(device_alloc(d, bytes, &b));
-  if (mode == 1 || mode == 3) GEAR_CUDA_TRY(cudaHostAlloc(&host, static_cast<size_t>(bytes), cudaHostAllocPortable));
+  if (mode == 1 || mode == 3) GEAR_TRY(host_alloc(bytes, &host, "cudaBandwidth's host buffer"));
   if (mode == 2 || mode == 4) pageable.assign(static_cast<size_t>(bytes), 1);
   void* h = mode == 1 || mode == 3 ? host : pageable.data();
   GEAR_CUDA_TRY(cudaMemsetAsync(a, 0, static_cast<size_t>(bytes), d.compute));
@@ -586,14 +752,16 @@ Status upload(int ordinal, const void* src, int64_t bytes, void** out, const Exe
   GEAR_TRY(lock.open(ordinal));
   void* p = nullptr;
   GEAR_TRY(device_alloc(*lock, std::max<int64_t>(bytes, 16), &p));
-  const Status st = upload_bytes(*lock, p, src, bytes, ctx);
+  Status st = upload_bytes(*lock, p, src, bytes, ctx, true, false);
+  // One wait: the compute stream waits for the transfer (`copied`), so this covers the allocation and
+  // the transfer (the source is read in full).
+  if (st.is_ok()) st = cuda_status(cudaStreamSynchronize(lock->compute), "upload");
   if (!st.is_ok()) {
-    cudaStreamSynchronize(lock->copy);
+    quiet(cudaStreamSynchronize(lock->copy));
     device_free(*lock, p);
-    cudaStreamSynchronize(lock->compute);
+    quiet(cudaStreamSynchronize(lock->compute));
     return st;
   }
-  GEAR_CUDA_TRY(cudaStreamSynchronize(lock->compute));
   *out = p;
   return Status::ok();
 }
@@ -604,14 +772,30 @@ Status download(int ordinal, void* dst, const void* src, int64_t bytes, const Ex
   return download_bytes(*lock, dst, src, bytes, ctx);
 }
 
+// Page-locked memory needs a context; cudaHostAlloc and cudaFreeHost use the calling thread's current
+// device's, creating it when it does not exist. So both run on the first device this process already
+// works on; only when there is none does allocHost start one: the thread's current device (0 unless
+// set), as any first call would. The memory is portable: usable with every device.
 Status alloc_host(int64_t bytes, void** out) {
   *out = nullptr;
-  return cuda_status(cudaHostAlloc(out, static_cast<size_t>(std::max<int64_t>(bytes, 1)), cudaHostAllocPortable),
-                     "cudaHostAlloc");
+  int dev = first_device_in_use();
+  if (dev < 0) {
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+      cudaGetLastError();
+      dev = 0;
+    }
+    Device* d = nullptr;
+    GEAR_TRY(device_of(dev, &d));  // ERR_DEVICE without a device
+  }
+  GEAR_CUDA_TRY(cudaSetDevice(dev));
+  return host_alloc(std::max<int64_t>(bytes, 1), out, "rl.cuda.allocHost");
 }
 
 void free_host(void* p) {
-  if (p != nullptr) cudaFreeHost(p);
+  if (p == nullptr) return;
+  const int dev = first_device_in_use();  // runs in a finalizer on the JavaScript thread: errors are cleared
+  if (dev >= 0) quiet(cudaSetDevice(dev));
+  quiet(cudaFreeHost(p));
 }
 
 }  // namespace cuda

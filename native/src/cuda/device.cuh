@@ -31,8 +31,12 @@ namespace cuda {
 
 // ---- errors ----
 
-// ERR_NATIVE naming the CUDA error ("what: expected cudaSuccess, got cudaErrorX (text)").
+// ERR_NATIVE naming the CUDA error ("what: expected cudaSuccess, got cudaErrorX (text)"). Clears the
+// thread's last error (a sticky one stays: the context is then unusable).
 Status cuda_status(cudaError_t e, const char* what);
+// For a call whose error nobody reports (cleanup, best-effort work): clears the thread's last error, so
+// that the next call checking cudaGetLastError() does not report it as its own.
+void quiet(cudaError_t e);
 
 #define GEAR_CUDA_TRY(expr)                                        \
   do {                                                             \
@@ -45,6 +49,8 @@ Status cuda_status(cudaError_t e, const char* what);
 constexpr int kThreads = 256;                           // threads per block of every row kernel
 constexpr int kRingSlots = 4;                           // pinned staging slots
 constexpr int64_t kRingSlotBytes = int64_t{64} << 20;   // bytes per slot
+constexpr int64_t kSmallTransferBytes = int64_t{4} << 20;  // pageable transfers below this skip the ring
+constexpr int64_t kPinnedPieceBytes = int64_t{256} << 20;  // pieces of a pinned transfer (two in flight)
 constexpr int64_t kChunkBytes = int64_t{512} << 20;     // logits bytes per staged chunk (per input)
 
 struct Device {
@@ -62,10 +68,14 @@ struct Device {
   int64_t pinned_bytes = 0;
   char* arena = nullptr;
   int64_t arena_bytes = 0;
-  // Kernel time of the last call (ms, CUDA events around its kernels; -1 when it was staged in chunks).
+  // Kernel time of the last call (ms, CUDA events around its kernels): recorded only once kernel_ms has
+  // been asked (time_kernels; two stream operations per call otherwise saved). last_kernel_ms is -1 when
+  // the last call was staged in chunks, failed, was not timed or timed nothing (every call resets it).
   cudaEvent_t kernels_begin = nullptr, kernels_end = nullptr;
+  bool time_kernels = false;
   float last_kernel_ms = -1.f;
-  // The staging ring (allocated at the first large host transfer).
+  cudaEvent_t piece_done[2] = {};  // a pinned transfer's pieces (at most two in flight)
+  // The staging ring (allocated whole at the first large pageable transfer; every slot or none).
   char* ring[kRingSlots] = {};
   cudaEvent_t ring_done[kRingSlots] = {};  // the slot's last transfer finished
 };
@@ -74,7 +84,9 @@ struct Device {
 // without a device.
 Status device_of(int ordinal, Device** out);
 
-// Locks device `ordinal` for one call, initialising it on first use, and makes it current on this thread.
+// Locks device `ordinal` for one call, initialising it on first use, and makes it current on this thread;
+// clears the thread's last CUDA error (one nobody reported is not this call's) and the last kernel time.
+// Calls on one device wait for each other here, unbounded (a sync call blocks its thread meanwhile).
 // ERR_DEVICE for an ordinal without a device.
 class DeviceLock {
  public:
@@ -101,15 +113,17 @@ void device_free(Device& d, void* p);
 
 // ---- large transfers (the staging ring) ----
 
-// Host -> device of `bytes` on the copy stream: a pinned source goes straight to the DMA engine, a pageable
-// one through the ring (host threads copy each slot while the previous slot is on the bus). The compute
+// Host -> device of `bytes` on the copy stream: a pinned source goes straight to the DMA engine (pieces, two
+// in flight), a pageable one through the ring (host threads copy each slot while the previous slot is on
+// the bus), or below kSmallTransferBytes through the driver's own staging. The compute
 // stream's later work waits for the data. `after_compute`: the transfer first waits for the work queued
 // on the compute stream (the destination was just allocated or written there). `finish`: returns only
 // once the source has been read in full (else the caller synchronises the copy stream before the source
-// is released). Polls ctx between slots.
+// is released). Polls ctx between slots and pieces.
 Status upload_bytes(Device& d, void* dst, const void* src, int64_t bytes, const ExecContext& ctx,
                     bool after_compute = true, bool finish = true);
-// Device -> host of `bytes` after the work queued so far on the compute stream; returns with `dst` written.
+// Device -> host of `bytes` after the work queued so far on the compute stream, by the same paths as
+// upload_bytes; returns with `dst` written.
 Status download_bytes(Device& d, void* dst, const void* src, int64_t bytes, const ExecContext& ctx);
 // Whether `p` is page-locked host memory (cudaHostAlloc, or registered).
 bool is_pinned(const void* p);
@@ -179,6 +193,8 @@ Status for_each_chunk(Call& call, const RowIO& io, const ExecContext& ctx,
 int64_t first_flagged(const int32_t* flags, int64_t rows);
 // The ERR_NON_FINITE message of row r of `l` (host or device memory: a device row is copied first).
 Status bad_row(const LogitsView& l, const char* what, int64_t r);
+// bad_pair_at (core/checks.h) for row r of a student/teacher pair, on the device or the host.
+Status bad_pair(const LogitsView& s, const LogitsView& t, int64_t r);
 
 // ---- launch shape of a row pass ----
 
@@ -302,6 +318,19 @@ GEAR_HDI float load1(const void* z, int64_t i) {
   }
 }
 
+// load1 for a buffer the kernel may write (a backward in place): a plain coherent load, not __ldg's
+// read-only path.
+template <DType D>
+GEAR_HDI float load1_rw(const void* z, int64_t i) {
+  if constexpr (D == DType::F32) {
+    return static_cast<const float*>(z)[i];
+  } else {
+    const unsigned short h = static_cast<const unsigned short*>(z)[i];
+    if constexpr (D == DType::BF16) return bf16_bits(h);
+    else return f16_bits(h);
+  }
+}
+
 // Checks a vector access's 16-byte alignment in the host simulation (the device would fault).
 GEAR_HDI void check_aligned(const void* p) {
 #if !defined(__CUDA_ARCH__)
@@ -384,6 +413,27 @@ GEAR_HDI RowSpan row_span(int64_t row, int64_t vocab, int64_t part, int64_t part
   s.first = part == 0;
   s.last = part == parts - 1;
   return s;
+}
+
+// One thread's share of item (row, part) of z copied to float32 `out` unchanged: what a backward writes for
+// a row it found bad (in place, the row keeps its logits, so the error can name the bad entry; the
+// output is NaN-filled after the error either way).
+template <DType D>
+GEAR_HDI void copy_thread(const void* z, int64_t vocab, int64_t row, int64_t part, int64_t parts, int lane, int G,
+                          float* out) {
+  constexpr int V = Elems<D>::kVec;
+  const RowSpan sp = row_span<V>(row, vocab, part, parts);
+  if (sp.first && lane < sp.head) out[sp.e0 + lane] = load1_rw<D>(z, sp.e0 + lane);
+  for (int64_t j = sp.vb + lane; j < sp.ve; j += G) {
+    float x[V];
+    load_vec<D>(z, sp.vec0 + j * V, x);
+#pragma unroll
+    for (int k = 0; k < V / 4; ++k) store4(out + sp.vec0 + j * V + 4 * k, x[4 * k], x[4 * k + 1], x[4 * k + 2], x[4 * k + 3]);
+  }
+  if (sp.last && lane < sp.tail) {
+    const int64_t e = sp.vec0 + sp.ve * V + lane;
+    out[e] = load1_rw<D>(z, e);
+  }
 }
 
 // A thread's online softmax statistics of the logits it has seen, relative to its pivot m (the largest

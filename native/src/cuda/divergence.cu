@@ -6,6 +6,7 @@
 // parts in order into the row's values and the backward's per-row parameters. JSD adds a second pass
 // over the rows for its log-mixture terms (jsd_kernel, float64 per entry). The backward (grad_kernel) is
 // one streaming pass writing d/dz_student. No float atomics: results are bit-identical between runs.
+#include <cfloat>
 #include <cmath>
 #include <vector>
 
@@ -56,6 +57,10 @@ struct PairAcc {
   double SS = 0.0, AS = 0.0, ST = 0.0, CS = 0.0, CT = 0.0;
   int pending = 0;
   int32_t bits = 0;
+  float lo = -INFINITY;  // logits below this are masks (see add)
+
+  PairAcc() = default;
+  GEAR_HDI explicit PairAcc(float c2) : lo(-FLT_MAX / c2) {}
 
   GEAR_HDI void fold() {
     SS += ss;
@@ -84,18 +89,41 @@ struct PairAcc {
       if (vb > mt) rowmath::pair_rescale_teacher(p, vb, inv_t);
       store(p);
     }
+    // (z - m) k in log2 units. An entry is masked when it is -Infinity, or a finite mask such as
+    // torch.finfo(dtype).min: z k or (z - m) k overflows to -Infinity, as (z - m) k does on the CPU
+    // (whose pivot is the row's running maximum; a thread's own pivot may be such a mask itself, so z
+    // is compared with -FLT_MAX / k too). A NaN, or a side whose pivot is +inf, makes it NaN: caught when
+    // the row finishes.
+    float da[N], db[N];
+    bool plain = true;  // no masked entry and no NaN: the sums need no selects
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      const bool xa = a[k] == -INFINITY, xb = b[k] == -INFINITY;  // masked entries
-      // A NaN, or a side whose pivot is +inf, turns these into NaN: caught when the row finishes.
-      const float da = xa ? 0.f : (a[k] - ms) * c2, db = xb ? 0.f : (b[k] - mt) * c2;
-      const float ea = xa ? 0.f : ex2(da), eb = xb ? 0.f : ex2(db);
-      ss += ea;
-      st += eb;
-      as = fmaf(ea, da, as);
-      if (WANT == kWantCs) cs = fmaf(xb ? 0.f : ea, da - db, cs);
-      if (WANT == kWantCt) ct = fmaf(xa ? 0.f : eb, db - da, ct);
-      bits |= (!xa && xb ? 4 : 0) | (!xb && xa ? 8 : 0);
+      da[k] = (a[k] - ms) * c2, db[k] = (b[k] - mt) * c2;
+      plain = plain && da[k] > -INFINITY && db[k] > -INFINITY && fminf(a[k], b[k]) >= lo;
+    }
+    if (plain) {
+#pragma unroll
+      for (int k = 0; k < N; ++k) {
+        const float ea = ex2(da[k]), eb = ex2(db[k]);
+        ss += ea;
+        st += eb;
+        as = fmaf(ea, da[k], as);
+        if (WANT == kWantCs) cs = fmaf(ea, da[k] - db[k], cs);
+        if (WANT == kWantCt) ct = fmaf(eb, db[k] - da[k], ct);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < N; ++k) {
+        const bool xa = a[k] < lo || da[k] == -INFINITY, xb = b[k] < lo || db[k] == -INFINITY;
+        const float sa = xa ? 0.f : da[k], sb = xb ? 0.f : db[k];
+        const float ea = xa ? 0.f : ex2(sa), eb = xb ? 0.f : ex2(sb);
+        ss += ea;
+        st += eb;
+        as = fmaf(ea, sa, as);
+        if (WANT == kWantCs) cs = fmaf(xb ? 0.f : ea, sa - sb, cs);
+        if (WANT == kWantCt) ct = fmaf(xa ? 0.f : eb, sb - sa, ct);
+        bits |= (!xa && xb ? 4 : 0) | (!xb && xa ? 8 : 0);
+      }
     }
     if (++pending == kFold) fold();
   }
@@ -105,8 +133,10 @@ struct PairAcc {
     if (ms == INFINITY || SS != SS || AS != AS) b |= 1;
     if (mt == INFINITY || ST != ST) b |= 2;
     // A NaN on one side makes the cross sums NaN: keep them finite for the merge (the row is an error).
-    if (CS != CS) CS = 0.0;
-    if (CT != CT) CT = 0.0;
+    if (b & 3) {
+      if (CS != CS) CS = 0.0;
+      if (CT != CT) CT = 0.0;
+    }
     return PairPart{ms, SS, AS, mt, ST, CS, CT, b, 0};
   }
 };
@@ -116,7 +146,7 @@ template <DType D, int WANT>
 __host__ __device__ PairPart pair_thread(const void* zs, const void* zt, int64_t vocab, int64_t row, int64_t part,
                                          int64_t parts, int lane, int G, float c2, double inv_t) {
   constexpr int V = Elems<D>::kVec;
-  PairAcc<WANT> acc;
+  PairAcc<WANT> acc(c2);
   const RowSpan sp = row_span<V>(row, vocab, part, parts);
   if (sp.first && lane < sp.head) {
     const float a[1] = {load1<D>(zs, sp.e0 + lane)}, b[1] = {load1<D>(zt, sp.e0 + lane)};
@@ -136,25 +166,29 @@ __host__ __device__ PairPart pair_thread(const void* zs, const void* zt, int64_t
   return acc.finish();
 }
 
-template <DType D>
-__host__ __device__ PairPart pair_thread_for(int want, const void* zs, const void* zt, int64_t vocab, int64_t row,
-                                             int64_t part, int64_t parts, int lane, int G, float c2, double inv_t) {
-  if (want == kWantCs) return pair_thread<D, kWantCs>(zs, zt, vocab, row, part, parts, lane, G, c2, inv_t);
-  if (want == kWantCt) return pair_thread<D, kWantCt>(zs, zt, vocab, row, part, parts, lane, G, c2, inv_t);
-  return pair_thread<D, kWantNone>(zs, zt, vocab, row, part, parts, lane, G, c2, inv_t);
-}
-
-template <DType D, int G>
-__global__ void __launch_bounds__(kThreads) pair_kernel(const void* zs, const void* zt, int64_t rows, int64_t vocab,
-                                                        int64_t parts, int want, float c2, double inv_t, PairPart* out) {
+template <DType D, int G, int WANT>
+__device__ __forceinline__ void pair_item(const void* zs, const void* zt, int64_t rows, int64_t vocab, int64_t parts,
+                                          float c2, double inv_t, PairPart* out) {
   const int lane = threadIdx.x % G;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
   const bool active = item < rows * parts;  // uniform over the group: an idle one still joins the block's reductions
   PairPart p = PairAcc<kWantNone>().finish();
-  if (active) p = pair_thread_for<D>(want, zs, zt, vocab, item / parts, item % parts, parts, lane, G, c2, inv_t);
+  if (active) p = pair_thread<D, WANT>(zs, zt, vocab, item / parts, item % parts, parts, lane, G, c2, inv_t);
   p = group_reduce<G>(p, [inv_t](const PairPart& x, const PairPart& y) { return pair_merge(x, y, inv_t); });
   if (active && lane == 0) out[item] = p;
 }
+
+// Pass 1, one kernel per cross sum (see queue_pair_passes).
+#define GEAR_PAIR_KERNEL(NAME, WANT)                                                                            \
+  template <DType D, int G>                                                                                     \
+  __global__ void __launch_bounds__(kThreads) NAME(const void* zs, const void* zt, int64_t rows, int64_t vocab, \
+                                                   int64_t parts, float c2, double inv_t, PairPart* out) {      \
+    pair_item<D, G, WANT>(zs, zt, rows, vocab, parts, c2, inv_t, out);                                          \
+  }
+GEAR_PAIR_KERNEL(pair_kernel, kWantNone)
+GEAR_PAIR_KERNEL(pair_kernel_cs, kWantCs)
+GEAR_PAIR_KERNEL(pair_kernel_ct, kWantCt)
+#undef GEAR_PAIR_KERNEL
 
 // Per-row results of pass 1 (and, for JSD, pass 2) that the backward and the forward's outputs need.
 struct RowParams {
@@ -312,30 +346,37 @@ __host__ __device__ inline DivRow div_row(int64_t row, int kind, double beta, do
 }
 
 // One thread's share of d/dz_student of grad[r] * divergence[r] for item (row, part); returns the
-// kStudentBad / kTeacherBad bits of the NaN / +Infinity logits it saw.
+// kStudentBad / kTeacherBad bits of the NaN / +Infinity logits it saw. A bad student entry is written
+// through unchanged and a bad teacher entry gives 0, so a row written in place still shows exactly the
+// student's own bad entries for the error message (the output is NaN-filled after it).
 template <DType D>
 __host__ __device__ int32_t div_grad_thread(const void* zs, const void* zt, int64_t vocab, int64_t row, int64_t part,
-                                            int64_t parts, int lane, int G, int kind, float beta, const DivRow& d,
-                                            float* out) {
+                                            int64_t parts, int lane, int G, int kind, float beta, float beta1,
+                                            const DivRow& d, float* out) {
   constexpr int V = Elems<D>::kVec;
   const RowSpan sp = row_span<V>(row, vocab, part, parts);
   int32_t bad = 0;
   auto grad1 = [&](float a, float b) -> float {
-    bad |= (a != a || a == INFINITY ? kStudentBad : 0) | (b != b || b == INFINITY ? kTeacherBad : 0);
+    const bool abad = a != a || a == INFINITY, bbad = b != b || b == INFINITY;
+    bad |= (abad ? kStudentBad : 0) | (bbad ? kTeacherBad : 0);
     const float ta = fmaf(a - d.piv_s, d.k, d.off_s), tb = fmaf(b - d.piv_t, d.k, d.off_t);  // log2 p_s, log2 p_t
     const float ps = ta >= -100.f ? ex2(fmaxf(ta, -126.f)) : 0.f;
-    if (kind == static_cast<int>(DivKind::ReverseKl)) return ta >= -100.f ? ps * fmaf(d.c1, ta - tb, d.c2) : 0.f;
-    if (kind == static_cast<int>(DivKind::ForwardKl)) {
+    float g;
+    if (kind == static_cast<int>(DivKind::ReverseKl)) {
+      g = ta >= -100.f ? ps * fmaf(d.c1, ta - tb, d.c2) : 0.f;
+    } else if (kind == static_cast<int>(DivKind::ForwardKl)) {
       const float pt = tb >= -100.f ? ex2(fmaxf(tb, -126.f)) : 0.f;
-      return d.c1 * (ps - pt);
+      g = d.c1 * (ps - pt);
+    } else {
+      const float la = fmaxf(ta * rowmath::kLn2, -87.f), lb = fmaxf(tb * rowmath::kLn2, -87.f);  // ln p, clamped
+      const float lm = logf(fmaf(beta1, ex2(la * kLog2eF), beta * ex2(lb * kLog2eF)));
+      g = ta >= -100.f ? d.c1 * ps * ((la - lm) + d.c2) : 0.f;
     }
-    const float la = fmaxf(ta * rowmath::kLn2, -87.f), lb = fmaxf(tb * rowmath::kLn2, -87.f);  // ln p, clamped
-    const float lm = logf(fmaf(1.f - beta, ex2(la * kLog2eF), beta * ex2(lb * kLog2eF)));
-    return ta >= -100.f ? d.c1 * ps * ((la - lm) + d.c2) : 0.f;
+    return abad ? a : bbad ? 0.f : g;
   };
   if (sp.first && lane < sp.head) {
     const int64_t e = sp.e0 + lane;
-    out[e] = d.zero ? 0.f : grad1(load1<D>(zs, e), load1<D>(zt, e));
+    out[e] = d.zero ? 0.f : grad1(load1_rw<D>(zs, e), load1<D>(zt, e));
   }
   for (int64_t j = sp.vb + lane; j < sp.ve; j += G) {
     float g[V];
@@ -354,7 +395,7 @@ __host__ __device__ int32_t div_grad_thread(const void* zs, const void* zt, int6
   }
   if (sp.last && lane < sp.tail) {
     const int64_t e = sp.vec0 + sp.ve * V + lane;
-    out[e] = d.zero ? 0.f : grad1(load1<D>(zs, e), load1<D>(zt, e));
+    out[e] = d.zero ? 0.f : grad1(load1_rw<D>(zs, e), load1<D>(zt, e));
   }
   return bad;
 }
@@ -372,27 +413,54 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(const void* zs, const vo
   const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
   if (item >= rows * parts) return;
   const int64_t row = item / parts;
-  if (flags[row] & (kStudentBad | kTeacherBad)) return;  // pass 1 reports it; the output is NaN-filled
+  if (flags[row] & (kStudentBad | kTeacherBad)) {  // pass 1 reports it; the row keeps the student's logits
+    copy_thread<D>(zs, vocab, row, item % parts, parts, lane, G, out);
+    return;
+  }
   const DivRow d = div_row(row, kind, beta, inv_t, kl_cap, prm, g_lse_s, g_lse_t, g_value, grad);
   if (d.infinite && lane == 0 && item % parts == 0) atomicOr(flags + row, kInfinite);
-  const int32_t bad = div_grad_thread<D>(zs, zt, vocab, row, item % parts, parts, lane, G, kind, static_cast<float>(beta), d, out);
+  // (1 - beta) rounded once from float64, as the CPU kernel does
+  const int32_t bad = div_grad_thread<D>(zs, zt, vocab, row, item % parts, parts, lane, G, kind, static_cast<float>(beta),
+                                         static_cast<float>(1.0 - beta), d, out);
   if (bad) atomicOr(flags + row, bad);  // integer OR: the same result in any order
 }
 
-int want_of(DivKind k) {
-  return k == DivKind::ReverseKl ? kWantCs : k == DivKind::ForwardKl ? kWantCt : kWantNone;
+// Per-row outputs of the forward passes for a chunk (null: not wanted).
+struct PairOuts {
+  const int32_t* targets = nullptr;
+  float *value = nullptr, *h = nullptr, *lse_s = nullptr, *lse_t = nullptr, *lp_s = nullptr, *lp_t = nullptr;
+};
+
+// Queues the forward passes over a chunk of n rows on the compute stream: pass 1 (one kernel per cross
+// sum: a runtime switch would size every variant's registers by the largest, 70 instead of 64 for 16-bit
+// rows, 3 blocks per multiprocessor instead of 4), its per-row merge (flags, `prm`, the wanted outputs),
+// and for JSD pass 2 and its merge.
+void queue_pair_passes(cudaStream_t stream, const RowGrid& grid, DType dtype, DivKind kind, double beta, double inv_t,
+                       double kl_cap, const void* zs, const void* zt, int64_t n, int64_t v, PairPart* parts,
+                       RowParams* prm, JsdPart* jp, const PairOuts& o, int32_t* fl) {
+  const RowGrid g = sub_grid(grid, n);
+  const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
+  if (kind == DivKind::ReverseKl) GEAR_LAUNCH_ROWS(g, dtype, stream, pair_kernel_cs, zs, zt, n, v, g.parts, c2, inv_t, parts);
+  else if (kind == DivKind::ForwardKl) GEAR_LAUNCH_ROWS(g, dtype, stream, pair_kernel_ct, zs, zt, n, v, g.parts, c2, inv_t, parts);
+  else GEAR_LAUNCH_ROWS(g, dtype, stream, pair_kernel, zs, zt, n, v, g.parts, c2, inv_t, parts);
+  GEAR_LAUNCH_PER_ROW(n, dtype, stream, pair_finish_kernel, zs, zt, n, v, g.parts, static_cast<int>(kind), inv_t, kl_cap,
+                      parts, o.targets, prm, o.value, o.h, o.lse_s, o.lse_t, o.lp_s, o.lp_t, fl);
+  if (kind == DivKind::Jsd) {
+    GEAR_LAUNCH_ROWS(g, dtype, stream, jsd_kernel, zs, zt, n, v, g.parts, beta, inv_t, prm, fl, jp);
+    const unsigned blocks = static_cast<unsigned>((n + kThreads - 1) / kThreads);
+    jsd_finish_kernel<<<blocks, kThreads, 0, stream>>>(n, g.parts, kl_cap, jp, prm, o.value, fl);
+  }
 }
 
 // The error of the first flagged row, in the CPU backend's order: a bad or empty side before an
-// uncapped +Infinity divergence of a later row.
+// uncapped +Infinity divergence of a later row; which side it names is bad_pair_at's rule (core/checks).
 Status flagged_status(const LogitsView& s, const LogitsView& t, const std::vector<int32_t>& flags) {
   int64_t bad = -1, inf = -1;
   for (int64_t r = 0; r < static_cast<int64_t>(flags.size()) && bad < 0; ++r) {
     if (flags[r] & (kStudentBad | kTeacherBad)) bad = r;
     else if ((flags[r] & kInfinite) && inf < 0) inf = r;
   }
-  if (bad >= 0 && (inf < 0 || bad <= inf))
-    return flags[bad] & kStudentBad ? bad_row(s, "student", bad) : bad_row(t, "teacher", bad);
+  if (bad >= 0 && (inf < 0 || bad <= inf)) return bad_pair(s, t, bad);
   if (inf >= 0) return infinite_divergence_status(inf);
   return Status::ok();
 }
@@ -411,7 +479,7 @@ Status divergence(const LogitsView& s, const LogitsView& t, DivKind kind, double
   io.in[1] = &t;
   io.inputs = 2;
   const int64_t cr = chunk_rows(io);
-  const RowGrid g = row_grid(d, cr, v);
+  const RowGrid g = row_grid(d, rows, v);
   const bool jsd = kind == DivKind::Jsd;
   Call call(d);
   const int s_tg = call.input(out.student_logprob || out.teacher_logprob ? targets : nullptr, rows * 4);
@@ -424,24 +492,15 @@ Status divergence(const LogitsView& s, const LogitsView& t, DivKind kind, double
   const int s_jsd = jsd ? call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(JsdPart))) : -1;
   GEAR_TRY(call.commit());
   const double inv_t = 1.0 / temperature;
-  const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
   GEAR_TRY(for_each_chunk(call, io, ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float*) {
-    PairPart* parts = call.ptr<PairPart>(s_parts);
-    RowParams* prm = call.ptr<RowParams>(s_prm);
-    int32_t* fl = call.ptr<int32_t>(s_fl) + r0;
-    GEAR_LAUNCH_ROWS(sub_grid(g, n), s.dtype, d.compute, pair_kernel, in[0].data, in[1].data, n, v, g.parts,
-                     want_of(kind), c2, inv_t, parts);
-    GEAR_LAUNCH_PER_ROW(n, s.dtype, d.compute, pair_finish_kernel, in[0].data, in[1].data, n, v, g.parts,
-                        static_cast<int>(kind), inv_t, kl_cap, parts, at(call.ptr<int32_t>(s_tg), r0), prm,
-                        at(call.ptr<float>(s_val), r0), at(call.ptr<float>(s_h), r0), at(call.ptr<float>(s_ls), r0),
-                        at(call.ptr<float>(s_lt), r0), at(call.ptr<float>(s_ps), r0), at(call.ptr<float>(s_pt), r0), fl);
-    if (jsd) {
-      JsdPart* jp = call.ptr<JsdPart>(s_jsd);
-      GEAR_LAUNCH_ROWS(sub_grid(g, n), s.dtype, d.compute, jsd_kernel, in[0].data, in[1].data, n, v, g.parts, beta,
-                       inv_t, prm, fl, jp);
-      const unsigned blocks = static_cast<unsigned>((n + kThreads - 1) / kThreads);
-      jsd_finish_kernel<<<blocks, kThreads, 0, d.compute>>>(n, g.parts, kl_cap, jp, prm, at(call.ptr<float>(s_val), r0), fl);
-    }
+    PairOuts o;
+    o.targets = at(call.ptr<int32_t>(s_tg), r0);
+    o.value = at(call.ptr<float>(s_val), r0), o.h = at(call.ptr<float>(s_h), r0);
+    o.lse_s = at(call.ptr<float>(s_ls), r0), o.lse_t = at(call.ptr<float>(s_lt), r0);
+    o.lp_s = at(call.ptr<float>(s_ps), r0), o.lp_t = at(call.ptr<float>(s_pt), r0);
+    queue_pair_passes(d.compute, g, s.dtype, kind, beta, inv_t, kl_cap, in[0].data, in[1].data, n, v,
+                      call.ptr<PairPart>(s_parts), call.ptr<RowParams>(s_prm), call.ptr<JsdPart>(s_jsd), o,
+                      call.ptr<int32_t>(s_fl) + r0);
     return Status::ok();
   }));
   GEAR_TRY(call.finish());
@@ -465,7 +524,7 @@ Status divergence_backward(const LogitsView& s, const LogitsView& t, DivKind kin
   io.out = out;
   io.out_on_device = ctx.out_on_device;
   const int64_t cr = chunk_rows(io);
-  const RowGrid g = row_grid(d, cr, v);
+  const RowGrid g = row_grid(d, rows, v);
   Call call(d);
   const int s_grad = call.input(grad, rows * 4);
   const int s_val = recompute ? -1 : call.input(value, rows * 4);
@@ -477,25 +536,12 @@ Status divergence_backward(const LogitsView& s, const LogitsView& t, DivKind kin
   const int s_jsd = jsd ? call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(JsdPart))) : -1;
   GEAR_TRY(call.commit());
   const double inv_t = 1.0 / temperature;
-  const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
   GEAR_TRY(for_each_chunk(call, io, ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float* o) {
     int32_t* fl = call.ptr<int32_t>(s_fl) + r0;
     RowParams* prm = call.ptr<RowParams>(s_prm);
-    if (recompute) {
-      PairPart* parts = call.ptr<PairPart>(s_parts);
-      GEAR_LAUNCH_ROWS(sub_grid(g, n), s.dtype, d.compute, pair_kernel, in[0].data, in[1].data, n, v, g.parts,
-                       want_of(kind), c2, inv_t, parts);
-      GEAR_LAUNCH_PER_ROW(n, s.dtype, d.compute, pair_finish_kernel, in[0].data, in[1].data, n, v, g.parts,
-                          static_cast<int>(kind), inv_t, kl_cap, parts, nullptr, prm, nullptr, nullptr, nullptr,
-                          nullptr, nullptr, nullptr, fl);
-      if (jsd) {
-        JsdPart* jp = call.ptr<JsdPart>(s_jsd);
-        GEAR_LAUNCH_ROWS(sub_grid(g, n), s.dtype, d.compute, jsd_kernel, in[0].data, in[1].data, n, v, g.parts, beta,
-                         inv_t, prm, fl, jp);
-        const unsigned blocks = static_cast<unsigned>((n + kThreads - 1) / kThreads);
-        jsd_finish_kernel<<<blocks, kThreads, 0, d.compute>>>(n, g.parts, kl_cap, jp, prm, nullptr, fl);
-      }
-    }
+    if (recompute)
+      queue_pair_passes(d.compute, g, s.dtype, kind, beta, inv_t, kl_cap, in[0].data, in[1].data, n, v,
+                        call.ptr<PairPart>(s_parts), prm, call.ptr<JsdPart>(s_jsd), PairOuts{}, fl);
     GEAR_LAUNCH_ROWS(sub_grid(g, n), s.dtype, d.compute, grad_kernel, in[0].data, in[1].data, n, v, g.parts,
                      static_cast<int>(kind), beta, inv_t, kl_cap, recompute ? prm : nullptr, at(call.ptr<float>(s_ls), r0), at(call.ptr<float>(s_lt), r0),
                      at(call.ptr<float>(s_val), r0), call.ptr<float>(s_grad) + r0, o, fl);

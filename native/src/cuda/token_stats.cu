@@ -88,9 +88,9 @@ __host__ __device__ void finish_row(int64_t r, const void* z, int64_t vocab, int
     flags[r] = 1;
     return;
   }
-  if (mode == kBackward) {  // the backward keeps its logsumexp in float64 (pmax's slot), as the CPU does
-    pmax[r] = rowmath::stats_lse(s, inv_t);
-    ent[r] = static_cast<float>(rowmath::stats_entropy(s));
+  if (mode == kBackward) {  // the backward keeps its logsumexp and entropy in float64 (pmax's and psum's
+    pmax[r] = rowmath::stats_lse(s, inv_t);  // slots), as the CPU does
+    psum[r] = rowmath::stats_entropy(s);
     return;
   }
   if (lse) lse[r] = static_cast<float>(rowmath::stats_lse(s, inv_t));
@@ -118,9 +118,12 @@ struct GradRow {
   int64_t y;                   // the target's column (grad.logprob given), else -1
 };
 
+// The statistics come from pass 1 in float64 (lse_d, ent_d) or from the caller in float32 (lse_f, ent_f).
 __host__ __device__ inline GradRow grad_row(int64_t row, double inv_t, const double* lse_d, const float* lse_f,
-                                            const float* ent, const float* gl, const float* ge, const int32_t* targets) {
-  const rowmath::GradCoef c = rowmath::token_grad_coef(gl ? gl[row] : 0.0, ge ? ge[row] : 0.0, ent ? ent[row] : 0.0, inv_t);
+                                            const double* ent_d, const float* ent_f, const float* gl, const float* ge,
+                                            const int32_t* targets) {
+  const double h = ent_d ? ent_d[row] : ent_f ? static_cast<double>(ent_f[row]) : 0.0;
+  const rowmath::GradCoef c = rowmath::token_grad_coef(gl ? gl[row] : 0.0, ge ? ge[row] : 0.0, h, inv_t);
   const double lse = lse_d ? lse_d[row] : static_cast<double>(lse_f[row]);
   const float piv = static_cast<float>(lse / inv_t);
   return GradRow{static_cast<float>(c.alpha), static_cast<float>(c.beta * rowmath::kLn2), static_cast<float>(c.target), piv,
@@ -128,34 +131,46 @@ __host__ __device__ inline GradRow grad_row(int64_t row, double inv_t, const dou
                  static_cast<float>(-(lse - static_cast<double>(piv) * inv_t) * rowmath::kLog2e), targets ? targets[row] : -1};
 }
 
-// One thread's share of the backward for item (row, part); false when it saw a NaN or +Infinity logit.
-// Probabilities below 2^-100 (masked entries included) give an exact 0, as on the CPU.
+// One thread's share of the backward for item (row, part); false when it saw a NaN or +Infinity logit,
+// which it writes through unchanged (in place, the row still shows it for the error message).
+// Probabilities below 2^-100 (masked entries included) give an exact 0, as on the CPU. Two vectors are
+// loaded before either is stored, so each lane keeps two 16-byte loads in flight.
 template <DType D>
 __host__ __device__ bool grad_thread(const void* z, int64_t vocab, int64_t row, int64_t part, int64_t parts, int lane,
                                      int G, const GradRow& c, float* out) {
   constexpr int V = Elems<D>::kVec;
+  constexpr int U = 2;
   const RowSpan sp = row_span<V>(row, vocab, part, parts);
   bool bad = false;
-  auto grad1 = [&](float x) {
-    bad |= x != x || x == INFINITY;
+  auto grad1 = [&](float x, int64_t col) {
+    const bool b = x != x || x == INFINITY;
+    bad |= b;
     const float t = fmaf(x - c.piv, c.k, c.off);  // log2 p
     const float p = ex2(fmaxf(t, -126.f));
-    return t >= -100.f ? p * fmaf(c.beta2, t, c.alpha) : 0.f;
+    const float g = (t >= -100.f ? p * fmaf(c.beta2, t, c.alpha) : 0.f) + (col == c.y ? c.target : 0.f);
+    return b ? x : g;
   };
-  if (sp.first && lane < sp.head) out[sp.e0 + lane] = grad1(load1<D>(z, sp.e0 + lane)) + (lane == c.y ? c.target : 0.f);
+  if (sp.first && lane < sp.head) out[sp.e0 + lane] = grad1(load1_rw<D>(z, sp.e0 + lane), lane);
   const int64_t col0 = sp.vec0 - sp.e0;  // column of the first whole vector
-  for (int64_t j = sp.vb + lane; j < sp.ve; j += G) {
-    float x[V], g[V];
-    load_vec<D>(z, sp.vec0 + j * V, x);
-    const int64_t col = col0 + j * V;
+  for (int64_t i = sp.vb + lane; i < sp.ve; i += U * G) {
+    float x[U][V];
 #pragma unroll
-    for (int k = 0; k < V; ++k) g[k] = grad1(x[k]) + (col + k == c.y ? c.target : 0.f);  // unrolled: g stays in registers
+    for (int u = 0; u < U; ++u)
+      if (i + u * G < sp.ve) load_vec<D>(z, sp.vec0 + (i + u * G) * V, x[u]);
 #pragma unroll
-    for (int k = 0; k < V / 4; ++k) store4(out + sp.vec0 + j * V + 4 * k, g[4 * k], g[4 * k + 1], g[4 * k + 2], g[4 * k + 3]);
+    for (int u = 0; u < U; ++u) {
+      const int64_t j = i + u * G;
+      if (j >= sp.ve) break;
+      float g[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k) g[k] = grad1(x[u][k], col0 + j * V + k);  // unrolled: g stays in registers
+#pragma unroll
+      for (int k = 0; k < V / 4; ++k) store4(out + sp.vec0 + j * V + 4 * k, g[4 * k], g[4 * k + 1], g[4 * k + 2], g[4 * k + 3]);
+    }
   }
   if (sp.last && lane < sp.tail) {
     const int64_t e = sp.vec0 + sp.ve * V + lane;
-    out[e] = grad1(load1<D>(z, e)) + (e - sp.e0 == c.y ? c.target : 0.f);
+    out[e] = grad1(load1_rw<D>(z, e), e - sp.e0);
   }
   return !bad;
 }
@@ -163,14 +178,18 @@ __host__ __device__ bool grad_thread(const void* z, int64_t vocab, int64_t row, 
 template <DType D, int G>
 __global__ void __launch_bounds__(kThreads) grad_kernel(const void* z, int64_t rows, int64_t vocab, int64_t parts,
                                                         double inv_t, const double* lse_d, const float* lse_f,
-                                                        const float* ent, const float* gl, const float* ge,
-                                                        const int32_t* targets, float* out, int32_t* flags) {
+                                                        const double* ent_d, const float* ent_f, const float* gl,
+                                                        const float* ge, const int32_t* targets, float* out,
+                                                        int32_t* flags) {
   const int lane = threadIdx.x % G;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
   if (item >= rows * parts) return;
   const int64_t row = item / parts;
-  if (flags[row] != 0) return;  // pass 1 found the row bad: it reports, the output is NaN-filled
-  const GradRow c = grad_row(row, inv_t, lse_d, lse_f, ent, gl, ge, targets);
+  if (flags[row] != 0) {  // pass 1 found the row bad: it is reported, and keeps its logits until NaN-filled
+    copy_thread<D>(z, vocab, row, item % parts, parts, lane, G, out);
+    return;
+  }
+  const GradRow c = grad_row(row, inv_t, lse_d, lse_f, ent_d, ent_f, gl, ge, targets);
   if (!grad_thread<D>(z, vocab, row, item % parts, parts, lane, G, c, out))
     atomicOr(flags + row, 1);  // integer OR: the same result in any order
 }
@@ -187,7 +206,7 @@ Status token_stats(const LogitsView& l, const int32_t* targets, double temperatu
   RowIO io;
   io.in[0] = &l;
   const int64_t cr = chunk_rows(io);
-  const RowGrid g = row_grid(d, cr, v);
+  const RowGrid g = row_grid(d, rows, v);
   Call call(d);
   const int s_tg = call.input(logprob ? targets : nullptr, rows * 4);
   const int s_lp = call.output(logprob, rows * 4), s_en = call.output(entropy, rows * 4), s_ls = call.output(lse, rows * 4);
@@ -224,35 +243,35 @@ Status token_stats_backward(const LogitsView& l, const int32_t* targets, const f
   io.out = out;
   io.out_on_device = ctx.out_on_device;
   const int64_t cr = chunk_rows(io);
-  const RowGrid g = row_grid(d, cr, v);
+  const RowGrid g = row_grid(d, rows, v);
   Call call(d);
   const int s_tg = call.input(grad_logprob ? targets : nullptr, rows * 4);
   const int s_gl = call.input(grad_logprob, rows * 4), s_ge = call.input(grad_entropy, rows * 4);
   const int s_ls = call.input(lse, rows * 4), s_en = call.input(grad_entropy ? entropy : nullptr, rows * 4);
   const int s_fl = call.output(flags.data(), rows * 4);
   const int s_parts = recompute ? call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(PartStats))) : -1;
-  const int s_rls = recompute ? call.scratch(cr * 8) : -1, s_ren = recompute ? call.scratch(cr * 4) : -1;
+  const int s_rls = recompute ? call.scratch(cr * 8) : -1, s_ren = recompute ? call.scratch(cr * 8) : -1;
   GEAR_TRY(call.commit());
   const double inv_t = 1.0 / temperature;
   const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
   GEAR_TRY(for_each_chunk(call, io, ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float* o) {
     int32_t* fl = call.ptr<int32_t>(s_fl) + r0;
     const float* ls = at(call.ptr<float>(s_ls), r0);
-    const double* ls_d = nullptr;
-    const float* en = at(call.ptr<float>(s_en), r0);
+    const double *ls_d = nullptr, *en_d = nullptr;
+    const float* en = grad_entropy ? at(call.ptr<float>(s_en), r0) : nullptr;
     if (recompute) {
       PartStats* parts = call.ptr<PartStats>(s_parts);
       GEAR_LAUNCH_ROWS(sub_grid(g, n), l.dtype, d.compute, stats_kernel, in[0].data, n, v, g.parts, c2, inv_t, parts);
       GEAR_LAUNCH_PER_ROW(n, l.dtype, d.compute, finish_kernel, in[0].data, n, v, g.parts, inv_t, parts, kBackward,
-                          nullptr, int64_t{0}, nullptr, call.ptr<float>(s_ren), nullptr, call.ptr<double>(s_rls),
-                          nullptr, nullptr, nullptr, fl);
+                          nullptr, int64_t{0}, nullptr, nullptr, nullptr, call.ptr<double>(s_rls),
+                          call.ptr<double>(s_ren), nullptr, nullptr, fl);
       ls = nullptr;
       ls_d = call.ptr<double>(s_rls);
-      en = call.ptr<float>(s_ren);
+      en = nullptr;
+      en_d = grad_entropy ? call.ptr<double>(s_ren) : nullptr;
     }
-    GEAR_LAUNCH_ROWS(sub_grid(g, n), l.dtype, d.compute, grad_kernel, in[0].data, n, v, g.parts, inv_t, ls_d, ls,
-                     grad_entropy ? en : nullptr,
-                     at(call.ptr<float>(s_gl), r0), at(call.ptr<float>(s_ge), r0), at(call.ptr<int32_t>(s_tg), r0),
+    GEAR_LAUNCH_ROWS(sub_grid(g, n), l.dtype, d.compute, grad_kernel, in[0].data, n, v, g.parts, inv_t, ls_d, ls, en_d,
+                     en, at(call.ptr<float>(s_gl), r0), at(call.ptr<float>(s_ge), r0), at(call.ptr<int32_t>(s_tg), r0),
                      o, fl);
     return Status::ok();
   }));
@@ -272,7 +291,7 @@ Status token_stats_partial(const LogitsView& l, const int32_t* targets, int64_t 
   RowIO io;
   io.in[0] = &l;
   const int64_t cr = chunk_rows(io);
-  const RowGrid g = row_grid(d, cr, v);
+  const RowGrid g = row_grid(d, rows, v);
   Call call(d);
   const int s_tg = call.input(targets, rows * 4);
   const int s_mx = call.output(max, rows * 8), s_se = call.output(sum_exp, rows * 8);

@@ -1,6 +1,7 @@
 // Host simulation of native/src/cuda/divergence.cu (see sim.h): divergence and divergenceBackward of every
 // kind through the kernels' per-thread functions, against float64 references.
 #include "../../../native/src/cuda/divergence.cu"
+#include "../../../native/src/core/checks.h"
 #include "sim.h"
 
 using namespace gear;
@@ -26,7 +27,9 @@ Fwd run_forward(const sim::Logits& s, const sim::Logits& t, int G, int64_t parts
   for (int64_t item = 0; item < rows * parts; ++item) {
     std::vector<PairPart> lanes(static_cast<size_t>(G));
     for (int lane = 0; lane < G; ++lane)
-      lanes[lane] = pair_thread_for<D>(want, s.data.get(), t.data.get(), vocab, item / parts, item % parts, parts, lane, G, c2, inv_t);
+      lanes[lane] = want == kWantCs   ? pair_thread<D, kWantCs>(s.data.get(), t.data.get(), vocab, item / parts, item % parts, parts, lane, G, c2, inv_t)
+                    : want == kWantCt ? pair_thread<D, kWantCt>(s.data.get(), t.data.get(), vocab, item / parts, item % parts, parts, lane, G, c2, inv_t)
+                                      : pair_thread<D, kWantNone>(s.data.get(), t.data.get(), vocab, item / parts, item % parts, parts, lane, G, c2, inv_t);
     P[item] = sim::group_reduce(lanes, G, merge);
   }
   Fwd o;
@@ -54,20 +57,31 @@ Fwd run_forward(const sim::Logits& s, const sim::Logits& t, int G, int64_t parts
   return o;
 }
 
+// The backward as grad_kernel walks it, over a fresh output or (in_place) over a float32 copy of the
+// student: rows pass 1 flagged are copied through.
 template <DType D>
 std::vector<float> run_backward(const sim::Logits& s, const sim::Logits& t, int G, int64_t parts, DivKind kind, double beta,
                                 double T, double kl_cap, const RowParams* prm, const float* ls, const float* lt,
-                                const float* value, const float* grad, std::vector<int32_t>& flags) {
+                                const float* value, const float* grad, std::vector<int32_t>& flags, bool in_place) {
   const int64_t rows = s.rows, vocab = s.vocab;
   sim::Buffer out = sim::aligned(static_cast<size_t>(rows * vocab) * 4);
+  const void* zs = s.data.get();
+  if (in_place) {
+    for (int64_t i = 0; i < rows * vocab; ++i) static_cast<float*>(out.get())[i] = static_cast<float>(s.decoded[i]);
+    zs = out.get();
+  }
   for (int64_t item = 0; item < rows * parts; ++item) {
     const int64_t row = item / parts;
-    if (flags[row] & (kStudentBad | kTeacherBad)) continue;
+    if (flags[row] & (kStudentBad | kTeacherBad)) {
+      for (int lane = 0; lane < G; ++lane) copy_thread<D>(zs, vocab, row, item % parts, parts, lane, G, static_cast<float*>(out.get()));
+      continue;
+    }
     const DivRow d = div_row(row, static_cast<int>(kind), beta, 1.0 / T, kl_cap, prm, ls, lt, value, grad);
     if (d.infinite) flags[row] |= kInfinite;
     for (int lane = 0; lane < G; ++lane)
-      flags[row] |= div_grad_thread<D>(s.data.get(), t.data.get(), vocab, row, item % parts, parts, lane, G,
-                                       static_cast<int>(kind), static_cast<float>(beta), d, static_cast<float*>(out.get()));
+      flags[row] |= div_grad_thread<D>(zs, t.data.get(), vocab, row, item % parts, parts, lane, G, static_cast<int>(kind),
+                                       static_cast<float>(beta), static_cast<float>(1.0 - beta), d,
+                                       static_cast<float*>(out.get()));
   }
   const float* p = static_cast<const float*>(out.get());
   return std::vector<float>(p, p + rows * vocab);
@@ -101,6 +115,15 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, DivKind kind
   if (rows > 2) zt[2 * vocab + vocab / 2] = NAN;
   if (rows > 3) for (int64_t v = 0; v < vocab; ++v) zs[3 * vocab + v] = -INFINITY;
   if (rows > 4) zs[4 * vocab + vocab - 1] = 900;
+  // Row 5: a finite mask value (the dtype's lowest, as masks made with torch.finfo(dtype).min are) at the
+  // same entries of both sides, and one student entry of small mass where only the teacher has it: (z -
+  // m) / T overflows to -Infinity there, so it is masked (reverse KL +Infinity), as on the CPU; float16's
+  // lowest (-65504) stays finite and is an ordinary logit.
+  if (rows > 5 && vocab > 3) {
+    const double lowest = dt == DType::F32 ? -3.4028234663852886e38 : dt == DType::BF16 ? -3.3895313892515355e38 : -65504.0;
+    for (int64_t v = 0; v < vocab; v += 3) zs[5 * vocab + v] = zt[5 * vocab + v] = lowest;
+    zs[5 * vocab + 1] = -200, zt[5 * vocab + 1] = lowest;
+  }
   std::vector<int32_t> targets(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) targets[r] = static_cast<int32_t>(rng.next() * vocab);
   const sim::Logits s = sim::encode(zs, dt, rows, vocab), t = sim::encode(zt, dt, rows, vocab);
@@ -115,11 +138,25 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, DivKind kind
     std::vector<double> grad;  // d/dz_student of grad[r] * min(value, cap), empty when undefined
     bool infinite;
   };
+  // The reference masks what the kernels mask: besides -Infinity, finite masks, entries whose z k or
+  // (z - max) k (k = log2(e) / T) overflows float32.
+  std::vector<double> sz = s.decoded, tz = t.decoded;
+  const float k2 = static_cast<float>(rowmath::kLog2e / T);
+  for (auto* side : {&sz, &tz})
+    for (int64_t r = 0; r < rows; ++r) {
+      double m = -INFINITY;
+      for (int64_t v = 0; v < vocab; ++v) m = std::max(m, (*side)[r * vocab + v]);
+      for (int64_t v = 0; v < vocab; ++v) {
+        double& x = (*side)[r * vocab + v];
+        if (std::isfinite(m) && (static_cast<float>(x) < -FLT_MAX / k2 || static_cast<float>(x - m) * k2 == -INFINITY))
+          x = -INFINITY;
+      }
+    }
   std::vector<Ref> ref(rows);
   for (int64_t r = 0; r < rows; ++r) {
     Ref& f = ref[r];
-    const double* a = &s.decoded[r * vocab];
-    const double* b = &t.decoded[r * vocab];
+    const double* a = &sz[r * vocab];
+    const double* b = &tz[r * vocab];
     bool sbad = false, tbad = false, sfin = false, tfin = false;
     for (int64_t v = 0; v < vocab; ++v) {
       sbad |= std::isnan(a[v]) || a[v] == INFINITY, tbad |= std::isnan(b[v]) || b[v] == INFINITY;
@@ -180,13 +217,39 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, DivKind kind
       sim::check(e_fwd <= 1e-5, "divergence " + name + grid + ": scaled error " + std::to_string(e_fwd));
       // backward from pass 1's parameters, and (reverse / forward KL) from the caller's statistics
       for (int given = 0; given < (kind == DivKind::Jsd ? 1 : 2); ++given) {
-        std::vector<int32_t> flags = o.flags;
+        // given statistics: no pass 1, the backward finds NaN / +Infinity itself
+        std::vector<int32_t> flags = given ? std::vector<int32_t>(rows, 0) : o.flags;
+        const bool in_place = dt == DType::F32 && parts == 1;  // in place: float32 only
         std::vector<float> uncapped(rows);
         for (int64_t r = 0; r < rows; ++r) uncapped[r] = static_cast<float>(ref[r].flag ? 0 : ref[r].value);
         std::vector<float> g = by_dtype(dt, [&](auto d) {
           return run_backward<decltype(d)::value>(s, t, G, parts, kind, beta, T, kl_cap, given ? nullptr : o.prm.data(),
-                                                  o.lse_s.data(), o.lse_t.data(), o.value.data(), grad.data(), flags);
+                                                  o.lse_s.data(), o.lse_t.data(), o.value.data(), grad.data(), flags,
+                                                  in_place);
         });
+        // Every row with a bad or empty side is flagged (given statistics: a NaN / +Infinity one), and
+        // the student row as written (in place or not) still gives the same error as the input.
+        const size_t rb = static_cast<size_t>(vocab * dtype_size(dt));
+        for (int64_t r = 0; r < rows; ++r) {
+          bool sbad = false, tbad = false;
+          for (int64_t v = 0; v < vocab; ++v) {
+            const double a = s.decoded[r * vocab + v], b = t.decoded[r * vocab + v];
+            sbad |= std::isnan(a) || a == INFINITY, tbad |= std::isnan(b) || b == INFINITY;
+          }
+          const bool want = given ? sbad || tbad : ref[r].flag != 0;
+          const bool got = (flags[r] & (kStudentBad | kTeacherBad)) != 0;
+          sim::check(got == want, "divergenceBackward flag row " + std::to_string(r) + " " + name + grid + (given ? " given" : ""));
+          if (!want) continue;
+          const char* srow = static_cast<const char*>(s.data.get()) + r * rb;
+          const char* trow = static_cast<const char*>(t.data.get()) + r * rb;
+          const std::string w = gear::bad_pair_at(srow, trow, vocab, dt, r).message;
+          // the written row is float32: compare with the teacher re-encoded alike
+          std::vector<float> t32(static_cast<size_t>(vocab));
+          for (int64_t v = 0; v < vocab; ++v) t32[v] = static_cast<float>(t.decoded[r * vocab + v]);
+          const std::string gmsg = gear::bad_pair_at(&g[r * vocab], t32.data(), vocab, DType::F32, r).message;
+          sim::check(gmsg == w, "divergenceBackward error row " + std::to_string(r) + " " + name + grid +
+                                    (in_place ? " in place" : "") + ": got '" + gmsg + "', want '" + w + "'");
+        }
         (void)uncapped;
         double e_grad = 0;
         for (int64_t r = 0; r < rows; ++r) {
@@ -197,7 +260,7 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, DivKind kind
           if (given && o.value[r] < kl_cap) {  // the backward's math given the float32 statistics it was handed
             const double c = grad[r] / T;
             for (int64_t i = 0; i < vocab; ++i) {
-              const double a = s.decoded[r * vocab + i], b = t.decoded[r * vocab + i];
+              const double a = sz[r * vocab + i], b = tz[r * vocab + i];
               const double la = a == -INFINITY ? -INFINITY : a / T - o.lse_s[r], lb = b == -INFINITY ? -INFINITY : b / T - o.lse_t[r];
               const double pa = std::exp(la), pb = std::exp(lb);
               want[i] = kind == DivKind::ReverseKl ? (pa > 0 ? c * pa * (la - lb - o.value[r]) : 0) : c * (pa - pb);

@@ -1,6 +1,7 @@
 // Host simulation of native/src/cuda/token_stats.cu (see sim.h): tokenStats, tokenStatsPartial and
 // tokenStatsBackward through the kernels' per-thread functions, against float64 references.
 #include "../../../native/src/cuda/token_stats.cu"
+#include "../../../native/src/core/checks.h"
 #include "sim.h"
 
 using namespace gear;
@@ -42,18 +43,29 @@ Out run_stats(const sim::Logits& l, int G, int64_t parts, double T, const int32_
   return o;
 }
 
+// The backward over a fresh output (or, in_place, over a float32 copy of the logits), as grad_kernel walks
+// it: rows pass 1 flagged are copied through.
 template <DType D>
 std::vector<float> run_grad(const sim::Logits& l, int G, int64_t parts, double T, const double* lse_d, const float* lse,
-                            const float* ent, const float* gl, const float* ge, const int32_t* targets,
-                            std::vector<int32_t>& flags) {
+                            const double* ent_d, const float* ent, const float* gl, const float* ge,
+                            const int32_t* targets, std::vector<int32_t>& flags, bool in_place = false) {
   const int64_t rows = l.rows, vocab = l.vocab;
   sim::Buffer out = sim::aligned(static_cast<size_t>(rows * vocab) * 4);
+  const void* z = l.data.get();
+  if (in_place) {
+    for (int64_t i = 0; i < rows * vocab; ++i) static_cast<float*>(out.get())[i] = static_cast<float>(l.decoded[i]);
+    z = out.get();
+  }
   for (int64_t item = 0; item < rows * parts; ++item) {
     const int64_t row = item / parts;
-    if (flags[row] != 0) continue;
-    const GradRow c = grad_row(row, 1.0 / T, lse_d, lse, ent, gl, ge, gl ? targets : nullptr);
+    if (flags[row] != 0) {
+      for (int lane = 0; lane < G; ++lane)
+        copy_thread<D>(z, vocab, row, item % parts, parts, lane, G, static_cast<float*>(out.get()));
+      continue;
+    }
+    const GradRow c = grad_row(row, 1.0 / T, lse_d, lse, ent_d, ent, gl, ge, gl ? targets : nullptr);
     for (int lane = 0; lane < G; ++lane)
-      if (!grad_thread<D>(l.data.get(), vocab, row, item % parts, parts, lane, G, c, static_cast<float*>(out.get())))
+      if (!grad_thread<D>(z, vocab, row, item % parts, parts, lane, G, c, static_cast<float*>(out.get())))
         flags[row] |= 1;
   }
   const float* p = static_cast<const float*>(out.get());
@@ -151,23 +163,33 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, double T) {
       // backward, with the reference's statistics and with pass 1's (kBackward)
       for (int given = 0; given < 2; ++given) {
         std::vector<int32_t> flags(rows, 0);
-        std::vector<float> ent_in = ent32;
-        std::vector<double> lse_d;
+        std::vector<double> lse_d, ent_d;
         if (!given) {
           const Out b = by_dtype(dt, [&](auto d) { return run_stats<decltype(d)::value>(l, G, parts, T, nullptr, kBackward, 0); });
           flags = b.flags;
-          lse_d = b.pm, ent_in = b.ent;
-        } else {
-          for (int64_t r = 0; r < rows; ++r) flags[r] = bad_row(r).first || !bad_row(r).second ? 2 : 0;
+          lse_d = b.pm, ent_d = b.ps;
         }
+        const bool in_place = dt == DType::F32 && parts != 2;  // in place: float32 only
         std::vector<float> g = by_dtype(dt, [&](auto d) {
-          return run_grad<decltype(d)::value>(l, G, parts, T, given ? nullptr : lse_d.data(), lse32.data(), ent_in.data(),
-                                              gl.data(), ge.data(), targets.data(), flags);
+          return run_grad<decltype(d)::value>(l, G, parts, T, given ? nullptr : lse_d.data(), lse32.data(),
+                                              given ? nullptr : ent_d.data(), given ? ent32.data() : nullptr, gl.data(),
+                                              ge.data(), targets.data(), flags, in_place);
         });
         double e_grad = 0;
         for (int64_t r = 0; r < rows; ++r) {
           const auto [nan_inf, finite] = bad_row(r);
-          sim::check((flags[r] != 0) == (nan_inf || !finite), "tokenStatsBackward flag row " + std::to_string(r) + " " + name + grid);
+          // given statistics: only NaN / +Infinity is an error (there is no pass to find a row empty)
+          const bool want_flag = nan_inf || (!given && !finite);
+          sim::check((flags[r] != 0) == want_flag, "tokenStatsBackward flag row " + std::to_string(r) + " " + name + grid);
+          if (want_flag) {
+            // the row written (in place or not) still names the same bad entry: bad entries are written
+            // through, and a row pass 1 flagged is copied
+            const char* row = static_cast<const char*>(l.data.get()) + r * vocab * dtype_size(dt);
+            const std::string want = gear::bad_row_at(row, vocab, dt, "logits", r).message;
+            const std::string got = gear::bad_row_at(&g[r * vocab], vocab, DType::F32, "logits", r).message;
+            sim::check(got == want, "tokenStatsBackward error message row " + std::to_string(r) + " " + name + grid +
+                                        (in_place ? " in place" : "") + ": got '" + got + "', want '" + want + "'");
+          }
           if (nan_inf || !finite) continue;
           for (int64_t v = 0; v < vocab; ++v) {
             const double x = l.decoded[r * vocab + v];
@@ -204,7 +226,7 @@ int sim_token_stats() {
     const Out o = by_dtype(dt, [&](auto d) { return run_stats<decltype(d)::value>(l, 32, 1, 0.7, &y, kStats, 0); });
     std::vector<int32_t> flags{0};
     std::vector<float> g = by_dtype(dt, [&](auto d) {
-      return run_grad<decltype(d)::value>(l, 32, 1, 0.7, nullptr, o.lse.data(), o.ent.data(), &gl, &ge, &y, flags);
+      return run_grad<decltype(d)::value>(l, 32, 1, 0.7, nullptr, o.lse.data(), nullptr, o.ent.data(), &gl, &ge, &y, flags);
     });
     sim::check(o.ent[0] == 0.f && o.lp[0] == 0.f, "tokenStats 1x1: entropy and log-prob 0");
     sim::check(std::fabs(g[0]) <= 1e-6, "tokenStatsBackward 1x1 T=0.7 " + std::string(dname(dt)) + ": got " + std::to_string(g[0]));
