@@ -74,7 +74,10 @@ declare module '../core/addon_types.js' {
     cudaUpload?: AsyncOp<CudaUploadParams, NativeTensor>;
     cudaAllocHost?: (params: CudaAllocHostParams) => ArrayBuffer;
     // For the benchmarks (bench/cuda.mjs); no wrapper.
-    /** Kernel time (ms, CUDA events) of the last call on device logits; -1 when there was none. */
+    /**
+     * Kernel time (ms, CUDA events) of the last call on device logits; -1 when there was none. The first
+     * query on a device turns the timing on (calls record no events until then) and returns -1.
+     */
     cudaKernelMs?: (params: CudaDeviceParams) => number;
     /** Copy bandwidth per repetition, GB/s: mode 0 device-to-device (read + write), 1 / 2 to the device from pinned / pageable, 3 / 4 back. */
     cudaBandwidth?: (params: CudaDeviceParams & { mode: 0 | 1 | 2 | 3 | 4; bytes: number; reps: number }) => Float64Array;

@@ -105,6 +105,8 @@ void release_device(Device& d) {
     if (*e != nullptr) quiet(cudaEventDestroy(*e));
     *e = nullptr;
   }
+  if (d.pool != nullptr) quiet(cudaMemPoolDestroy(d.pool));
+  d.pool = nullptr;
 }
 
 Status make_device(Device& d, int ordinal) {
@@ -115,12 +117,17 @@ Status make_device(Device& d, int ordinal) {
   GEAR_CUDA_TRY(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, ordinal));
   d.pools = pools != 0;
   if (d.pools) {
-    // Freed blocks stay in the pool for the next call (as PyTorch's caching allocator keeps them);
-    // rl.cuda.trim() returns them.
-    cudaMemPool_t pool;
-    GEAR_CUDA_TRY(cudaDeviceGetDefaultMemPool(&pool, ordinal));
+    // The library's own pool, not the device's default one: its settings and its trim() do not reach
+    // other CUDA users in the process, and memory() reports what this library holds. Freed blocks stay
+    // in it for the next call (as PyTorch's caching allocator keeps them); rl.cuda.trim() returns them.
+    cudaMemPoolProps props = {};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypeNone;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = ordinal;
+    GEAR_CUDA_TRY(cudaMemPoolCreate(&d.pool, &props));
     uint64_t keep = UINT64_MAX;
-    GEAR_CUDA_TRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    GEAR_CUDA_TRY(cudaMemPoolSetAttribute(d.pool, cudaMemPoolAttrReleaseThreshold, &keep));
   }
   GEAR_CUDA_TRY(cudaStreamCreateWithFlags(&d.compute, cudaStreamNonBlocking));
   GEAR_CUDA_TRY(cudaStreamCreateWithFlags(&d.copy, cudaStreamNonBlocking));
@@ -262,16 +269,14 @@ Status device_alloc(Device& d, int64_t bytes, void** out) {
   *out = nullptr;
   if (bytes <= 0) return Status::ok();
   auto try_alloc = [&] {
-    return d.pools ? cudaMallocAsync(out, static_cast<size_t>(bytes), d.compute)
+    return d.pools ? cudaMallocFromPoolAsync(out, static_cast<size_t>(bytes), d.pool, d.compute)
                    : cudaMalloc(out, static_cast<size_t>(bytes));
   };
   cudaError_t e = try_alloc();
   if (e == cudaErrorMemoryAllocation && d.pools) {  // return the pool's cached blocks and try once more
     cudaGetLastError();
     quiet(cudaStreamSynchronize(d.compute));
-    cudaMemPool_t pool;
-    if (cudaDeviceGetDefaultMemPool(&pool, d.ordinal) == cudaSuccess) quiet(cudaMemPoolTrimTo(pool, 0));
-    else cudaGetLastError();
+    quiet(cudaMemPoolTrimTo(d.pool, 0));
     e = try_alloc();
   }
   if (e == cudaErrorMemoryAllocation) {
@@ -282,7 +287,7 @@ Status device_alloc(Device& d, int64_t bytes, void** out) {
                                         std::to_string(d.ordinal) + ", got " + std::to_string(free_b) +
                                         " bytes free of " + std::to_string(total_b));
   }
-  return cuda_status(e, d.pools ? "cudaMallocAsync" : "cudaMalloc");
+  return cuda_status(e, d.pools ? "cudaMallocFromPoolAsync" : "cudaMalloc");
 }
 
 void device_free(Device& d, void* p) {
@@ -660,12 +665,10 @@ Status device_info(int ordinal, DeviceInfo* out) {
   out->pool_reserved_bytes = 0;
   out->pool_used_bytes = 0;
   if (d->pools) {
-    cudaMemPool_t pool;
-    GEAR_CUDA_TRY(cudaDeviceGetDefaultMemPool(&pool, ordinal));
     uint64_t v = 0;
-    GEAR_CUDA_TRY(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &v));
+    GEAR_CUDA_TRY(cudaMemPoolGetAttribute(d->pool, cudaMemPoolAttrReservedMemCurrent, &v));
     out->pool_reserved_bytes = static_cast<int64_t>(v);
-    GEAR_CUDA_TRY(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &v));
+    GEAR_CUDA_TRY(cudaMemPoolGetAttribute(d->pool, cudaMemPoolAttrUsedMemCurrent, &v));
     out->pool_used_bytes = static_cast<int64_t>(v);
   }
   return Status::ok();
@@ -741,9 +744,7 @@ Status trim(int ordinal) {
   lock->arena_bytes = 0;
   GEAR_CUDA_TRY(cudaStreamSynchronize(lock->compute));
   if (!lock->pools) return Status::ok();
-  cudaMemPool_t pool;
-  GEAR_CUDA_TRY(cudaDeviceGetDefaultMemPool(&pool, ordinal));
-  return cuda_status(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo");
+  return cuda_status(cudaMemPoolTrimTo(lock->pool, 0), "cudaMemPoolTrimTo");
 }
 
 Status upload(int ordinal, const void* src, int64_t bytes, void** out, const ExecContext& ctx) {

@@ -56,7 +56,8 @@ constexpr int64_t kChunkBytes = int64_t{512} << 20;     // logits bytes per stag
 struct Device {
   int ordinal = -1;
   int sms = 1;              // multiprocessors
-  bool pools = true;        // stream-ordered allocation supported (cudaMallocAsync)
+  bool pools = true;        // stream-ordered allocation supported (cudaMallocFromPoolAsync)
+  cudaMemPool_t pool = nullptr;  // the library's own pool on this device (not the device's default one)
   std::mutex mu;            // one call at a time on this device
   cudaStream_t compute = nullptr;
   cudaStream_t copy = nullptr;
