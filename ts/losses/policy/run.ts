@@ -12,6 +12,7 @@ import { COMPAT_VALUES, type Compat, SEMANTICS, type Semantics, compatOpt } from
 import { type FloatArray, finite, floats, rowsOf, sameType } from '../inputs.js';
 import { type TrlLossArgs, trlLoss } from '../trl_loss.js';
 import './builtins.js';
+import { clipRange } from './clip.js';
 import { type PolicyLossContext, type PolicyLossDefinition, policyLosses } from './registry.js';
 import { type RolloutCorrectionSettings, readRolloutCorrection, rolloutCorrectionOf } from './rollout_correction.js';
 import { POLICY_LOSS_COMMON_KEYS, type PolicyLossResult, type ResolvedPolicyLossOptions } from './types.js';
@@ -139,9 +140,9 @@ export function prepare(a: unknown): Prepared | { trl: PolicyLossResult } {
  */
 function shortOptions(p: Prepared): ResolvedPolicyLossOptions {
   const val = (k: string): number => (p.args[k] ?? p.ks.specs.get(k)?.default) as number;
-  const lo = val('clipLow');
+  const { lo, hi } = clipRange({ clipLow: val('clipLow'), clipHigh: p.args.clipHigh });
   return {
-    kind: p.kind, lo, hi: (p.args.clipHigh as number | undefined) ?? lo, c: val('clipC'),
+    kind: p.kind, lo, hi, c: val('clipC'),
     clamp: p.args.logRatioClamp === null ? Infinity : val('logRatioClamp'),
     tauPos: val('tauPos'), tauNeg: val('tauNeg'), clipCovRatio: val('clipCovRatio'), clipCovLb: val('clipCovLb'),
     clipCovUb: val('clipCovUb'), seed: val('seed'), klCovRatio: val('klCovRatio'), ppoKlCoef: val('ppoKlCoef'),
