@@ -1,6 +1,6 @@
 // CPU-vs-CUDA parity, as ggml's test-backend-ops does it: every device op against the CPU kernels in the
 // same process and against the float64 references of test/helpers/reference.ts, on random inputs (every
-// dtype, temperatures 1 and 0.7, -Infinity masks, a spiked row, warp/block and chunk boundaries, vocab 1,
+// dtype, temperatures 1 and 0.7 (2 for finite masks), -Infinity masks, a spiked row, warp/block and chunk boundaries, vocab 1,
 // rows 0), with their errors and NaN-filled outputs, device outputs, async calls, aborts, determinism and
 // the device tensors' lifetime. Framework-free (node:assert): test/cuda/parity.test.ts runs the checks
 // under vitest where a device exists, and test/cuda/run_parity.ts runs them on a GPU machine that has
@@ -303,11 +303,11 @@ export function parityChecks(): ParityCheck[] {
     assert.equal((await gearCode(() => rl.tokenStats(dev, y, { temperature: 0 }))).code, 'ERR_OPTION');
   });
 
-  add('finite masks (the dtype lowest, as torch.finfo(dtype).min) act as -Infinity, as on the CPU', true, async () => {
+  add('finite masks (the dtype lowest, as torch.finfo(dtype).min) act as -Infinity at every temperature, as on the CPU', true, async () => {
     const rows = 5, vocab = 3001;
     const lowest = { float32: -3.4028234663852886e38, bfloat16: -3.3895313892515355e38 } as const;
     for (const dtype of ['float32', 'bfloat16'] as const) {
-      for (const T of [1, 0.7]) {
+      for (const T of [1, 0.7, 2]) {  // above log2(e), (z - max) / T no longer overflows: the bound still masks
         const zs = randomLogits(7, rows, vocab, 4), zt = randomLogits(8, rows, vocab, 3);
         const ms = Float64Array.from(zs), mt = Float64Array.from(zt);  // the same with -Infinity
         for (let i = 0; i < zs.length; i += 5) zs[i] = zt[i] = lowest[dtype], ms[i] = mt[i] = -Infinity;
@@ -334,6 +334,14 @@ export function parityChecks(): ParityCheck[] {
           closeToScale(await g.download(), rl.divergenceBackward(s, t, Float32Array.of(1, 1, 1, 1, 1), opts),
             2 * (kind === 'jsd' ? JSD_GRAD_TOL : GRAD_TOL), `${tag} ${kind} backward vs CPU`);
         }
+        // a row of finite masks only: the CPU's error
+        const only = Float64Array.from(zs);
+        only.fill(lowest[dtype], 2 * vocab, 3 * vocab);
+        const o = L(only);
+        using dOnly = await rl.cuda.upload(o);
+        const want = await gearCode(() => rl.divergence(o, t, { temperature: T }));
+        assert.match(want.message!, /^student\[row 2\]: .*got only masks$/);
+        assert.deepEqual(await gearCode(() => rl.divergence(dOnly, dt, { temperature: T })), want, `${tag} a row of masks only`);
       }
     }
   });

@@ -100,13 +100,13 @@ describe('divergence vs the float64 reference', () => {
     }
   });
 
-  it('finite masks (the dtype lowest, as torch.finfo(dtype).min) give the bits of -Infinity masks, forward and backward', () => {
+  it('finite masks (the dtype lowest, as torch.finfo(dtype).min) give the bits of -Infinity masks at every temperature', () => {
     const rows = 4, vocab = 3001;
     const lowest = { float32: -3.4028234663852886e38, bfloat16: -3.3895313892515355e38 } as const;
     for (const isa of ISAS) {
       rl.setIsa(isa);
       for (const dtype of ['float32', 'bfloat16'] as const) {
-        for (const T of [1, 0.7]) {
+        for (const T of [1, 0.7, 1.5, 2]) { // above log2(e) = 1.44, (z - max) / T no longer overflows
           const { zs, zt } = makePair(31, rows, vocab, false);
           const fs = Float64Array.from(zs), ft = Float64Array.from(zt);
           for (let i = 0; i < zs.length; i++) {
@@ -127,7 +127,15 @@ describe('divergence vs the float64 reference', () => {
             }
             if (kind === 'reverse_kl') expect(got.value[3], tag).toBe(40);
             expect(Array.from(rl.divergenceBackward(c, d, g, opts)), `${tag} backward`).toEqual(Array.from(rl.divergenceBackward(a, b, g, opts)));
+            const withTargets = { ...opts, targets: Int32Array.of(0, 1, 2, 3) }; // entry 0 is masked in rows 0, 2 and 3
+            expect(Array.from(rl.divergence(c, d, withTargets).studentLogprob!), `${tag} logprob`)
+              .toEqual(Array.from(rl.divergence(a, b, withTargets).studentLogprob!));
           }
+          // a row of finite masks only is a row without a logit, as a row of -Infinity is
+          const only = Float64Array.from(fs);
+          only.fill(lowest[dtype], 0, vocab);
+          expect(() => rl.divergence(L(encode(only, dtype).data, rows, vocab, dtype), d, { temperature: T }))
+            .toThrow(/^student\[row 0\]: expected at least one logit that is not a mask \(-Infinity or below -1e38\), got only masks$/);
         }
       }
     }

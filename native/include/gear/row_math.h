@@ -14,6 +14,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "gear/types.h"
+
 #if defined(__CUDACC__)
 #define GEAR_HD __host__ __device__ inline
 #else
@@ -80,6 +82,11 @@ GEAR_HD double stats_entropy(const SoftmaxStats& st) {
 GEAR_HD double stats_logprob(double z_y, const SoftmaxStats& st, double inv_t) {
   if (z_y == neg_inf()) return neg_inf();
   return (z_y - st.m) * inv_t - log(st.s);
+}
+
+// A divergence's log-prob of the target: a finite mask (below kMaskBelow) is -Infinity there, as in its sums.
+GEAR_HD double pair_logprob(double z_y, const SoftmaxStats& st, double inv_t) {
+  return stats_logprob(z_y < static_cast<double>(kMaskBelow) ? neg_inf() : z_y, st, inv_t);
 }
 
 // Joint statistics of a student row and a teacher row at the same position (same temperature), one pass

@@ -14,6 +14,12 @@ namespace gear {
 enum class DType : int { F32 = 0, BF16 = 1, F16 = 2 };
 
 inline int dtype_size(DType d) { return d == DType::F32 ? 4 : 2; }
+
+// Logits below this are finite masks (float32's and bfloat16's torch.finfo(dtype).min, -3.40e38 and
+// -3.39e38): the divergences treat them as -Infinity at every temperature, on every backend (tokenStats
+// reads them as logits: their weight is 0 either way).
+constexpr float kMaskBelow = -1e38f;
+
 inline const char* dtype_name(DType d) {
   return d == DType::F32 ? "float32" : d == DType::BF16 ? "bfloat16" : "float16";
 }

@@ -46,6 +46,12 @@ Status bad_row_at(const void* row_data, int64_t vocab, DType dtype, const char* 
       return error(Code::NonFinite, std::string(what) + "[row " + std::to_string(r) + ", entry " + std::to_string(v) +
                                         "]: expected a finite logit or -Infinity, got " + number_text(x));
   }
+  // No NaN / +Infinity: every entry a mask. All -Infinity, or (a divergence) finite masks among them.
+  for (int64_t v = 0; v < vocab; ++v)
+    if (std::isfinite(kern::to_f32(dtype, row, v)))
+      return error(Code::NonFinite, std::string(what) + "[row " + std::to_string(r) +
+                                        "]: expected at least one logit that is not a mask (-Infinity or below -1e38), "
+                                        "got only masks");
   return error(Code::NonFinite, std::string(what) + "[row " + std::to_string(r) +
                                     "]: expected at least one finite logit, got all -Infinity");
 }
@@ -58,16 +64,19 @@ bool has_nan_or_pinf(const void* row, int64_t vocab, DType dtype) {
   }
   return false;
 }
-bool has_finite(const void* row, int64_t vocab, DType dtype) {
-  for (int64_t v = 0; v < vocab; ++v)
-    if (std::isfinite(kern::to_f32(dtype, row, v))) return true;
+// A logit that is not a mask (-Infinity or below kMaskBelow).
+bool has_unmasked(const void* row, int64_t vocab, DType dtype) {
+  for (int64_t v = 0; v < vocab; ++v) {
+    const float x = kern::to_f32(dtype, row, v);
+    if (std::isfinite(x) && x >= kMaskBelow) return true;
+  }
   return false;
 }
 }  // namespace
 
 Status bad_pair_at(const void* s_row, const void* t_row, int64_t vocab, DType dtype, int64_t r) {
   const bool teacher = !has_nan_or_pinf(s_row, vocab, dtype) &&
-                       (has_nan_or_pinf(t_row, vocab, dtype) || has_finite(s_row, vocab, dtype));
+                       (has_nan_or_pinf(t_row, vocab, dtype) || has_unmasked(s_row, vocab, dtype));
   return teacher ? bad_row_at(t_row, vocab, dtype, "teacher", r) : bad_row_at(s_row, vocab, dtype, "student", r);
 }
 

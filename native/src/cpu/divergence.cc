@@ -102,9 +102,9 @@ Status divergence(const LogitsView& s, const LogitsView& t, DivKind kind, double
       if (out.student_lse) out.student_lse[r] = static_cast<float>(rowmath::stats_lse(ps.s, inv_t));
       if (out.teacher_lse) out.teacher_lse[r] = static_cast<float>(rowmath::stats_lse(ps.t, inv_t));
       if (out.student_logprob)
-        out.student_logprob[r] = static_cast<float>(rowmath::stats_logprob(kern::to_f32(s.dtype, sr, targets[r]), ps.s, inv_t));
+        out.student_logprob[r] = static_cast<float>(rowmath::pair_logprob(kern::to_f32(s.dtype, sr, targets[r]), ps.s, inv_t));
       if (out.teacher_logprob)
-        out.teacher_logprob[r] = static_cast<float>(rowmath::stats_logprob(kern::to_f32(t.dtype, tr, targets[r]), ps.t, inv_t));
+        out.teacher_logprob[r] = static_cast<float>(rowmath::pair_logprob(kern::to_f32(t.dtype, tr, targets[r]), ps.t, inv_t));
     }
   });
   if (bad.load() != kNoRow) return bad_pair_status(s, t, bad.load());

@@ -304,8 +304,9 @@ bool is_pinned(const void* p) {
   return a.type == cudaMemoryTypeHost;
 }
 
-Status upload_bytes(Device& d, void* dst, const void* src, int64_t bytes, const ExecContext& ctx, bool after_compute,
-                    bool finish) {
+namespace {
+Status upload_bytes_on(Device& d, void* dst, const void* src, int64_t bytes, const ExecContext& ctx,
+                       bool after_compute, bool finish) {
   if (bytes <= 0) return Status::ok();
   if (after_compute) {
     GEAR_CUDA_TRY(cudaEventRecord(d.computed, d.compute));
@@ -342,7 +343,7 @@ Status upload_bytes(Device& d, void* dst, const void* src, int64_t bytes, const 
   return Status::ok();
 }
 
-Status download_bytes(Device& d, void* dst, const void* src, int64_t bytes, const ExecContext& ctx) {
+Status download_bytes_on(Device& d, void* dst, const void* src, int64_t bytes, const ExecContext& ctx) {
   if (bytes <= 0) return Status::ok();
   GEAR_CUDA_TRY(cudaEventRecord(d.computed, d.compute));
   GEAR_CUDA_TRY(cudaStreamWaitEvent(d.copy, d.computed, 0));
@@ -377,6 +378,23 @@ Status download_bytes(Device& d, void* dst, const void* src, int64_t bytes, cons
     if (k + kRingSlots < pieces) GEAR_TRY(issue(k + kRingSlots));
   }
   return Status::ok();
+}
+
+}  // namespace
+
+// A transfer that fails part-way may leave pieces queued on the copy stream: they finish before this
+// returns, so nothing still reads the source (or writes the destination) once the caller frees it.
+Status upload_bytes(Device& d, void* dst, const void* src, int64_t bytes, const ExecContext& ctx, bool after_compute,
+                    bool finish) {
+  const Status st = upload_bytes_on(d, dst, src, bytes, ctx, after_compute, finish);
+  if (!st.is_ok()) quiet(cudaStreamSynchronize(d.copy));
+  return st;
+}
+
+Status download_bytes(Device& d, void* dst, const void* src, int64_t bytes, const ExecContext& ctx) {
+  const Status st = download_bytes_on(d, dst, src, bytes, ctx);
+  if (!st.is_ok()) quiet(cudaStreamSynchronize(d.copy));
+  return st;
 }
 
 // ---- Call ----

@@ -6,7 +6,6 @@
 // parts in order into the row's values and the backward's per-row parameters. JSD adds a second pass
 // over the rows for its log-mixture terms (jsd_kernel, float64 per entry). The backward (grad_kernel) is
 // one streaming pass writing d/dz_student. No float atomics: results are bit-identical between runs.
-#include <cfloat>
 #include <cmath>
 #include <vector>
 
@@ -57,10 +56,6 @@ struct PairAcc {
   double SS = 0.0, AS = 0.0, ST = 0.0, CS = 0.0, CT = 0.0;
   int pending = 0;
   int32_t bits = 0;
-  float lo = -INFINITY;  // logits below this are masks (see add)
-
-  PairAcc() = default;
-  GEAR_HDI explicit PairAcc(float c2) : lo(-FLT_MAX / c2) {}
 
   GEAR_HDI void fold() {
     SS += ss;
@@ -89,17 +84,15 @@ struct PairAcc {
       if (vb > mt) rowmath::pair_rescale_teacher(p, vb, inv_t);
       store(p);
     }
-    // (z - m) k in log2 units. An entry is masked when it is -Infinity, or a finite mask such as
-    // torch.finfo(dtype).min: z k or (z - m) k overflows to -Infinity, as (z - m) k does on the CPU
-    // (whose pivot is the row's running maximum; a thread's own pivot may be such a mask itself, so z
-    // is compared with -FLT_MAX / k too). A NaN, or a side whose pivot is +inf, makes it NaN: caught when
-    // the row finishes.
+    // (z - m) k in log2 units. An entry is masked when it is below kMaskBelow (-Infinity, or a finite
+    // mask such as torch.finfo(dtype).min, at any temperature) or when (z - m) k overflows, as on the
+    // CPU. A NaN, or a side whose pivot is +inf, makes it NaN: caught when the row finishes.
     float da[N], db[N];
     bool plain = true;  // no masked entry and no NaN: the sums need no selects
 #pragma unroll
     for (int k = 0; k < N; ++k) {
       da[k] = (a[k] - ms) * c2, db[k] = (b[k] - mt) * c2;
-      plain = plain && da[k] > -INFINITY && db[k] > -INFINITY && fminf(a[k], b[k]) >= lo;
+      plain = plain && da[k] > -INFINITY && db[k] > -INFINITY && fminf(a[k], b[k]) >= kMaskBelow;
     }
     if (plain) {
 #pragma unroll
@@ -114,7 +107,7 @@ struct PairAcc {
     } else {
 #pragma unroll
       for (int k = 0; k < N; ++k) {
-        const bool xa = a[k] < lo || da[k] == -INFINITY, xb = b[k] < lo || db[k] == -INFINITY;
+        const bool xa = a[k] < kMaskBelow || da[k] == -INFINITY, xb = b[k] < kMaskBelow || db[k] == -INFINITY;
         const float sa = xa ? 0.f : da[k], sb = xb ? 0.f : db[k];
         const float ea = xa ? 0.f : ex2(sa), eb = xb ? 0.f : ex2(sb);
         ss += ea;
@@ -146,7 +139,7 @@ template <DType D, int WANT>
 __host__ __device__ PairPart pair_thread(const void* zs, const void* zt, int64_t vocab, int64_t row, int64_t part,
                                          int64_t parts, int lane, int G, float c2, double inv_t) {
   constexpr int V = Elems<D>::kVec;
-  PairAcc<WANT> acc(c2);
+  PairAcc<WANT> acc;
   const RowSpan sp = row_span<V>(row, vocab, part, parts);
   if (sp.first && lane < sp.head) {
     const float a[1] = {load1<D>(zs, sp.e0 + lane)}, b[1] = {load1<D>(zt, sp.e0 + lane)};
@@ -226,8 +219,8 @@ __host__ __device__ void pair_finish_row(int64_t r, const void* zs, const void* 
   if (h) h[r] = static_cast<float>(rowmath::stats_entropy(ps.s));
   if (lse_s) lse_s[r] = static_cast<float>(ls);
   if (lse_t) lse_t[r] = static_cast<float>(lt);
-  if (lp_s) lp_s[r] = static_cast<float>(rowmath::stats_logprob(load1<D>(zs, r * vocab + targets[r]), ps.s, inv_t));
-  if (lp_t) lp_t[r] = static_cast<float>(rowmath::stats_logprob(load1<D>(zt, r * vocab + targets[r]), ps.t, inv_t));
+  if (lp_s) lp_s[r] = static_cast<float>(rowmath::pair_logprob(load1<D>(zs, r * vocab + targets[r]), ps.s, inv_t));
+  if (lp_t) lp_t[r] = static_cast<float>(rowmath::pair_logprob(load1<D>(zt, r * vocab + targets[r]), ps.t, inv_t));
 }
 
 template <DType D>

@@ -116,9 +116,9 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, DivKind kind
   if (rows > 3) for (int64_t v = 0; v < vocab; ++v) zs[3 * vocab + v] = -INFINITY;
   if (rows > 4) zs[4 * vocab + vocab - 1] = 900;
   // Row 5: a finite mask value (the dtype's lowest, as masks made with torch.finfo(dtype).min are) at the
-  // same entries of both sides, and one student entry of small mass where only the teacher has it: (z -
-  // m) / T overflows to -Infinity there, so it is masked (reverse KL +Infinity), as on the CPU; float16's
-  // lowest (-65504) stays finite and is an ordinary logit.
+  // same entries of both sides, and one student entry of small mass where only the teacher has it: a
+  // mask at every temperature (reverse KL +Infinity), as on the CPU; float16's lowest (-65504) is an
+  // ordinary logit.
   if (rows > 5 && vocab > 3) {
     const double lowest = dt == DType::F32 ? -3.4028234663852886e38 : dt == DType::BF16 ? -3.3895313892515355e38 : -65504.0;
     for (int64_t v = 0; v < vocab; v += 3) zs[5 * vocab + v] = zt[5 * vocab + v] = lowest;
@@ -138,8 +138,8 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, DivKind kind
     std::vector<double> grad;  // d/dz_student of grad[r] * min(value, cap), empty when undefined
     bool infinite;
   };
-  // The reference masks what the kernels mask: besides -Infinity, finite masks, entries whose z k or
-  // (z - max) k (k = log2(e) / T) overflows float32.
+  // The reference masks what the kernels mask: -Infinity, finite masks (below kMaskBelow) and entries
+  // whose (z - max) k (k = log2(e) / T) overflows float32.
   std::vector<double> sz = s.decoded, tz = t.decoded;
   const float k2 = static_cast<float>(rowmath::kLog2e / T);
   for (auto* side : {&sz, &tz})
@@ -148,7 +148,7 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, DivKind kind
       for (int64_t v = 0; v < vocab; ++v) m = std::max(m, (*side)[r * vocab + v]);
       for (int64_t v = 0; v < vocab; ++v) {
         double& x = (*side)[r * vocab + v];
-        if (std::isfinite(m) && (static_cast<float>(x) < -FLT_MAX / k2 || static_cast<float>(x - m) * k2 == -INFINITY))
+        if (std::isfinite(m) && (static_cast<float>(x) < kMaskBelow || static_cast<float>(x - m) * k2 == -INFINITY))
           x = -INFINITY;
       }
     }
@@ -286,11 +286,13 @@ int sim_divergence() {
   for (DType dt : {DType::F32, DType::BF16, DType::F16})
     for (const auto& sh : shapes)
       for (DivKind k : {DivKind::ReverseKl, DivKind::ForwardKl, DivKind::Jsd})
-        for (double cap : {static_cast<double>(INFINITY), 2.0}) {
-          run_case(static_cast<uint32_t>(sh[0] * 131 + sh[1] * 7 + static_cast<int>(dt) + static_cast<int>(k) * 17), sh[0],
-                   sh[1], dt, k, k == DivKind::Jsd ? 0.3 : 0.5, sh[1] % 2 ? 0.7 : 1.0, cap);
-          ++cases;
-        }
+        for (double cap : {static_cast<double>(INFINITY), 2.0})
+          // temperatures below and above log2(e) (where k = log2(e) / T < 1 and -FLT_MAX k stays finite)
+          for (double T : {sh[1] % 2 ? 0.7 : 1.0, 2.0}) {
+            run_case(static_cast<uint32_t>(sh[0] * 131 + sh[1] * 7 + static_cast<int>(dt) + static_cast<int>(k) * 17), sh[0],
+                     sh[1], dt, k, k == DivKind::Jsd ? 0.3 : 0.5, T, cap);
+            ++cases;
+          }
   std::printf("divergence simulation: %d cases\n", cases);
   return cases;
 }

@@ -214,7 +214,7 @@ int sim_token_stats() {
   const int64_t shapes[][2] = {{1, 1}, {2, 3}, {6, 33}, {5, 1000}, {6, 3001}, {2, 20011}, {3, 8}, {6, 2048}, {5, 4099}};
   for (DType dt : {DType::F32, DType::BF16, DType::F16})
     for (const auto& sh : shapes)
-      for (double T : {1.0, 0.7}) {
+      for (double T : {1.0, 0.7, 2.0}) {
         run_case(static_cast<uint32_t>(sh[0] * 7919 + sh[1] + static_cast<int>(dt) * 31), sh[0], sh[1], dt, T);
         ++cases;
       }
