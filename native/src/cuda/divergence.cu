@@ -339,9 +339,8 @@ __host__ __device__ inline DivRow div_row(int64_t row, int kind, double beta, do
 }
 
 // One thread's share of d/dz_student of grad[r] * divergence[r] for item (row, part); returns the
-// kStudentBad / kTeacherBad bits of the NaN / +Infinity logits it saw. A bad student entry is written
-// through unchanged and a bad teacher entry gives 0, so a row written in place still shows exactly the
-// student's own bad entries for the error message (the output is NaN-filled after it).
+// kStudentBad / kTeacherBad bits of the NaN / +Infinity logits it saw. (The output never aliases the
+// student, so the error message comes from the inputs; the output is NaN-filled after it.)
 template <DType D>
 __host__ __device__ int32_t div_grad_thread(const void* zs, const void* zt, int64_t vocab, int64_t row, int64_t part,
                                             int64_t parts, int lane, int G, int kind, float beta, float beta1,
@@ -350,26 +349,21 @@ __host__ __device__ int32_t div_grad_thread(const void* zs, const void* zt, int6
   const RowSpan sp = row_span<V>(row, vocab, part, parts);
   int32_t bad = 0;
   auto grad1 = [&](float a, float b) -> float {
-    const bool abad = a != a || a == INFINITY, bbad = b != b || b == INFINITY;
-    bad |= (abad ? kStudentBad : 0) | (bbad ? kTeacherBad : 0);
+    bad |= (a != a || a == INFINITY ? kStudentBad : 0) | (b != b || b == INFINITY ? kTeacherBad : 0);
     const float ta = fmaf(a - d.piv_s, d.k, d.off_s), tb = fmaf(b - d.piv_t, d.k, d.off_t);  // log2 p_s, log2 p_t
     const float ps = ta >= -100.f ? ex2(fmaxf(ta, -126.f)) : 0.f;
-    float g;
-    if (kind == static_cast<int>(DivKind::ReverseKl)) {
-      g = ta >= -100.f ? ps * fmaf(d.c1, ta - tb, d.c2) : 0.f;
-    } else if (kind == static_cast<int>(DivKind::ForwardKl)) {
+    if (kind == static_cast<int>(DivKind::ReverseKl)) return ta >= -100.f ? ps * fmaf(d.c1, ta - tb, d.c2) : 0.f;
+    if (kind == static_cast<int>(DivKind::ForwardKl)) {
       const float pt = tb >= -100.f ? ex2(fmaxf(tb, -126.f)) : 0.f;
-      g = d.c1 * (ps - pt);
-    } else {
-      const float la = fmaxf(ta * rowmath::kLn2, -87.f), lb = fmaxf(tb * rowmath::kLn2, -87.f);  // ln p, clamped
-      const float lm = logf(fmaf(beta1, ex2(la * kLog2eF), beta * ex2(lb * kLog2eF)));
-      g = ta >= -100.f ? d.c1 * ps * ((la - lm) + d.c2) : 0.f;
+      return d.c1 * (ps - pt);
     }
-    return abad ? a : bbad ? 0.f : g;
+    const float la = fmaxf(ta * rowmath::kLn2, -87.f), lb = fmaxf(tb * rowmath::kLn2, -87.f);  // ln p, clamped
+    const float lm = logf(fmaf(beta1, ex2(la * kLog2eF), beta * ex2(lb * kLog2eF)));
+    return ta >= -100.f ? d.c1 * ps * ((la - lm) + d.c2) : 0.f;
   };
   if (sp.first && lane < sp.head) {
     const int64_t e = sp.e0 + lane;
-    out[e] = d.zero ? 0.f : grad1(load1_rw<D>(zs, e), load1<D>(zt, e));
+    out[e] = d.zero ? 0.f : grad1(load1<D>(zs, e), load1<D>(zt, e));
   }
   for (int64_t j = sp.vb + lane; j < sp.ve; j += G) {
     float g[V];
@@ -388,7 +382,7 @@ __host__ __device__ int32_t div_grad_thread(const void* zs, const void* zt, int6
   }
   if (sp.last && lane < sp.tail) {
     const int64_t e = sp.vec0 + sp.ve * V + lane;
-    out[e] = d.zero ? 0.f : grad1(load1_rw<D>(zs, e), load1<D>(zt, e));
+    out[e] = d.zero ? 0.f : grad1(load1<D>(zs, e), load1<D>(zt, e));
   }
   return bad;
 }
@@ -406,10 +400,7 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(const void* zs, const vo
   const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
   if (item >= rows * parts) return;
   const int64_t row = item / parts;
-  if (flags[row] & (kStudentBad | kTeacherBad)) {  // pass 1 reports it; the row keeps the student's logits
-    copy_thread<D>(zs, vocab, row, item % parts, parts, lane, G, out);
-    return;
-  }
+  if (flags[row] & (kStudentBad | kTeacherBad)) return;  // pass 1 reports it; the output is NaN-filled
   const DivRow d = div_row(row, kind, beta, inv_t, kl_cap, prm, g_lse_s, g_lse_t, g_value, grad);
   if (d.infinite && lane == 0 && item % parts == 0) atomicOr(flags + row, kInfinite);
   // (1 - beta) rounded once from float64, as the CPU kernel does

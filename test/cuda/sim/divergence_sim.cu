@@ -1,7 +1,6 @@
 // Host simulation of native/src/cuda/divergence.cu (see sim.h): divergence and divergenceBackward of every
 // kind through the kernels' per-thread functions, against float64 references.
 #include "../../../native/src/cuda/divergence.cu"
-#include "../../../native/src/core/checks.h"
 #include "sim.h"
 
 using namespace gear;
@@ -57,25 +56,17 @@ Fwd run_forward(const sim::Logits& s, const sim::Logits& t, int G, int64_t parts
   return o;
 }
 
-// The backward as grad_kernel walks it, over a fresh output or (in_place) over a float32 copy of the
-// student: rows pass 1 flagged are copied through.
+// The backward as grad_kernel walks it (rows pass 1 flagged are skipped).
 template <DType D>
 std::vector<float> run_backward(const sim::Logits& s, const sim::Logits& t, int G, int64_t parts, DivKind kind, double beta,
                                 double T, double kl_cap, const RowParams* prm, const float* ls, const float* lt,
-                                const float* value, const float* grad, std::vector<int32_t>& flags, bool in_place) {
+                                const float* value, const float* grad, std::vector<int32_t>& flags) {
   const int64_t rows = s.rows, vocab = s.vocab;
   sim::Buffer out = sim::aligned(static_cast<size_t>(rows * vocab) * 4);
   const void* zs = s.data.get();
-  if (in_place) {
-    for (int64_t i = 0; i < rows * vocab; ++i) static_cast<float*>(out.get())[i] = static_cast<float>(s.decoded[i]);
-    zs = out.get();
-  }
   for (int64_t item = 0; item < rows * parts; ++item) {
     const int64_t row = item / parts;
-    if (flags[row] & (kStudentBad | kTeacherBad)) {
-      for (int lane = 0; lane < G; ++lane) copy_thread<D>(zs, vocab, row, item % parts, parts, lane, G, static_cast<float*>(out.get()));
-      continue;
-    }
+    if (flags[row] & (kStudentBad | kTeacherBad)) continue;
     const DivRow d = div_row(row, static_cast<int>(kind), beta, 1.0 / T, kl_cap, prm, ls, lt, value, grad);
     if (d.infinite) flags[row] |= kInfinite;
     for (int lane = 0; lane < G; ++lane)
@@ -219,17 +210,13 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, DivKind kind
       for (int given = 0; given < (kind == DivKind::Jsd ? 1 : 2); ++given) {
         // given statistics: no pass 1, the backward finds NaN / +Infinity itself
         std::vector<int32_t> flags = given ? std::vector<int32_t>(rows, 0) : o.flags;
-        const bool in_place = dt == DType::F32 && parts == 1;  // in place: float32 only
         std::vector<float> uncapped(rows);
         for (int64_t r = 0; r < rows; ++r) uncapped[r] = static_cast<float>(ref[r].flag ? 0 : ref[r].value);
         std::vector<float> g = by_dtype(dt, [&](auto d) {
           return run_backward<decltype(d)::value>(s, t, G, parts, kind, beta, T, kl_cap, given ? nullptr : o.prm.data(),
-                                                  o.lse_s.data(), o.lse_t.data(), o.value.data(), grad.data(), flags,
-                                                  in_place);
+                                                  o.lse_s.data(), o.lse_t.data(), o.value.data(), grad.data(), flags);
         });
-        // Every row with a bad or empty side is flagged (given statistics: a NaN / +Infinity one), and
-        // the student row as written (in place or not) still gives the same error as the input.
-        const size_t rb = static_cast<size_t>(vocab * dtype_size(dt));
+        // Every row with a bad or empty side is flagged (given statistics: a NaN / +Infinity one).
         for (int64_t r = 0; r < rows; ++r) {
           bool sbad = false, tbad = false;
           for (int64_t v = 0; v < vocab; ++v) {
@@ -239,16 +226,6 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, DivKind kind
           const bool want = given ? sbad || tbad : ref[r].flag != 0;
           const bool got = (flags[r] & (kStudentBad | kTeacherBad)) != 0;
           sim::check(got == want, "divergenceBackward flag row " + std::to_string(r) + " " + name + grid + (given ? " given" : ""));
-          if (!want) continue;
-          const char* srow = static_cast<const char*>(s.data.get()) + r * rb;
-          const char* trow = static_cast<const char*>(t.data.get()) + r * rb;
-          const std::string w = gear::bad_pair_at(srow, trow, vocab, dt, r).message;
-          // the written row is float32: compare with the teacher re-encoded alike
-          std::vector<float> t32(static_cast<size_t>(vocab));
-          for (int64_t v = 0; v < vocab; ++v) t32[v] = static_cast<float>(t.decoded[r * vocab + v]);
-          const std::string gmsg = gear::bad_pair_at(&g[r * vocab], t32.data(), vocab, DType::F32, r).message;
-          sim::check(gmsg == w, "divergenceBackward error row " + std::to_string(r) + " " + name + grid +
-                                    (in_place ? " in place" : "") + ": got '" + gmsg + "', want '" + w + "'");
         }
         (void)uncapped;
         double e_grad = 0;
