@@ -84,9 +84,13 @@ GEAR_HD double stats_logprob(double z_y, const SoftmaxStats& st, double inv_t) {
   return (z_y - st.m) * inv_t - log(st.s);
 }
 
-// A divergence's log-prob of the target: a finite mask (below kMaskBelow) is -Infinity there, as in its sums.
+// Whether a logit is a mask in the divergences: -Infinity or a finite mask (below about -1e38, see
+// kMaskScale). The same fused multiply-add on every backend, so they agree to the last bit.
+GEAR_HD bool is_mask(float z) { return fmaf(z, kMaskScale, 3.4028234663852886e38f) == -HUGE_VALF; }
+
+// A divergence's log-prob of the target: a finite mask is -Infinity there, as in its sums.
 GEAR_HD double pair_logprob(double z_y, const SoftmaxStats& st, double inv_t) {
-  return stats_logprob(z_y < static_cast<double>(kMaskBelow) ? neg_inf() : z_y, st, inv_t);
+  return stats_logprob(is_mask(static_cast<float>(z_y)) ? neg_inf() : z_y, st, inv_t);
 }
 
 // Joint statistics of a student row and a teacher row at the same position (same temperature), one pass

@@ -15,10 +15,11 @@ enum class DType : int { F32 = 0, BF16 = 1, F16 = 2 };
 
 inline int dtype_size(DType d) { return d == DType::F32 ? 4 : 2; }
 
-// Logits below this are finite masks (float32's and bfloat16's torch.finfo(dtype).min, -3.40e38 and
-// -3.39e38): the divergences treat them as -Infinity at every temperature, on every backend (tokenStats
-// reads them as logits: their weight is 0 either way).
-constexpr float kMaskBelow = -1e38f;
+// Logits below about -1e38 are finite masks (float32's and bfloat16's torch.finfo(dtype).min, -3.40e38
+// and -3.39e38): the divergences treat them as -Infinity at every temperature, on every backend
+// (tokenStats reads them as logits: their weight is 0 either way). The test is z * kMaskScale + FLT_MAX
+// overflowing to -Infinity (rowmath::is_mask): one FMA and a min in a vector loop, no compare or blend.
+constexpr float kMaskScale = 3.4028234663852886e38f / 1e38f;
 
 inline const char* dtype_name(DType d) {
   return d == DType::F32 ? "float32" : d == DType::BF16 ? "bfloat16" : "float16";

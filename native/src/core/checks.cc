@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gear/dtype_convert.h"
+#include "gear/row_math.h"
 
 namespace gear {
 
@@ -64,11 +65,11 @@ bool has_nan_or_pinf(const void* row, int64_t vocab, DType dtype) {
   }
   return false;
 }
-// A logit that is not a mask (-Infinity or below kMaskBelow).
+// A logit that is not a mask (rowmath::is_mask: -Infinity or below about -1e38).
 bool has_unmasked(const void* row, int64_t vocab, DType dtype) {
   for (int64_t v = 0; v < vocab; ++v) {
     const float x = kern::to_f32(dtype, row, v);
-    if (std::isfinite(x) && x >= kMaskBelow) return true;
+    if (std::isfinite(x) && !rowmath::is_mask(x)) return true;
   }
   return false;
 }

@@ -19,7 +19,7 @@ Status bad_row_status(const LogitsView& l, const char* what, int64_t r);
 Status bad_row_at(const void* row, int64_t vocab, DType dtype, const char* what, int64_t r);
 // The error of row r of a student/teacher pair that is bad, the same rule on every backend: the student
 // when its row holds a NaN or +Infinity, else the teacher when its row does, else the side whose every
-// entry is a mask (-Infinity or below kMaskBelow; student first); then bad_row_at's message for that side. Whole-row, so it holds when a
+// entry is a mask (rowmath::is_mask; student first); then bad_row_at's message for that side. Whole-row, so it holds when a
 // backward has already written gradients over good entries of the student (in place): the bad entries
 // themselves are never overwritten.
 Status bad_pair_at(const void* s_row, const void* t_row, int64_t vocab, DType dtype, int64_t r);

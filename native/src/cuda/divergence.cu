@@ -84,15 +84,14 @@ struct PairAcc {
       if (vb > mt) rowmath::pair_rescale_teacher(p, vb, inv_t);
       store(p);
     }
-    // (z - m) k in log2 units. An entry is masked when it is below kMaskBelow (-Infinity, or a finite
-    // mask such as torch.finfo(dtype).min, at any temperature) or when (z - m) k overflows, as on the
-    // CPU. A NaN, or a side whose pivot is +inf, makes it NaN: caught when the row finishes.
+    // (z - m) k in log2 units. An entry is masked when rowmath::is_mask (-Infinity, or a finite mask such
+    // as torch.finfo(dtype).min, at any temperature) or when (z - m) k overflows, as on the CPU. A NaN, or a side whose pivot is +inf, makes it NaN: caught when the row finishes.
     float da[N], db[N];
     bool plain = true;  // no masked entry and no NaN: the sums need no selects
 #pragma unroll
     for (int k = 0; k < N; ++k) {
       da[k] = (a[k] - ms) * c2, db[k] = (b[k] - mt) * c2;
-      plain = plain && da[k] > -INFINITY && db[k] > -INFINITY && fminf(a[k], b[k]) >= kMaskBelow;
+      plain = plain && da[k] > -INFINITY && db[k] > -INFINITY && !rowmath::is_mask(fminf(a[k], b[k]));
     }
     if (plain) {
 #pragma unroll
@@ -107,7 +106,7 @@ struct PairAcc {
     } else {
 #pragma unroll
       for (int k = 0; k < N; ++k) {
-        const bool xa = a[k] < kMaskBelow || da[k] == -INFINITY, xb = b[k] < kMaskBelow || db[k] == -INFINITY;
+        const bool xa = rowmath::is_mask(a[k]) || da[k] == -INFINITY, xb = rowmath::is_mask(b[k]) || db[k] == -INFINITY;
         const float sa = xa ? 0.f : da[k], sb = xb ? 0.f : db[k];
         const float ea = xa ? 0.f : ex2(sa), eb = xb ? 0.f : ex2(sb);
         ss += ea;

@@ -129,7 +129,7 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, DivKind kind
     std::vector<double> grad;  // d/dz_student of grad[r] * min(value, cap), empty when undefined
     bool infinite;
   };
-  // The reference masks what the kernels mask: -Infinity, finite masks (below kMaskBelow) and entries
+  // The reference masks what the kernels mask: -Infinity, finite masks (rowmath::is_mask) and entries
   // whose (z - max) k (k = log2(e) / T) overflows float32.
   std::vector<double> sz = s.decoded, tz = t.decoded;
   const float k2 = static_cast<float>(rowmath::kLog2e / T);
@@ -139,7 +139,7 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, DivKind kind
       for (int64_t v = 0; v < vocab; ++v) m = std::max(m, (*side)[r * vocab + v]);
       for (int64_t v = 0; v < vocab; ++v) {
         double& x = (*side)[r * vocab + v];
-        if (std::isfinite(m) && (static_cast<float>(x) < kMaskBelow || static_cast<float>(x - m) * k2 == -INFINITY))
+        if (std::isfinite(m) && (rowmath::is_mask(static_cast<float>(x)) || static_cast<float>(x - m) * k2 == -INFINITY))
           x = -INFINITY;
       }
     }
