@@ -577,29 +577,33 @@ int64_t first_flagged(const int32_t* flags, int64_t rows) {
   return -1;
 }
 
-Status bad_row(const LogitsView& l, const char* what, int64_t r) {
-  if (!l.on_device) return bad_row_status(l, what, r);
+namespace {
+// Row r of `l` in host memory: in place for a host view, else copied into *buf.
+Status host_row(const LogitsView& l, int64_t r, std::vector<char>* buf, const void** out) {
   const int64_t row_bytes = l.vocab * dtype_size(l.dtype);
-  std::vector<char> row(static_cast<size_t>(row_bytes));
-  GEAR_CUDA_TRY(cudaMemcpy(row.data(), static_cast<const char*>(l.data) + r * row_bytes, static_cast<size_t>(row_bytes),
-                           cudaMemcpyDeviceToHost));
-  return bad_row_at(row.data(), l.vocab, l.dtype, what, r);
+  const char* p = static_cast<const char*>(l.data) + r * row_bytes;
+  *out = p;
+  if (!l.on_device) return Status::ok();
+  buf->resize(static_cast<size_t>(row_bytes));
+  GEAR_CUDA_TRY(cudaMemcpy(buf->data(), p, static_cast<size_t>(row_bytes), cudaMemcpyDeviceToHost));
+  *out = buf->data();
+  return Status::ok();
+}
+}  // namespace
+
+Status bad_row(const LogitsView& l, const char* what, int64_t r) {
+  std::vector<char> buf;
+  const void* row;
+  GEAR_TRY(host_row(l, r, &buf, &row));
+  return bad_row_at(row, l.vocab, l.dtype, what, r);
 }
 
 Status bad_pair(const LogitsView& s, const LogitsView& t, int64_t r) {
-  const int64_t row_bytes = s.vocab * dtype_size(s.dtype);
-  std::vector<char> rows[2];
-  const void* at[2];
-  const LogitsView* side[2] = {&s, &t};
-  for (int i = 0; i < 2; ++i) {
-    const char* p = static_cast<const char*>(side[i]->data) + r * row_bytes;
-    at[i] = p;
-    if (!side[i]->on_device) continue;
-    rows[i].resize(static_cast<size_t>(row_bytes));
-    GEAR_CUDA_TRY(cudaMemcpy(rows[i].data(), p, static_cast<size_t>(row_bytes), cudaMemcpyDeviceToHost));
-    at[i] = rows[i].data();
-  }
-  return bad_pair_at(at[0], at[1], s.vocab, s.dtype, r);
+  std::vector<char> bs, bt;
+  const void *rs, *rt;
+  GEAR_TRY(host_row(s, r, &bs, &rs));
+  GEAR_TRY(host_row(t, r, &bt, &rt));
+  return bad_pair_at(rs, rt, s.vocab, s.dtype, r);
 }
 
 RowGrid row_grid(const Device& d, int64_t rows, int64_t vocab) {
