@@ -3,10 +3,13 @@
 // the same for holes, Symbols, null options and frozen or getter-only objects. Two sweeps over a table of
 // valid calls (every object argument rebuilt with getters; the attack fired at the k-th read, for every k
 // the call makes), then one test per class of escape that the adversarial campaign found.
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
 import * as diagnostics from '../../ts/diagnostics.js';
 import * as similarity from '../../ts/similarity.js';
+import * as report from '../../ts/report.js';
 
 type Call = () => [(...a: never[]) => unknown, unknown[]];
 type Mode = 'detach' | 'shrink' | 'swapSymbol' | 'swapUndefined';
@@ -125,6 +128,97 @@ function table(): [string, Call][] {
   add('quantileLinear', () => [fn(diagnostics.quantileLinear), [[1, 2, 3], 0.5]]);
   add('batchStats', () => [fn(diagnostics.batchStats), [[1, 2, 3]]]);
   add('groupStats', () => [fn(diagnostics.groupStats), [[1, 2, 3], diagnostics.groupIndex([0, 0, 1])]]);
+  // every option given, so that each read of the call is a getter (an option read after the arrays were checked)
+  add('klLoss, every option', () => [fn(rl.klLoss), [{
+    logprob: lp(), refLogprob: old(), offsets: off(), mask: mask(), estimator: 'k3', coef: 0.1, agg: 'seq-mean-token-mean',
+    aggOptions: { globalTokens: 4, globalRows: 2, dpSize: 1, lossScaleFactor: 2 }, compat: 'verl',
+  }]]);
+  add('entropyBonus, every option', () => [fn(rl.entropyBonus), [lp(), off(), mask(), 0.1, 'seq-mean-token-sum', { globalTokens: 4, globalRows: 2, dpSize: 1 }]]);
+  add('applyKlPenalty, every option', () => [fn(rl.applyKlPenalty), [{
+    tokenRewards: f32(0, 1, 0, 0, 1), oldLogprob: lp(), refLogprob: old(), offsets: off(), mask: mask(), estimator: 'k2', compat: 'verl',
+    controller: new rl.FixedKlController(0.1),
+  }]]);
+  add('klPenalty, every option', () => [fn(rl.klPenalty), [{ logprob: lp(), refLogprob: old(), estimator: 'k3', compat: 'verl' }]]);
+  add('trlLoss, every option', () => [fn(rl.trlLoss), [{
+    logprob: lp(), oldLogprob: old(), refLogprob: old(), samplingLogprob: old(), entropy: f32(1, 2, 0.5, 1, 0.3), advantages: [1, -1],
+    offsets: off(), mask: mask(), lossType: 'grpo', importanceSampling: 'sequence', epsilon: 0.2, epsilonHigh: 0.3, delta: 4, beta: 0.1,
+    topEntropyQuantile: 0.5, offPolicyMaskThreshold: 1, useBiasCorrectionKl: true, entropyCoef: 0.01, maxCompletionLength: 4,
+    gradientAccumulationSteps: 1, numProcesses: 1,
+  }]]);
+  add('lossGradToLogits, every option', () => [fn(rl.lossGradToLogits), [{
+    logits: logits(), targets: i32(0, 1, 2, 3, 0), gradLogprob: f32(1, 1, 1, 1, 1), gradEntropy: f32(0, 1, 0, 1, 0), entropyCoef: 0.1,
+    entropyAgg: 'seq-mean-token-mean', offsets: off(), mask: mask(), aggOptions: { globalTokens: 4, dpSize: 1 },
+    distill: { teacher: logits(5, 4, 2), coef: 0.5, agg: 'token-mean', kind: 'jsd', beta: 0.5, klCap: 10 }, temperature: 1,
+  }]]);
+  add('segmentBroadcast, every option', () => [fn(rl.segmentBroadcast), [[1, 2], off(), mask(), { out: new Float32Array(5) }]]);
+  add('segmentReduce, f64', () => [fn(rl.segmentReduce), [Float64Array.from(lp()), off(), 'max', mask()]]);
+  add('reinforcePlusPlus, every option', () => [fn(rl.reinforcePlusPlus), [{
+    tokenRewards: f32(0, 1, 0, 0, 1), offsets: off(), mask: mask(), gamma: 0.9, compat: 'verl', precision: 'float64',
+  }]]);
+  add('remax, typed baselines', () => [fn(rl.remax), [{ tokenRewards: f32(0, 1, 0, 0, 1), offsets: off(), mask: mask(), baselines: Float64Array.of(0, 1), precision: 'float64' }]]);
+  add('gigpo, every option', () => [fn(rl.gigpo), [{
+    episodeRewards: [1, 1, 0, 0], stepRewards: [0, 1, 0, 0], trajectories: [0, 0, 1, 1], groups: [0, 0, 0, 0], anchors: ['look', 'go', 'look', 'go!'],
+    gamma: 0.9, stepWeight: 0.5, mode: 'mean_std_norm', epsilon: 1e-6, crossStepStats: false, similarity: { threshold: 0.5 },
+  }]]);
+  add('computeAdvantages grpo, typed rewards', () => [fn(rl.computeAdvantages), ['grpo', { rewards: Float64Array.of(1, 0), groups: [0, 0] }, { offsets: off(), mask: mask() }]]);
+  add('gear, every option', () => [fn(rl.gear), [{
+    advantages: Float64Array.of(1, -1), offsets: off(), mask: mask(), divergence: f32(0.1, 3, 0, 0.2, 4), entropy: f32(1, 2, 0, 1, 0.5),
+    logratio: f32(0, 0.1, 0, -0.1, 0.2), options: { alpha: 0.5, peakRule: 'quantile', peakQuantile: 0.5, signMode: 'rlsd', normalize: 'none' },
+    out: { advantages: new Float32Array(5), weights: new Float32Array(5), segmentId: new Int32Array(5) },
+  }]]);
+  add('tokenStats, every option', () => [fn(rl.tokenStats), [logits(), i32(0, 1, 2, 3, 0), {
+    temperature: 0.7, out: { logprob: new Float32Array(5), entropy: new Float32Array(5) },
+  }]]);
+  add('gearFromLogits, every option', () => [fn(rl.gearFromLogits), [{
+    student: logits(), teacher: logits(5, 4, 2), targets: i32(0, 1, 2, 3, 0), advantages: Float64Array.of(1, -1), offsets: off(), mask: mask(),
+    temperature: 0.8, options: { alpha: 0.5, klCap: 10 }, distillCoef: 0.1,
+  }]]);
+  add('tokenStatsBackward, every option', () => {
+    const l = logits();
+    const t = i32(0, 1, 2, 3, 0);
+    const stats = rl.tokenStats(l, t);
+    return [fn(rl.tokenStatsBackward), [l, t, { logprob: f32(1, 1, 1, 1, 1), entropy: f32(0, 1, 0, 1, 0) }, { temperature: 1, stats: { ...stats }, out: new Float32Array(20) }]];
+  });
+  add('divergenceBackward, every option', () => [fn(rl.divergenceBackward), [logits(), logits(5, 4, 2), f32(1, 1, 1, 1, 1), { kind: 'jsd', beta: 0.3, temperature: 1, klCap: 10, out: new Float32Array(20) }]]);
+  add('computeAdvantages rloo, typed rewards', () => [fn(rl.computeAdvantages), ['rloo', { rewards: f32(1, 0, 1, 0), groups: ['a', 'a', 'b', 'b'], singleton: 'zero' }, { offsets: i32(0, 1, 2, 3, 5), mask: mask() }]]);
+  add('lastTokenValues with a mask', () => [fn(rl.lastTokenValues), [[1, 2], off(), mask()]]);
+  add('rowLengths, typed', () => [fn(rl.rowLengths), [off(), mask()]]);
+  add('aggregate, every option', () => [fn(rl.aggregate), [lp(), off(), mask(), 'seq-mean-token-sum-norm', { globalTokens: 4, globalRows: 2, dpSize: 1, lossScaleFactor: 2 }]]);
+  // typed rewards are kept as they are while the group ids (a list with getters) are read
+  for (const precision of ['float64', 'float32'] as const) {
+    for (const scale of ['group', 'none'] as const) {
+      add(`grpo ${precision} ${scale}, typed rewards`, () => [fn(rl.grpo), [{ rewards: Float64Array.of(1, 0, 1, 0.5), groups: [0, 0, 1, 1], precision, scale, epsilon: 1e-6, singleton: 'raw' }]]);
+      add(`grpo ${precision} ${scale}, typed rewards, string groups`, () => [fn(rl.grpo), [{ rewards: Float64Array.of(1, 0, 1, 0.5), groups: ['a', 'b', 'a', 'b'], precision, scale }]]);
+    }
+  }
+  add('grpo batch, typed rewards', () => [fn(rl.grpo), [{ rewards: f32(1, 0, 1, 0.5), groups: ['a', 'b', 'a', 'b'], scale: 'batch' }]]);
+  add('grpoPassK, typed rewards', () => [fn(rl.grpoPassK), [{ rewards: Float64Array.of(1, 0, 1, 0), groups: [0, 0, 1, 1], k: 2 }]]);
+  add('rloo, typed rewards', () => [fn(rl.rloo), [{ rewards: Float64Array.of(1, 0, 1, 0), groups: ['a', 'a', 'b', 'b'] }]]);
+  add('opo, typed rewards', () => [fn(rl.opo), [{ rewards: Float64Array.of(1, 0, 1, 0), groups: [0, 0, 1, 1], lengths: Float64Array.of(1, 2, 3, 4) }]]);
+  add('gdpo, typed rewards', () => [fn(rl.gdpo), [{ rewards: [Float64Array.of(1, 0, 1, 0), Float64Array.of(0, 1, 1, 0)], groups: [0, 0, 1, 1] }]]);
+  add('gigpo, typed rewards', () => [fn(rl.gigpo), [{
+    episodeRewards: Float64Array.of(1, 1, 0, 0), stepRewards: Float64Array.of(0, 1, 0, 0), trajectories: [0, 0, 1, 1], groups: [0, 0, 0, 0], anchors: ['a', 'b', 'a', 'c'],
+  }]]);
+  add('groupMeanStd, typed scores', () => [fn(diagnostics.groupMeanStd), [Float64Array.of(1, 0, 3, 5), [7, 7, 9, 9]]]);
+  add('quantileLinear, typed values', () => [fn(diagnostics.quantileLinear), [Float64Array.of(1, 2, 3), 0.5]]);
+  add('maskedMean, typed values', () => [fn(diagnostics.maskedMean), [Float64Array.of(1, 2, 3, 4, 5), mask()]]);
+  // the saved-batch format and the report: lists of strings and options read after the arrays
+  const batch = () => ({
+    advantages: [1, -0.5], offsets: i32(0, 2, 5), divergence: f32(0.01, 3.5, 0.02, 0.2, 4), entropy: f32(0.3, 2, 0.1, 1.5, 0.2),
+    mask: mask(), logratio: f32(0, 0.1, -0.1, 0, 0.2),
+    tokens: ['a', 'b', 'c', 'd', 'e'], rowLabels: ['r0', 'r1'], options: { alpha: 0.5 }, meta: { step: 3, run: 'x', ok: true },
+  });
+  const withResult = () => {
+    const b = batch();
+    const r = rl.gear({ advantages: b.advantages, offsets: b.offsets, divergence: b.divergence, entropy: b.entropy, mask: b.mask, options: b.options });
+    return { ...b, result: { ...r, anchors: Int32Array.from(r.anchors), diagnostics: JSON.parse(JSON.stringify(r.diagnostics)) } };
+  };
+  add('toSavedBatch', () => [fn(report.toSavedBatch), [batch()]]);
+  add('toSavedBatch with a result', () => [fn(report.toSavedBatch), [withResult()]]);
+  add('saveBatch', () => [fn(report.saveBatch), [join(tmpdir(), `gear-reads-${process.pid}.json`), withResult()]]);
+  add('renderReport', () => [fn(report.renderReport), [batch(), { title: 't', metric: 'weight', maxRows: 10, order: 'batch' }]]);
+  add('renderReport with a result', () => [fn(report.renderReport), [withResult()]]);
+  add('fromSavedBatch', () => [fn(report.fromSavedBatch), [JSON.parse(JSON.stringify(report.toSavedBatch(withResult())))]]);
   add('registerPolicyLoss', () => [fn((d: rl.PolicyLossDefinition) => { rl.registerPolicyLoss(d); rl.unregisterPolicyLoss('hostile_loss'); }), [{
     name: 'hostile_loss', aliases: ['hostile_alias'], options: { k: { type: 'number', min: 0 } },
     terms: (c: rl.PolicyLossContext) => ({ loss: c.logprob, dloss: c.logprob }),
@@ -135,16 +229,29 @@ function table(): [string, Call][] {
   return T;
 }
 
-/** Runs a call; undefined when it returned or threw a coded GearError, else what it threw. */
-async function outcome(f: (...a: never[]) => unknown, args: unknown[]): Promise<string | undefined> {
+/**
+ * Runs a call; undefined when it returned or threw a coded GearError, else what it threw. What it
+ * returned goes to `got.value` (and `got.returned` is set).
+ */
+async function outcome(f: (...a: never[]) => unknown, args: unknown[], got: { value?: unknown; returned?: boolean } = {}): Promise<string | undefined> {
   try {
     const r = f(...(args as never[]));
-    if (r instanceof Promise) await r;
+    got.value = r instanceof Promise ? await r : r;
+    got.returned = true;
   } catch (e) {
     if (e instanceof rl.GearError && /^ERR_/.test(e.code)) return undefined;
     return `${(e as Error)?.constructor?.name}: ${String((e as Error)?.message).slice(0, 160)}`;
   }
   return undefined;
+}
+
+/** A call's result as text to compare: typed arrays read element by element (a detached one as empty). */
+function shown(x: unknown): string {
+  return JSON.stringify(x, (_k, y: unknown) => {
+    if (ArrayBuffer.isView(y) && !(y instanceof DataView)) return { [y.constructor.name]: Array.from({ length: (y as Float32Array).length }, (_, i) => String((y as Float32Array)[i])) };
+    if (typeof y === 'number' && !Number.isFinite(y)) return String(y);
+    return y;
+  }) ?? String(x);
 }
 
 /**
@@ -203,12 +310,21 @@ describe('a getter that detaches, shrinks or swaps an input, at any read of the 
     it(name, async () => {
       const found: string[] = [];
       let attacks = 0;
+      // with its inputs detached, a call that returns must return what it returns without the attack
+      // (it copied what it uses before the attack): anything else was computed from emptied arrays
+      const plain: { value?: unknown; returned?: boolean } = {};
+      expect(await outcome(...make(), plain)).toBe(undefined);
+      expect(plain.returned, 'the call of the table returns').toBe(true);
       for (const mode of ['detach', 'shrink'] as const) {
         for (let at = 1; at < 500; at++) {
           const [f, args] = make();
           const h = hostile(args, mode, at);
-          const bad = await outcome(f, h.args);
+          const got: { value?: unknown; returned?: boolean } = {};
+          const bad = await outcome(f, h.args, got);
           if (bad !== undefined) found.push(`${mode} at read ${at}: ${bad}`);
+          else if (mode === 'detach' && got.returned && shown(got.value) !== shown(plain.value)) {
+            found.push(`${mode} at read ${at}: a result other than the call's without the attack`);
+          }
           if (!h.fired()) break;
           attacks++;
         }
@@ -333,9 +449,11 @@ describe('the classes of escape of the adversarial campaign, one by one', () => 
       get() { emptied.length = 0; detach(m1); return 4; }, enumerable: true, configurable: true,
     });
     expect(await codeOf(() => diagnostics.maskedMean(emptied, m1))).toBe('ERR_SHAPE');
+    // a detached mask is refused even where an empty one is accepted (it reads as empty)
     const m0 = u8(1);
     detach(m0);
-    expect(await codeOf(() => diagnostics.maskedMean([], m0))).toBe('ok');
+    expect(await codeOf(() => diagnostics.maskedMean([], m0))).toBe('ERR_SHAPE');
+    expect(await codeOf(() => diagnostics.maskedMean([], u8()))).toBe('ok');
     const m2 = new Uint8Array(new ArrayBuffer(3, { maxByteLength: 8 }));
     m2.set([1, 1, 0]);
     const values2 = withGetter([1, 2, 3], '2', 3, () => m2.buffer.resize(1));
@@ -349,8 +467,9 @@ describe('the classes of escape of the adversarial campaign, one by one', () => 
     opt.step([f32(1, 1)]);
     const state = opt.state();
     const params = [f32(1, 2)];
+    // the parameters are checked after the state was read: the detached one is refused as such
     const s1 = withGetter({ ...state }, 'expAvg', state.expAvg, () => detach(params[0]!));
-    expect(await codeOf(() => rl.AdamW.fromState(params, s1 as rl.AdamState))).toBe('ERR_STATE');
+    expect(await codeOf(() => rl.AdamW.fromState(params, s1 as rl.AdamState))).toBe('ERR_SHAPE');
     const s2 = withGetter({ ...state }, 'kind', 'adamw', () => { detach(state.expAvg[0]!); });
     expect(await codeOf(() => rl.AdamW.fromState([f32(1, 2)], s2 as rl.AdamState))).toBe('ERR_STATE');
     // a field that answers differently on a second read is read once: the state restores
@@ -429,6 +548,61 @@ describe('the classes of escape of the adversarial campaign, one by one', () => 
     const e = await p!.then(() => undefined, (x: unknown) => x);
     expect(e).toBeInstanceOf(rl.GearError);
     expect((e as rl.GearError).code).toBe('ERR_OPTION');
+  });
+
+  it('klLoss and entropyBonus: an option getter that detaches or shrinks the offsets is coded', async () => {
+    const o1 = i32(0, 2, 5);
+    const a1 = withGetter({ logprob: lp(), refLogprob: old(), offsets: o1 }, 'agg', 'token-mean', () => detach(o1));
+    expect(await codeOf(() => rl.klLoss(a1 as rl.KlLossArgs))).toBe('ERR_SHAPE');
+    const o2 = i32(0, 2, 5);
+    const ao = withGetter({}, 'dpSize', 1, () => detach(o2));
+    expect(await codeOf(() => rl.klLoss({ logprob: lp(), refLogprob: old(), offsets: o2, aggOptions: ao }))).toBe('ERR_SHAPE');
+    const o3 = i32(0, 2, 5);
+    expect(await codeOf(() => rl.entropyBonus(lp(), o3, undefined, 0.1, 'token-mean', withGetter({}, 'globalTokens', 5, () => detach(o3))))).toBe('ERR_SHAPE');
+    const o4 = new Int32Array(new ArrayBuffer(12, { maxByteLength: 12 }));
+    o4.set([0, 2, 5]);
+    expect(await codeOf(() => rl.entropyBonus(lp(), o4, undefined, 0.1, 'token-mean', withGetter({}, 'dpSize', 1, () => o4.buffer.resize(4))))).toBe('ERR_OFFSETS');
+    // the options are read once, before the arrays: a getter that does no harm leaves the result as it was
+    const plain = rl.klLoss({ logprob: lp(), refLogprob: old(), offsets: off(), agg: 'seq-mean-token-mean' });
+    expect(rl.klLoss(withGetter({ logprob: lp(), refLogprob: old(), offsets: off() }, 'agg', 'seq-mean-token-mean', () => {}) as rl.KlLossArgs)).toEqual(plain);
+  });
+
+  it('applyKlPenalty: a getter of the estimator or of the controller\'s β that detaches an input is coded', async () => {
+    const args = () => ({ tokenRewards: f32(0, 1, 0, 0, 1), oldLogprob: lp(), refLogprob: old(), offsets: off(), controller: new rl.FixedKlController(0.1) });
+    const a = args();
+    expect(await codeOf(() => rl.applyKlPenalty(withGetter({ ...a }, 'estimator', 'kl', () => detach(a.offsets)) as rl.ApplyKlPenaltyArgs))).toBe('ERR_SHAPE');
+    const b = args();
+    const controller = { get value() { detach(b.tokenRewards); return 0.1; }, update() {} };
+    expect(await codeOf(() => rl.applyKlPenalty({ ...b, controller }))).toBe('ERR_SHAPE');
+  });
+
+  it('grpo and the row estimators: a group id getter that detaches typed rewards leaves the result as it was', async () => {
+    for (const precision of ['float32', 'float64'] as const) {
+      const want = rl.grpo({ rewards: [1, 0, 1, 0.5], groups: [0, 0, 1, 1], precision });
+      const rewards = Float64Array.of(1, 0, 1, 0.5);
+      const groups = withGetter([0, 0, 1, 1], '2', 1, () => detach(rewards));
+      // before: a TypeError (float32), or 0 advantages for 4 rewards (float64)
+      expect(rl.grpo({ rewards, groups, precision })).toEqual(want);
+    }
+    const rewards = Float64Array.of(1, 0, 1, 0);
+    expect(rl.rloo({ rewards, groups: withGetter(['a', 'a', 'b', 'b'], '1', 'a', () => detach(rewards)) })).toEqual(rl.rloo({ rewards: [1, 0, 1, 0], groups: ['a', 'a', 'b', 'b'] }));
+  });
+
+  it('toSavedBatch and saveBatch: a token or row label getter that detaches an array already checked is coded', async () => {
+    const batch = () => ({ advantages: [1, -1], offsets: off(), divergence: f32(0.1, 3, 0.2, 0, 1), entropy: f32(1, 2, 0.5, 0, 1) });
+    const b1 = batch();
+    const tokens = withGetter(['a', 'b', 'c', 'd', 'e'], '1', 'b', () => detach(b1.divergence));
+    expect(await codeOf(() => report.toSavedBatch({ ...b1, tokens }))).toBe('ERR_SHAPE');
+    const b2 = batch();
+    const rowLabels = withGetter(['r0', 'r1'], '0', 'r0', () => detach(b2.offsets));
+    expect(await codeOf(() => report.saveBatch(join(tmpdir(), `gear-reads-save-${process.pid}.json`), { ...b2, rowLabels }))).toBe('ERR_SHAPE');
+    const b3 = batch();
+    const r = rl.gear(b3);
+    const result = { ...r, anchors: withGetter(Array.from(r.anchors), '0', r.anchors[0], () => detach(r.weights)) };
+    expect(await codeOf(() => report.toSavedBatch({ ...b3, result }))).toBe('ERR_SHAPE');
+    // a getter that does no harm: the saved batch is that of the plain record
+    const b4 = batch();
+    expect(report.toSavedBatch({ ...b4, tokens: withGetter(['a', 'b', 'c', 'd', 'e'], '1', 'b', () => {}) })).toEqual(report.toSavedBatch({ ...batch(), tokens: ['a', 'b', 'c', 'd', 'e'] }));
   });
 
   it('gearFromLogits without targets is ERR_DTYPE', async () => {

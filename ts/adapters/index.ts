@@ -6,6 +6,7 @@
  * @module
  */
 import { fail } from '../core/errors.js';
+import * as v from '../core/validate.js';
 import type { Logits } from '../core/logits.js';
 
 /**
@@ -135,10 +136,12 @@ export function logitsFromOrt(tensor: OrtTensorLike, options?: TensorLogitsOptio
   const data = tensor.data;
   if (tensor.type === 'float32') {
     if (!(data instanceof Float32Array)) fail('ERR_DTYPE', `${what}: tensor.data`, 'a Float32Array for a float32 tensor', data);
+    v.attached(data, `${what}: tensor.data`);
     return view(data, 'float32', rows, vocab, what, options);
   }
   if (tensor.type === 'float16') {
     if (!(data instanceof Uint16Array)) fail('ERR_DTYPE', `${what}: tensor.data`, 'a Uint16Array of float16 words for a float16 tensor', data);
+    v.attached(data, `${what}: tensor.data`);
     return view(data, 'float16', rows, vocab, what, options);
   }
   return fail('ERR_DTYPE', `${what}: tensor.type`, "'float32' or 'float16'", tensor.type);
@@ -173,5 +176,6 @@ export function logitsFromTfjs(tensor: TfjsTensorLike, options?: TensorLogitsOpt
   const { rows, vocab } = shapeOf(tensor.shape, `${what}: tensor.shape`);
   const data = tensor.dataSync();
   if (!(data instanceof Float32Array)) fail('ERR_DTYPE', `${what}: tensor.dataSync()`, 'a Float32Array', data);
+  v.attached(data, `${what}: tensor.dataSync()`);
   return view(data, 'float32', rows, vocab, what, options);
 }

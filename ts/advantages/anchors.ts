@@ -112,6 +112,7 @@ export function anchorKey(x: unknown, what?: string): string | number | { s: str
 export function anchorIds(anchors: ArrayLike<unknown>, what?: string): Int32Array {
   const w = v.nameArg(what, 'anchors');
   if (!v.isTypedArray(anchors)) v.list(anchors, w, 'an array of anchor states');
+  else v.attached(anchors, w);
   return sampledIds(anchors, w) ?? mapIds(anchors, w);
 }
 

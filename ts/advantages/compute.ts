@@ -45,6 +45,7 @@ function advantagesOf(out: unknown, what: string): ArrayLike<number> {
   const x = out !== null && typeof out === 'object' && !ArrayBuffer.isView(out) && !Array.isArray(out) && 'advantages' in out
     ? (out as { advantages: unknown }).advantages : out;
   if (!(v.isTypedArray(x) || Array.isArray(x))) fail('ERR_DTYPE', what, 'an array of advantages (or { advantages })', x);
+  if (!Array.isArray(x)) v.attached(x, what);
   return x as ArrayLike<number>;
 }
 

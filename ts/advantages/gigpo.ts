@@ -160,6 +160,7 @@ function discount(r: ArrayLike<number>, traj: Int32Array, T: number, gamma: numb
  */
 export function stepGroups(anchors: ArrayLike<unknown>, groups: ArrayLike<GroupId>, similarity?: { threshold: number }): Int32Array {
   if (!(Array.isArray(anchors) || v.isTypedArray(anchors))) fail('ERR_DTYPE', 'stepGroups: anchors', 'an array', anchors);
+  if (!Array.isArray(anchors)) v.attached(anchors, 'stepGroups: anchors');
   const idx = groupIndex(groups, 'stepGroups: groups', anchors.length);
   return buildStepGroups(anchors, idx.ids, idx.count, similarityArg(similarity, 'stepGroups'), 'stepGroups');
 }
@@ -367,6 +368,7 @@ export function gigpo(a: GigpoArgs): GigpoResult {
   const idx = groupIndex(o.groups as ArrayLike<GroupId>, `${fn}: groups`, R);
   const traj = groupIndex(o.trajectories as ArrayLike<GroupId>, `${fn}: trajectories`, R);
   if (!(Array.isArray(o.anchors) || v.isTypedArray(o.anchors))) fail('ERR_DTYPE', `${fn}: anchors`, 'an array', o.anchors);
+  if (!Array.isArray(o.anchors)) v.attached(o.anchors, `${fn}: anchors`);
   const anchors = o.anchors as ArrayLike<unknown>;
   if (anchors.length !== R) fail('ERR_SHAPE', `${fn}: anchors.length`, `the row count ${R}`, anchors.length);
   const cross = o.crossStepStats;

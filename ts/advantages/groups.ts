@@ -72,6 +72,7 @@ export function groupIndex(groups: ArrayLike<GroupId>, what?: string, rows?: num
 
 function groupIndexOf(groups: ArrayLike<GroupId>, what: string, rows: number | undefined): GroupIndex {
   if (!(Array.isArray(groups) || v.isTypedArray(groups))) fail('ERR_DTYPE', what, 'an array of numbers or strings', groups);
+  if (!Array.isArray(groups)) v.attached(groups, what);
   const n = groups.length;
   if (rows !== undefined && n !== rows) fail('ERR_SHAPE', `${what}.length`, `the row count ${rows}`, n);
   if (isIntIds(groups)) {
@@ -552,9 +553,14 @@ export type SingletonPolicy = 'raw' | 'zero';
 /** @internal */
 export const SINGLETON: readonly SingletonPolicy[] = ['raw', 'zero'];
 
-/** Reads per-row rewards: any numeric array-like, finite values only unless `allowNaN`. */
+/**
+ * Reads per-row rewards: any numeric array-like, finite values only unless `allowNaN`. Always a copy
+ * of the caller's array (one value per row: cheap), so that the getters of the arguments read after it
+ * (group ids, lengths) cannot detach or change what was checked.
+ */
 export function rewardsArg(x: unknown, what: string, rows?: number, allowNaN = false): Float64Array {
-  const out = v.numbers(x, what, rows);
+  const read = v.numbers(x, what, rows);
+  const out = read === x ? read.slice() : read;
   for (let i = 0; i < out.length; i++) {
     const r = out[i]!;
     if (!Number.isFinite(r) && !(allowNaN && r !== r)) {

@@ -115,6 +115,7 @@ function tokenArgs(a: unknown, fn: string) {
   const o = estimatorArgs(RPP_OPTIONS, a, fn);
   const x = o.tokenRewards;
   if (!(v.isTyped(x, Float32Array) || v.isTyped(x, Float64Array))) fail('ERR_DTYPE', `${fn}: tokenRewards`, 'Float32Array or Float64Array', x);
+  v.attached(x, `${fn}: tokenRewards`);
   v.allFinite(x, `${fn}: tokenRewards`);
   const R = v.offsets(o.offsets, `${fn}: offsets`, x.length);
   const mask = v.optMask(o.mask, `${fn}: mask`, x.length);

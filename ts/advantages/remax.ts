@@ -65,13 +65,15 @@ export function remax(a: RemaxArgs & { precision: 'float64' }): Float64Array;
 export function remax(a: RemaxArgs): Float32Array;
 export function remax(a: RemaxArgs): Float32Array | Float64Array {
   const o = estimatorArgs(REMAX_OPTIONS, a, 'remax');
+  const baselines = v.readList(o.baselines); // its getters run before the token arrays are checked
   const x = o.tokenRewards;
   if (!(v.isTyped(x, Float32Array) || v.isTyped(x, Float64Array))) fail('ERR_DTYPE', 'remax: tokenRewards', 'Float32Array or Float64Array', x);
+  v.attached(x, 'remax: tokenRewards');
   v.allFinite(x, 'remax: tokenRewards');
   const off = o.offsets as Int32Array;
   const R = v.offsets(off, 'remax: offsets', x.length);
   const mask = v.optMask(o.mask, 'remax: mask', x.length);
-  const b = rewardsArg(o.baselines, 'remax: baselines', R);
+  const b = rewardsArg(baselines, 'remax: baselines', R);
   const out = o.precision === 'float64' ? new Float64Array(x.length) : new Float32Array(x.length);
   for (let r = 0; r < R; r++) {
     let run = 0;

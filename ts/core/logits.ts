@@ -89,6 +89,7 @@ export function checkLogits(l: unknown, what: string): CheckedLogits {
   } else {
     fail('ERR_DTYPE', `${what}.data`, 'a Float32Array, or a Uint16Array with dtype bfloat16/float16', data);
   }
+  v.attached(data, `${what}.data`);
   if (rows * vocab !== data.length) {
     fail('ERR_SHAPE', `${what}.data.length`, `rows * vocab = ${rows} * ${vocab} = ${rows * vocab}`, data.length);
   }

@@ -15,32 +15,76 @@ export function isTypedArray(v: unknown): v is ArrayBufferView & ArrayLike<numbe
   return ArrayBuffer.isView(v) && !(v instanceof DataView) && !(v instanceof BigInt64Array) && !(v instanceof BigUint64Array);
 }
 
+// The intrinsic accessors of every typed array: a typed array's own `length` property cannot stand in.
+const TYPED_PROTO = Object.getPrototypeOf(Int8Array.prototype) as object;
+const typedLength = Object.getOwnPropertyDescriptor(TYPED_PROTO, 'length')!.get! as (this: ArrayBufferView) => number;
+const typedBuffer = Object.getOwnPropertyDescriptor(TYPED_PROTO, 'buffer')!.get! as (this: ArrayBufferView) => ArrayBufferLike;
+const typedValues = (TYPED_PROTO as { values: (this: ArrayBufferView) => unknown }).values;
+
+/**
+ * True when a typed array can no longer be read: its ArrayBuffer was detached (transferred to a worker,
+ * `transfer()`ed) or the resizable buffer under it shrank below its start. Such an array reads as
+ * empty, but iterating, copying or slicing it throws a TypeError. Only an empty-reading array is looked
+ * at further, so the check costs nothing on real data.
+ */
+export function isDetached(x: ArrayBufferView): boolean {
+  let n: number;
+  try {
+    n = typedLength.call(x);
+  } catch {
+    return false; // not a typed array (a DataView, a Proxy): the type checks answer for it
+  }
+  if (n !== 0) return false;
+  try {
+    typedValues.call(x); // validates the array as every iteration does
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+/**
+ * Refuses a typed array that can no longer be read (see {@link isDetached}) with `ERR_SHAPE`, as the
+ * addon does: else a detached array would pass wherever an empty one is accepted. Returns `x`.
+ */
+export function attached<T extends ArrayBufferView>(x: T, what: string): T {
+  if (!isDetached(x)) return x;
+  let detached = true;
+  try {
+    void new Uint8Array(typedBuffer.call(x), 0, 0); // throws only for a detached buffer
+    detached = false;
+  } catch { /* detached */ }
+  throw new GearError('ERR_SHAPE', detached
+    ? `${what}: expected an attached buffer, got a detached one`
+    : `${what}: expected an array within its buffer, got one its resizable buffer shrank below`);
+}
+
 /** Requires a `Float32Array`. */
 export function f32(v: unknown, what: string, len?: number): Float32Array {
   if (!isTyped(v, Float32Array)) fail('ERR_DTYPE', what, 'Float32Array', v);
   if (len !== undefined && v.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), v.length);
-  return v;
+  return attached(v, what);
 }
 
 /** Requires a `Float64Array`. */
 export function f64(v: unknown, what: string, len?: number): Float64Array {
   if (!isTyped(v, Float64Array)) fail('ERR_DTYPE', what, 'Float64Array', v);
   if (len !== undefined && v.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), v.length);
-  return v;
+  return attached(v, what);
 }
 
 /** Requires an `Int32Array`. */
 export function i32(v: unknown, what: string, len?: number): Int32Array {
   if (!isTyped(v, Int32Array)) fail('ERR_DTYPE', what, 'Int32Array', v);
   if (len !== undefined && v.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), v.length);
-  return v;
+  return attached(v, what);
 }
 
 /** Requires a `Uint8Array` of 0/1 values. */
 export function mask01(v: unknown, what: string, len: number): Uint8Array {
   if (!isTyped(v, Uint8Array)) fail('ERR_DTYPE', what, 'Uint8Array', v);
   if (v.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), v.length);
-  if (len === 0) return v; // nothing to scan (and a detached buffer takes no new view)
+  if (len === 0) return attached(v, what); // nothing to scan
   // Branch-free scan (fast on 10^7 tokens); the offending index is searched only on failure.
   let bits = 0;
   const words = v.byteOffset % 4 === 0 ? new Uint32Array(v.buffer, v.byteOffset, v.length >>> 2) : null;
@@ -69,7 +113,7 @@ export function numArray(v: unknown, what: string, len?: number): NumArray {
   const a = v as ArrayLike<unknown>;
   const n = a.length;
   if (len !== undefined && n !== len) fail('ERR_SHAPE', `${what}.length`, String(len), n);
-  if (!Array.isArray(v)) return a as NumArray;
+  if (!Array.isArray(v)) return attached(v as ArrayBufferView, what) as unknown as NumArray;
   const out = new Float64Array(n);
   for (let i = 0; i < n; i++) {
     const x = a[i];
@@ -101,6 +145,20 @@ export function offsets(v: unknown, what = 'offsets', n?: number): number {
     fail('ERR_OFFSETS', `${what}[R]`, `the token count ${n}`, o[o.length - 1]);
   }
   return o.length - 1;
+}
+
+/**
+ * A plain array's elements, each read once, into a new array; anything else (a typed array, a value the
+ * checks will refuse) as it is. Called on every list argument before any argument is checked, so that
+ * the caller's getters and Proxy traps have all run before a check: none can then detach, shrink or
+ * change an array that already passed. `length` is read once; a hole reads as undefined.
+ */
+export function readList(x: unknown): unknown {
+  if (!Array.isArray(x)) return x;
+  const n = x.length;
+  const out = new Array<unknown>(n);
+  for (let i = 0; i < n; i++) out[i] = x[i];
+  return out;
 }
 
 /** The most elements a list argument (tensors, partial statistics) may have; the addon has the same bound. */
@@ -173,7 +231,7 @@ export function optMaskShape(v: unknown, what: string, len: number): Uint8Array 
   if (v === undefined) return undefined;
   if (!isTyped(v, Uint8Array)) fail('ERR_DTYPE', what, 'Uint8Array', v);
   if (v.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), v.length);
-  return v;
+  return attached(v, what);
 }
 
 /**

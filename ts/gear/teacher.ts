@@ -300,6 +300,7 @@ export function gatherRows<L extends LogitsRows>(logits: L, rows: ArrayLike<numb
   const { data, vocab, rows: n } = fields;
   const idx = v.numArray(rows, 'rows'); // read (and copied) before the logits are checked
   if (!(v.isTyped(data, Float32Array) || v.isTyped(data, Uint16Array))) fail('ERR_DTYPE', 'logits.data', 'a Float32Array or Uint16Array', data);
+  v.attached(data, 'logits.data');
   if (!Number.isSafeInteger(vocab) || vocab < 1) fail('ERR_SHAPE', 'logits.vocab', 'an integer >= 1', vocab);
   if (!Number.isSafeInteger(n) || n < 0) fail('ERR_SHAPE', 'logits.rows', 'an integer >= 0', n);
   if (n * vocab !== data.length) fail('ERR_SHAPE', 'logits', 'rows * vocab = data.length', `${n} x ${vocab} vs ${data.length}`);

@@ -99,6 +99,18 @@ export interface AggWeights {
 const AGG_KEYS = ['globalTokens', 'globalRows', 'lossScaleFactor', 'dpSize', 'compat', 'semantics'] as const;
 
 /**
+ * @internal The fields of an {@link AggregateOptions} object, each read once into a plain copy (its
+ * getters run now, before the arrays they could detach are checked); `undefined` or a non-object as it
+ * is, for {@link checkAggOptions} to refuse.
+ */
+export function readAggOptions(opts: unknown): AggregateOptions | undefined {
+  if (typeof opts !== 'object' || opts === null) return opts as undefined;
+  const o: Record<string, unknown> = {};
+  for (const k of Object.keys(opts)) o[k] = (opts as Record<string, unknown>)[k];
+  return o as AggregateOptions;
+}
+
+/**
  * @internal Checks an {@link AggregateOptions} object. `semantics`: the caller's already checked
  * peer (then `opts` holds no `semantics` / `compat` of its own).
  */

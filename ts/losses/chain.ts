@@ -12,7 +12,7 @@ import { divergenceBackward } from '../ops/divergence.js';
 import { tokenStatsBackward } from '../ops/token_stats.js';
 import type { Logits, TokenStats } from '../ops/token_stats.js';
 import * as v from '../core/validate.js';
-import { AGG_MODES, AggMode, AggregateOptions, aggWeights, checkAggOptions } from './aggregate.js';
+import { AGG_MODES, AggMode, AggregateOptions, aggWeights, checkAggOptions, readAggOptions } from './aggregate.js';
 import { FloatArray, finite, floats, rowsOf } from './inputs.js';
 
 /**
@@ -49,13 +49,14 @@ export interface EntropyBonusResult {
  */
 export function entropyBonus(entropy: FloatArray, offsets: Int32Array, mask: Uint8Array | undefined, coef: number,
   mode: AggMode = 'token-mean', opts?: AggregateOptions): EntropyBonusResult {
+  const o = readAggOptions(opts); // first: its getters run before the arrays are checked
   const h = floats(entropy, 'entropy');
   rowsOf(offsets, h.length);
   const mk = v.optMask(mask, 'mask', h.length);
   const c = v.numOpt(coef, 'coef', 0);
   const md = v.enumOpt(mode, 'mode', AGG_MODES, 'token-mean');
   finite(h, 'entropy', mk);
-  const { w, nan } = aggWeights(offsets, mk, md, checkAggOptions(opts));
+  const { w, nan } = aggWeights(offsets, mk, md, checkAggOptions(o));
   let s = 0;
   const g = new Float32Array(h.length);
   for (let t = 0; t < h.length; t++) {
@@ -185,8 +186,14 @@ export function lossGradToLogits(a: LossGradToLogitsArgs): Float32Array {
   v.argsObject(a, 'lossGradToLogits');
   v.knownKeys(a, 'lossGradToLogits', ['logits', 'targets', 'gradLogprob', 'gradEntropy', 'entropyCoef', 'entropyAgg',
     'offsets', 'mask', 'aggOptions', 'distill', 'temperature', 'stats', 'out']);
-  // Each field is read once: a getter may answer differently on a second read.
-  const { logits, targets, gradLogprob, gradEntropy, entropyCoef, entropyAgg, offsets, aggOptions, distill, temperature, stats } = a;
+  // Each field is read once (a getter may answer differently on a second read), and so are the fields
+  // of the aggregation options and of `distill`, before anything is checked: no caller code runs
+  // between the checks of the arrays and their use.
+  const { logits, targets, gradLogprob, gradEntropy, entropyCoef, entropyAgg, offsets, mask: mask0, distill, temperature, stats, out: out0 } = a;
+  const aggOptions = readAggOptions(a.aggOptions);
+  const distillFields = distill !== null && typeof distill === 'object'
+    ? (({ teacher, gradValue, coef, agg, kind, beta, klCap }) => ({ teacher, gradValue, coef, agg, kind, beta, klCap }))(distill)
+    : undefined;
   if (logits === null || typeof logits !== 'object') fail('ERR_OPTION', 'logits', 'a Logits object', logits);
   const rows = checkLogits(logits, 'logits').rows;
   const gl = to32(floats(gradLogprob, 'gradLogprob', rows));
@@ -195,14 +202,13 @@ export function lossGradToLogits(a: LossGradToLogitsArgs): Float32Array {
   let dGradValue: unknown;
   if (distill !== undefined) {
     v.knownKeys(distill, 'distill', ['teacher', 'gradValue', 'coef', 'agg', 'kind', 'beta', 'klCap']);
-    const { teacher, gradValue, coef, agg, kind, beta, klCap } = distill;
-    d = { teacher, gradValue, coef, agg, kind, beta, klCap };
+    d = distillFields!;
     dGradValue = d.gradValue;
   }
   const needAgg = (entropyCoef !== undefined && entropyCoef !== 0) || (d !== undefined && dGradValue === undefined);
   if (needAgg && offsets === undefined) fail('ERR_OPTION', 'offsets', 'packed rows (needed by entropyCoef / distill.coef)', undefined);
   if (offsets !== undefined) rowsOf(offsets, rows);
-  const mask = v.optMask(a.mask, 'mask', rows);
+  const mask = v.optMask(mask0, 'mask', rows);
   const ao = checkAggOptions(aggOptions, 'aggOptions');
   if (entropyCoef !== undefined && entropyCoef !== 0) {
     const c = v.numOpt(entropyCoef, 'entropyCoef', 0);
@@ -225,7 +231,7 @@ export function lossGradToLogits(a: LossGradToLogitsArgs): Float32Array {
     });
   }
   const out = tokenStatsBackward(logits, targets, { logprob: gl, ...(ge ? { entropy: ge } : {}) }, {
-    temperature, ...(stats ? { stats } : {}), ...(a.out ? { out: a.out } : {}),
+    temperature, ...(stats ? { stats } : {}), ...(out0 ? { out: out0 } : {}),
   });
   if (dz) for (let i = 0; i < out.length; i++) out[i] = out[i]! + dz[i]!;
   return out;

@@ -18,7 +18,7 @@ export type FloatArray = Float32Array | Float64Array;
 export function floats(x: unknown, what: string, len?: number): FloatArray {
   if (!(v.isTyped(x, Float32Array) || v.isTyped(x, Float64Array))) fail('ERR_DTYPE', what, 'Float32Array or Float64Array', x);
   if (len !== undefined && x.length !== len) fail('ERR_SHAPE', `${what}.length`, String(len), x.length);
-  return x;
+  return v.attached(x, what);
 }
 
 /** @internal Requires every element to be finite (NaN / ±Infinity rejected). */

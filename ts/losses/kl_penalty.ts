@@ -7,7 +7,7 @@
 import { GearError, fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
 import { compatOpt } from './compat.js';
-import { AGG_MODES, AggMode, AggregateOptions, aggWeights, checkAggOptions } from './aggregate.js';
+import { AGG_MODES, AggMode, AggregateOptions, aggWeights, checkAggOptions, readAggOptions } from './aggregate.js';
 import { FloatArray, finite, floats, rowsOf, sameType } from './inputs.js';
 
 /**
@@ -134,10 +134,12 @@ export function klToken(lp: number, ref: number, base: 'k1' | 'abs' | 'k2' | 'k3
 export function klPenalty(a: KlPenaltyArgs): KlPenaltyResult {
   v.argsObject(a, 'klPenalty');
   v.knownKeys(a, 'klPenalty', ['logprob', 'refLogprob', 'estimator', 'compat', 'semantics']);
-  const lp = floats(a.logprob, 'logprob');
-  const ref = floats(a.refLogprob, 'refLogprob', lp.length);
-  const sem = compatOpt(a as unknown as Record<string, unknown>, '', KL_SEMANTICS, 'verl', { key: 'semantics', values: KL_SEMANTICS });
-  const { base, st } = parseEstimator(a.estimator, sem);
+  // every field read once before anything is checked
+  const { logprob, refLogprob, estimator, compat, semantics } = a;
+  const lp = floats(logprob, 'logprob');
+  const ref = floats(refLogprob, 'refLogprob', lp.length);
+  const sem = compatOpt({ compat, semantics }, '', KL_SEMANTICS, 'verl', { key: 'semantics', values: KL_SEMANTICS });
+  const { base, st } = parseEstimator(estimator, sem);
   finite(lp, 'logprob');
   finite(ref, 'refLogprob');
   const kl = sameType(lp, lp.length);
@@ -305,23 +307,26 @@ export interface ApplyKlPenaltyResult {
 export function applyKlPenalty(a: ApplyKlPenaltyArgs): ApplyKlPenaltyResult {
   v.argsObject(a, 'applyKlPenalty');
   v.knownKeys(a, 'applyKlPenalty', ['tokenRewards', 'oldLogprob', 'refLogprob', 'offsets', 'mask', 'estimator', 'controller', 'compat', 'semantics']);
-  const r = floats(a.tokenRewards, 'tokenRewards');
+  // Every field read once, and the controller's β read once, before anything is checked: no caller code
+  // runs between the checks of the arrays and their use (its update runs after the result is computed).
+  const { tokenRewards, oldLogprob, refLogprob, offsets: off, mask: mask0, estimator, controller: ctl, compat, semantics } = a;
+  const isController = ctl !== null && typeof ctl === 'object';
+  const update = isController ? ctl.update : undefined;
+  const beta = isController ? ctl.value : undefined;
+  const r = floats(tokenRewards, 'tokenRewards');
   const n = r.length;
-  const old = floats(a.oldLogprob, 'oldLogprob', n);
-  const ref = floats(a.refLogprob, 'refLogprob', n);
-  const off = a.offsets; // read once: a getter may answer differently on a second read
+  const old = floats(oldLogprob, 'oldLogprob', n);
+  const ref = floats(refLogprob, 'refLogprob', n);
   const rows = rowsOf(off, n);
-  const mask = v.optMask(a.mask, 'mask', n);
-  const sem = compatOpt(a as unknown as Record<string, unknown>, '', KL_SEMANTICS, 'verl', { key: 'semantics', values: KL_SEMANTICS });
-  const { base, st } = parseEstimator(a.estimator ?? 'kl', sem);
-  const ctl = a.controller;
-  if (ctl === null || typeof ctl !== 'object' || typeof ctl.update !== 'function' || typeof ctl.value !== 'number') {
+  const mask = v.optMask(mask0, 'mask', n);
+  const sem = compatOpt({ compat, semantics }, '', KL_SEMANTICS, 'verl', { key: 'semantics', values: KL_SEMANTICS });
+  const { base, st } = parseEstimator(estimator ?? 'kl', sem);
+  if (typeof update !== 'function' || typeof beta !== 'number') {
     fail('ERR_OPTION', 'controller', 'a KlController (FixedKlController or AdaptiveKlController)', ctl);
   }
   finite(r, 'tokenRewards');
   finite(old, 'oldLogprob', mask);
   finite(ref, 'refLogprob', mask);
-  const beta = ctl.value;
   const rewards = new Float32Array(n);
   const kl = new Float32Array(n);
   let sumRows = 0;
@@ -339,7 +344,7 @@ export function applyKlPenalty(a: ApplyKlPenaltyArgs): ApplyKlPenaltyResult {
     sumRows += s / (c + 1e-8);
   }
   const currentKl = rows > 0 ? sumRows / rows : 0;
-  ctl.update(currentKl, rows);
+  update.call(ctl, currentKl, rows);
   return { rewards, kl, currentKl, beta };
 }
 
@@ -426,17 +431,20 @@ export interface KlLossResult {
 export function klLoss(a: KlLossArgs): KlLossResult {
   v.argsObject(a, 'klLoss');
   v.knownKeys(a, 'klLoss', ['logprob', 'refLogprob', 'offsets', 'mask', 'estimator', 'coef', 'agg', 'aggOptions', 'compat', 'semantics']);
-  const lp = floats(a.logprob, 'logprob');
+  // Every field read once, and the aggregation options' own getters run, before anything is checked:
+  // no caller code runs between the checks of the arrays and their use.
+  const { logprob, refLogprob, offsets: off, mask: mask0, estimator, coef: coef0, agg, compat, semantics } = a;
+  const aggOptions = readAggOptions(a.aggOptions);
+  const lp = floats(logprob, 'logprob');
   const n = lp.length;
-  const ref = floats(a.refLogprob, 'refLogprob', n);
-  const off = a.offsets; // read once: a getter may answer differently on a second read
+  const ref = floats(refLogprob, 'refLogprob', n);
   rowsOf(off, n);
-  const mask = v.optMask(a.mask, 'mask', n);
-  const sem = compatOpt(a as unknown as Record<string, unknown>, '', KL_SEMANTICS, 'verl', { key: 'semantics', values: KL_SEMANTICS });
-  const { base, st } = parseEstimator(a.estimator ?? 'low_var_kl', sem);
-  const coef = v.numOpt(a.coef, 'coef', 0.001);
-  const mode = v.enumOpt(a.agg, 'agg', AGG_MODES, 'token-mean');
-  const { w, nan } = aggWeights(off, mask, mode, checkAggOptions(a.aggOptions, 'aggOptions'));
+  const mask = v.optMask(mask0, 'mask', n);
+  const sem = compatOpt({ compat, semantics }, '', KL_SEMANTICS, 'verl', { key: 'semantics', values: KL_SEMANTICS });
+  const { base, st } = parseEstimator(estimator ?? 'low_var_kl', sem);
+  const coef = v.numOpt(coef0, 'coef', 0.001);
+  const mode = v.enumOpt(agg, 'agg', AGG_MODES, 'token-mean');
+  const { w, nan } = aggWeights(off, mask, mode, checkAggOptions(aggOptions, 'aggOptions'));
   finite(lp, 'logprob', mask);
   finite(ref, 'refLogprob', mask);
   let kl = 0;

@@ -237,6 +237,7 @@ function trlInputs(args: TrlLossArgs & { clipLow?: number; clipHigh?: number }):
   // each argument read once, in a fixed order, before anything is checked
   const a = {} as TrlLossArgs & { clipLow?: number; clipHigh?: number };
   for (const k of KEYS) (a as unknown as Record<string, unknown>)[k] = (args as unknown as Record<string, unknown>)[k];
+  a.advantages = v.readList(a.advantages) as ArrayLike<number>;
   const lp = floats(a.logprob, 'logprob');
   const n = lp.length;
   const rows = rowsOf(a.offsets, n);

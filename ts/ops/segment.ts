@@ -58,6 +58,7 @@ function reduceArgs(values: unknown, offsets: Int32Array, op: unknown, mask: unk
   if (!(v.isTyped(values, Float32Array) || v.isTyped(values, Float64Array))) {
     fail('ERR_DTYPE', 'values', 'Float32Array or Float64Array', values);
   }
+  v.attached(values, 'values');
   v.offsets(offsets, 'offsets', values.length);
   const opIndex = OPS.indexOf(v.enumOpt(op, 'op', OPS, 'sum')) as SegmentOpCode;
   // The kernel checks the mask values (0/1) in its own pass over the tokens.

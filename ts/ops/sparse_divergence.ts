@@ -371,6 +371,8 @@ export function sampledTokenKl(a: SampledTokenKlArgs): SampledTokenKl {
   if (!(s instanceof Float32Array || s instanceof Float64Array)) fail('ERR_DTYPE', 'studentLogprob', 'Float32Array or Float64Array', s);
   if (!(t instanceof Float32Array || t instanceof Float64Array)) fail('ERR_DTYPE', 'teacherLogprob', 'Float32Array or Float64Array', t);
   if (t.length !== s.length) fail('ERR_SHAPE', 'teacherLogprob.length', String(s.length), t.length);
+  v.attached(s, 'studentLogprob');
+  v.attached(t, 'teacherLogprob');
   v.allFinite(s, 'studentLogprob');
   v.allFinite(t, 'teacherLogprob');
   const n = s.length;

@@ -162,8 +162,8 @@ export function stateBuffers(list: unknown, params: readonly Float32Array[], wha
     if (b.length !== params[i]!.length) {
       throw new GearError('ERR_STATE', `state.${what}[${i}].length: expected ${params[i]!.length}, got ${b.length}`);
     }
-    // an empty buffer (a detached one reads as empty) has nothing to copy
-    const copy = b.length === 0 ? new Float32Array(0) : b.slice();
+    if (v.isDetached(b)) throw new GearError('ERR_STATE', `state.${what}[${i}]: expected an attached buffer, got a detached one`);
+    const copy = b.slice();
     for (let j = 0; j < copy.length; j++) {
       const x = copy[j]!;
       if (!Number.isFinite(x) || (nonNegative && x < 0)) {

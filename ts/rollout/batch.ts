@@ -161,6 +161,7 @@ export interface RolloutBatch {
 /** Token ids, each read once, checked, and copied. */
 function tokenIds(x: unknown, what: string): Int32Array {
   if (!(Array.isArray(x) || v.isTypedArray(x))) fail('ERR_DTYPE', what, 'an array of token ids', x);
+  if (!Array.isArray(x)) v.attached(x, what);
   const a = x as ArrayLike<unknown>;
   const n = a.length;
   const out: number[] = [];
@@ -177,6 +178,7 @@ function tokenIds(x: unknown, what: string): Int32Array {
 function maskOf(x: unknown, what: string, len: number): Uint8Array | undefined {
   if (x === undefined) return undefined;
   if (!(Array.isArray(x) || v.isTypedArray(x))) fail('ERR_DTYPE', what, 'an array of 0/1 values', x);
+  if (!Array.isArray(x)) v.attached(x, what);
   const a = x as ArrayLike<unknown>;
   const n = a.length;
   if (n > len) fail('ERR_SHAPE', `${what}.length`, `at most the ${len} tokens it masks`, n);
@@ -532,8 +534,9 @@ export function rowLengths(offsets: Int32Array, mask?: Uint8Array): Int32Array {
  * @category Rollout
  */
 export function lastTokenValues(values: ArrayLike<number>, offsets: Int32Array, mask?: Uint8Array): Float64Array {
+  const read = v.readList(values); // its getters run before the offsets and the mask are checked
   const R = v.offsets(offsets, 'offsets');
-  const vals = v.numArray(values, 'values', R);
+  const vals = v.numArray(read, 'values', R);
   const N = offsets[R]!;
   const m = v.optMask(mask, 'mask', N);
   const out = new Float64Array(N);

@@ -5,6 +5,7 @@
  * @module
  */
 import { describe, fail } from '../core/errors.js';
+import * as v from '../core/validate.js';
 import { arenaTake, isArena } from './arena.js';
 import type { ParseArena } from './arena.js';
 
@@ -215,6 +216,7 @@ export function byteLevelKey(bytes: ArrayLike<number>): string {
   if (!Array.isArray(bytes) && !(ArrayBuffer.isView(bytes) && !(bytes instanceof DataView))) {
     bad('ERR_DTYPE', 'byteLevelKey: bytes', 'an array of bytes (integers 0..255)', bytes);
   }
+  if (!Array.isArray(bytes)) v.attached(bytes as unknown as ArrayBufferView, 'byteLevelKey: bytes');
   const a = bytes as ArrayLike<unknown>;
   let s = '';
   for (let i = 0; i < a.length; i++) {

@@ -6,6 +6,7 @@
  * @module
  */
 import { fail } from '../core/errors.js';
+import * as v from '../core/validate.js';
 import { buildRolloutBatch } from '../rollout/batch.js';
 import type { RolloutBatch, StepInput, TrajectoryInput } from '../rollout/batch.js';
 import type { GroupId } from '../advantages/groups.js';
@@ -163,6 +164,8 @@ function checkSeq(s: unknown, pos: string): ServerSequence {
   if (!(q.logprobs instanceof Float32Array)) fail('ERR_DTYPE', `${pos}.logprobs`, 'Float32Array', q.logprobs);
   const n = q.tokenIds.length;
   if (q.logprobs.length !== n) fail('ERR_SHAPE', `${pos}.logprobs.length`, String(n), q.logprobs.length);
+  v.attached(q.tokenIds, `${pos}.tokenIds`);
+  v.attached(q.logprobs, `${pos}.logprobs`);
   for (let i = 0; i < n; i++) {
     const lp = q.logprobs[i]!;
     if (!(lp <= 0 && lp > -Infinity)) fail(Number.isNaN(lp) || lp === -Infinity ? 'ERR_NON_FINITE' : 'ERR_OPTION', `${pos}.logprobs[${i}]`, 'a finite number ≤ 0', lp);
@@ -173,6 +176,8 @@ function checkSeq(s: unknown, pos: string): ServerSequence {
     if (!Number.isInteger(t.k) || t.k < 0) fail('ERR_SHAPE', `${pos}.topK.k`, 'an integer >= 0', t.k);
     if (!(t.ids instanceof Int32Array) || t.ids.length !== n * t.k) fail('ERR_SHAPE', `${pos}.topK.ids`, `Int32Array(${n * t.k})`, t.ids);
     if (!(t.logprobs instanceof Float32Array) || t.logprobs.length !== n * t.k) fail('ERR_SHAPE', `${pos}.topK.logprobs`, `Float32Array(${n * t.k})`, t.logprobs);
+    v.attached(t.ids, `${pos}.topK.ids`);
+    v.attached(t.logprobs, `${pos}.topK.logprobs`);
     // a parser checked every entry when it built the block; hand-built blocks are checked here
     if (wasParsed(t)) return q;
     for (let i = 0; i < t.ids.length; i++) {
@@ -387,6 +392,7 @@ function concat(a: ArrayLike<number> | undefined, b: ArrayLike<number>): ArrayLi
 
 function contextTokens(x: unknown, pos: string): ArrayLike<number> {
   if (!Array.isArray(x) && !(ArrayBuffer.isView(x) && !(x instanceof DataView))) fail('ERR_DTYPE', pos, 'an array of token ids', x);
+  if (!Array.isArray(x)) v.attached(x as ArrayBufferView, pos);
   const a = x as ArrayLike<unknown>;
   for (let i = 0; i < a.length; i++) {
     const t = a[i];

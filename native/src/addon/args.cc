@@ -58,7 +58,7 @@ Array<T> Typed(const Napi::Value& v, const std::string& what, int64_t len, napi_
   if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != type)
     Throw(v.Env(), Code::DType, what + ": expected " + type_name + ", got " + Describe(v));
   // napi_get_typedarray_info gives the element pointer for every backing (a SharedArrayBuffer included,
-  // which napi_get_arraybuffer_info refuses); a detached buffer reports length 0.
+  // which napi_get_arraybuffer_info refuses); a detached buffer reports length 0, so it is asked apart.
   napi_typedarray_type t;
   size_t n = 0;
   void* data = nullptr;
@@ -70,7 +70,9 @@ Array<T> Typed(const Napi::Value& v, const std::string& what, int64_t len, napi_
   a.length = static_cast<int64_t>(n);
   if (len >= 0 && a.length != len)
     Throw(v.Env(), Code::Shape, what + ".length: expected " + std::to_string(len) + ", got " + std::to_string(a.length));
-  if (a.length > 0 && data == nullptr)
+  bool detached = false;
+  if (a.length == 0 && napi_is_detached_arraybuffer(v.Env(), ab, &detached) != napi_ok) detached = false;
+  if (detached || (a.length > 0 && data == nullptr))
     Throw(v.Env(), Code::Shape, what + ": expected an attached buffer, got a detached one");
   a.data = a.length > 0 ? static_cast<T*>(data) : nullptr;
   a.value = v;

@@ -153,17 +153,55 @@ function strings(x: unknown, what: string, len: number): string[] {
   return x;
 }
 
+/** A plain object's own fields, each read once, in a new object; anything else as it is. */
+function readObject(x: unknown): unknown {
+  if (typeof x !== 'object' || x === null || Array.isArray(x) || ArrayBuffer.isView(x)) return x;
+  return { ...x };
+}
+
+/** Diagnostics read once, with their three nested objects. */
+function readDiagnostics(d: unknown): unknown {
+  const o = readObject(d);
+  if (typeof o !== 'object' || o === null || Array.isArray(o)) return o;
+  const r = o as Record<string, unknown>;
+  for (const k of ['thresholds', 'klQuantiles', 'entropyQuantiles']) if (k in r) r[k] = readObject(r[k]);
+  return r;
+}
+
+/**
+ * The fields of a batch record or a saved batch, each field and element read once into plain copies
+ * (typed arrays kept as they are): the getters of an object built in code run here, before anything is
+ * checked, so none can detach, shrink or change an array that already passed its check.
+ */
+function readBatch(b: object): Record<string, unknown> {
+  const rec = { ...b } as Record<string, unknown>;
+  for (const k of Object.keys(rec)) rec[k] = v.readList(rec[k]);
+  if (rec.options !== undefined) rec.options = readObject(rec.options);
+  if (rec.meta !== undefined) rec.meta = readObject(rec.meta);
+  if (rec.result !== undefined) {
+    const r = readObject(rec.result);
+    if (typeof r === 'object' && r !== null && !Array.isArray(r)) {
+      const res = r as Record<string, unknown>;
+      for (const k of ['advantages', 'weights', 'segmentId', 'anchors']) res[k] = v.readList(res[k]);
+      res.diagnostics = readDiagnostics(res.diagnostics);
+    }
+    rec.result = r;
+  }
+  return rec;
+}
+
 /**
  * Checks a batch record before it is converted or rendered: an object whose arrays agree in length
  * (checked in the order, and with the codes, of `gear`), string tokens / row labels, valid options,
  * metadata of strings, numbers and booleans, and a result of typed arrays with valid diagnostics.
- * Returns a plain copy (each field read once, so a getter cannot hand out a second, different value).
+ * Returns a plain copy: every field and element is read once before anything is checked (see
+ * `readBatch`), so what was checked is what the caller converts or renders.
  *
  * @internal
  */
 export function checkRecord(b: unknown, what = 'batch'): GearBatchRecord {
   if (typeof b !== 'object' || b === null || Array.isArray(b)) fail('ERR_DTYPE', what, 'an object', b);
-  const rec = { ...b } as GearBatchRecord;
+  const rec = readBatch(b) as unknown as GearBatchRecord;
   const n = nums(rec.divergence, 'divergence').length;
   const rows = v.offsets(rec.offsets, 'offsets', n);
   nums(rec.entropy, 'entropy', n);
@@ -173,15 +211,7 @@ export function checkRecord(b: unknown, what = 'batch'): GearBatchRecord {
   if (rec.tokens !== undefined) strings(rec.tokens, 'tokens', n);
   if (rec.rowLabels !== undefined) strings(rec.rowLabels, 'rowLabels', rows);
   resolveGearOptions(rec.options);
-  if (rec.meta !== undefined) {
-    if (typeof rec.meta !== 'object' || rec.meta === null || Array.isArray(rec.meta)) fail('ERR_DTYPE', `${what}.meta`, 'an object', rec.meta);
-    const meta: Record<string, string | number | boolean> = {};
-    for (const [k, x] of Object.entries(rec.meta)) {
-      if (typeof x !== 'string' && typeof x !== 'number' && typeof x !== 'boolean') fail('ERR_DTYPE', `${what}.meta.${k}`, 'a string, number or boolean', x);
-      meta[k] = x;
-    }
-    rec.meta = meta;
-  }
+  if (rec.meta !== undefined) rec.meta = metaOf(rec.meta, `${what}.meta`);
   if (rec.result !== undefined) {
     const r = rec.result as unknown;
     if (typeof r !== 'object' || r === null || Array.isArray(r)) fail('ERR_DTYPE', 'result', 'an object', r);
@@ -189,6 +219,7 @@ export function checkRecord(b: unknown, what = 'batch'): GearBatchRecord {
     for (const k of ['advantages', 'weights', 'segmentId'] as const) {
       const x = res[k] as unknown;
       if (!v.isTypedArray(x) || x.length !== n) fail('ERR_SHAPE', `result.${k}.length`, String(n), v.isTypedArray(x) ? x.length : x);
+      v.attached(x, `result.${k}`);
     }
     if (!(Array.isArray(res.anchors) || v.isTypedArray(res.anchors))) fail('ERR_DTYPE', 'result.anchors', 'an array of token indices', res.anchors);
     nums(res.anchors, 'result.anchors');
@@ -361,6 +392,17 @@ export function fromSavedBatch(obj: unknown): GearBatchRecord {
     rec.result = res;
   }
   return rec;
+}
+
+/** Metadata: an object of strings, numbers and booleans (`ERR_DTYPE` naming the field otherwise), as a plain copy. */
+function metaOf(m: unknown, what: string): Record<string, string | number | boolean> {
+  if (typeof m !== 'object' || m === null || Array.isArray(m)) fail('ERR_DTYPE', what, 'an object', m);
+  const meta: Record<string, string | number | boolean> = {};
+  for (const [k, x] of Object.entries(m)) {
+    if (typeof x !== 'string' && typeof x !== 'number' && typeof x !== 'boolean') fail('ERR_DTYPE', `${what}.${k}`, 'a string, number or boolean', x);
+    meta[k] = x;
+  }
+  return meta;
 }
 
 /**
