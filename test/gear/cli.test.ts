@@ -116,6 +116,23 @@ describe('gear-rl visualize: one-line errors with an exit status', () => {
     }
   });
 
+  it('values the saved types cannot hold: exit 1 with one line naming the field and the value, and no report', () => {
+    const good = report.toSavedBatch(record());
+    const bad: [string, unknown, string, string][] = [
+      ['mask', { ...good, mask: [257, 0.5, 256, 1, 1, 0, 1] }, 'ERR_OPTION', 'batch.mask[0]: expected 0 or 1, got 257'],
+      ['offsets', { ...good, offsets: [0, 2 ** 32 + 4, 7] }, 'ERR_OFFSETS', 'batch.offsets[1]: expected an integer int32 holds'],
+      ['anchor', { ...good, result: { ...good.result!, anchors: [1.9] } }, 'ERR_DTYPE', 'batch.result.anchors[0]: expected an integer, got 1.9'],
+      ['meta', { ...good, meta: 42 }, 'ERR_DTYPE', 'batch.meta: expected an object, got 42'],
+    ];
+    for (const [k, obj, code, message] of bad) {
+      const html = join(out, `type-${k}.html`);
+      const r = cli(['visualize', batchFile(`type-${k}.json`, obj), '-o', html]);
+      expectOneLineError(r, 1, code);
+      expect(r.stderr).toContain(message);
+      expect(existsSync(html)).toBe(false);
+    }
+  });
+
   it('usage errors exit 2 with one line naming the command-line option (never an API name)', () => {
     const input = batchFile('ok2.json', report.toSavedBatch(record()));
     const y = join(out, 'y.html');

@@ -312,6 +312,40 @@ describe('saved-batch format', () => {
     expect(code({ ...good, result: { ...good.result!, segmentId: good.result!.segmentId.map(() => 5) } })).toBe('ERR_SHAPE');
     expect(code({ ...good, mask: good.mask!.map(() => 2) })).toBe('ERR_OPTION');
   });
+
+  it('refuses a value its field\'s type cannot hold, naming the field and the value, instead of converting it', () => {
+    const good = report.toSavedBatch(demoBatch());
+    const n = good.divergence.length;
+    const err = (obj: unknown) => {
+      try { report.fromSavedBatch(obj); } catch (e) { expect(e).toBeInstanceOf(rl.GearError); return `${(e as rl.GearError).code} ${(e as Error).message}`; }
+      return 'no error';
+    };
+    const mask = (i: number, x: number) => good.mask!.map((m, t) => (t === i ? x : m));
+    // mask entries are 0 or 1: 257 and 256 used to wrap to 1 and 0 in a Uint8Array, 0.5 to truncate to 0
+    expect(err({ ...good, mask: mask(0, 257) })).toBe('ERR_OPTION batch.mask[0]: expected 0 or 1, got 257');
+    expect(err({ ...good, mask: mask(2, 0.5) })).toBe('ERR_OPTION batch.mask[2]: expected 0 or 1, got 0.5');
+    expect(err({ ...good, mask: mask(1, 256) })).toBe('ERR_OPTION batch.mask[1]: expected 0 or 1, got 256');
+    // offsets and indices are int32 integers: 2^32 + o used to wrap to o, 1.9 to truncate to 1
+    const last = good.offsets.length - 1;
+    const offsets = good.offsets.map((o, r) => (r === 1 ? o + 2 ** 32 : o));
+    expect(err({ ...good, offsets })).toBe(`ERR_OFFSETS batch.offsets[1]: expected an integer int32 holds (from -2^31 to 2^31 - 1), got ${good.offsets[1]! + 2 ** 32}`);
+    expect(err({ ...good, offsets: good.offsets.map((o, r) => (r === last ? o + 0.5 : o)) })).toBe(`ERR_DTYPE batch.offsets[${last}]: expected an integer, got ${good.offsets[last]! + 0.5}`);
+    const res = good.result!;
+    expect(res.anchors.length).toBeGreaterThan(0);
+    expect(err({ ...good, result: { ...res, anchors: [res.anchors[0]! + 0.9, ...res.anchors.slice(1)] } })).toBe(`ERR_DTYPE batch.result.anchors[0]: expected an integer, got ${res.anchors[0]! + 0.9}`);
+    expect(err({ ...good, result: { ...res, anchors: [2 ** 32 + res.anchors[0]!, ...res.anchors.slice(1)] } })).toMatch(/^ERR_SHAPE batch\.result\.anchors\[0\]: expected an integer int32 holds/);
+    expect(err({ ...good, result: { ...res, segmentId: res.segmentId.map((s, t) => (t === 3 ? 0.5 : s)) } })).toBe('ERR_DTYPE batch.result.segmentId[3]: expected an integer, got 0.5');
+    // floats beyond float32 used to load as Infinity
+    expect(err({ ...good, entropy: good.entropy.map((x, t) => (t === 1 ? 1e39 : x)) })).toMatch(/^ERR_DTYPE batch\.entropy\[1\]: expected a number float32 holds .*, got 1e\+39$/);
+    expect(err({ ...good, divergence: good.divergence.map((x, t) => (t === 0 ? 'Infinity' : x)) })).toBe('no error');
+    // meta an object of strings, numbers and booleans; options GEAR's options
+    expect(err({ ...good, meta: 42 })).toBe('ERR_DTYPE batch.meta: expected an object, got 42');
+    expect(err({ ...good, meta: [1] })).toBe('ERR_DTYPE batch.meta: expected an object, got Array(1)');
+    expect(err({ ...good, meta: { step: { deep: 1 } } })).toBe('ERR_DTYPE batch.meta.step: expected a string, number or boolean, got Object');
+    expect(err({ ...good, options: 'fast' })).toBe('ERR_DTYPE batch.options: expected an object of GEAR options, got "fast"');
+    expect(err({ ...good, options: { alpha: -1 } })).toMatch(/^ERR_OPTION options\.alpha: /);
+    expect(n).toBeGreaterThan(3);
+  });
 });
 
 describe('gear-rl visualize (CLI from dist/)', () => {

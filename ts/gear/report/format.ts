@@ -311,7 +311,9 @@ export function saveBatch(path: string, b: GearBatchRecord): void {
 /**
  * Parses and validates a saved-batch object back into a {@link GearBatchRecord} with typed arrays.
  * Throws `GearError` (`ERR_OPTION` on a wrong format tag, `ERR_SHAPE` / `ERR_DTYPE` / `ERR_OFFSETS` on
- * inconsistent arrays).
+ * inconsistent arrays), naming the field and the value, also for a value its type cannot hold: a mask
+ * entry other than 0 and 1 (`ERR_OPTION`), an offset, anchor or segment id that is not an integer int32
+ * holds, a finite number beyond float32, metadata other than an object of strings, numbers and booleans.
  *
  * @param obj the parsed JSON
  * @returns the record (its `result` is present only if the file stored one)
@@ -334,26 +336,34 @@ export function saveBatch(path: string, b: GearBatchRecord): void {
  */
 export function fromSavedBatch(obj: unknown): GearBatchRecord {
   if (typeof obj !== 'object' || obj === null) fail('ERR_DTYPE', 'batch', 'an object', obj);
-  const s = obj as Partial<SavedBatch>;
+  // A parsed file has no getters; an object built in code may: every field is read once first.
+  const s = readBatch(obj) as Partial<SavedBatch>;
   if (s.format !== SAVED_BATCH_FORMAT) fail('ERR_OPTION', 'batch.format', `'${SAVED_BATCH_FORMAT}'`, s.format);
   if (s.version !== SAVED_BATCH_VERSION) fail('ERR_OPTION', 'batch.version', String(SAVED_BATCH_VERSION), s.version);
   v.knownKeys(s, 'batch', ['format', 'version', 'offsets', 'mask', 'advantages', 'divergence', 'entropy', 'logratio',
     'tokens', 'rowLabels', 'options', 'result', 'meta']);
-  const offsets = Int32Array.from(v.numArray(s.offsets, 'batch.offsets'));
-  const divergence = Float32Array.from(decArr(s.divergence, 'batch.divergence'));
+  // Each value is checked against the type it is stored in before it is converted: an offset or an
+  // index that int32 cannot hold, a fraction, a mask value other than 0 and 1 or a finite number beyond
+  // float32 would otherwise load as another value.
+  const offsets = int32s(s.offsets, 'batch.offsets', 'ERR_OFFSETS');
+  const divergence = float32s(s.divergence, 'batch.divergence');
   const n = divergence.length;
   const rows = v.offsets(offsets, 'batch.offsets', n);
   const rec: GearBatchRecord = {
     offsets,
     advantages: Float64Array.from(decArr(s.advantages, 'batch.advantages')),
     divergence,
-    entropy: Float32Array.from(decArr(s.entropy, 'batch.entropy')),
+    entropy: float32s(s.entropy, 'batch.entropy'),
   };
   if (rec.advantages.length !== rows) fail('ERR_SHAPE', 'batch.advantages.length', String(rows), rec.advantages.length);
   if (rec.entropy.length !== n) fail('ERR_SHAPE', 'batch.entropy.length', String(n), rec.entropy.length);
-  if (s.mask !== undefined) rec.mask = v.mask01(Uint8Array.from(v.numArray(s.mask, 'batch.mask', n)), 'batch.mask', n);
+  if (s.mask !== undefined) {
+    const m = v.numArray(s.mask, 'batch.mask', n);
+    for (let t = 0; t < n; t++) if (m[t] !== 0 && m[t] !== 1) fail('ERR_OPTION', `batch.mask[${t}]`, '0 or 1', m[t]);
+    rec.mask = Uint8Array.from(m);
+  }
   if (s.logratio !== undefined) {
-    rec.logratio = Float32Array.from(decArr(s.logratio, 'batch.logratio'));
+    rec.logratio = float32s(s.logratio, 'batch.logratio');
     if (rec.logratio.length !== n) fail('ERR_SHAPE', 'batch.logratio.length', String(n), rec.logratio.length);
   }
   if (s.tokens !== undefined) {
@@ -368,16 +378,20 @@ export function fromSavedBatch(obj: unknown): GearBatchRecord {
     }
     rec.rowLabels = s.rowLabels;
   }
-  if (s.options !== undefined) rec.options = s.options;
-  if (s.meta !== undefined) rec.meta = s.meta;
+  if (s.options !== undefined) {
+    if (typeof s.options !== 'object' || s.options === null || Array.isArray(s.options)) fail('ERR_DTYPE', 'batch.options', 'an object of GEAR options', s.options);
+    resolveGearOptions(s.options);
+    rec.options = s.options;
+  }
+  if (s.meta !== undefined) rec.meta = metaOf(s.meta, 'batch.meta');
   if (s.result !== undefined) {
     if (typeof s.result !== 'object' || s.result === null || Array.isArray(s.result)) fail('ERR_DTYPE', 'batch.result', 'an object', s.result);
     const r = s.result;
     const res: GearResult = {
-      advantages: Float32Array.from(decArr(r.advantages, 'batch.result.advantages')),
-      weights: Float32Array.from(decArr(r.weights, 'batch.result.weights')),
-      segmentId: Int32Array.from(v.numArray(r.segmentId, 'batch.result.segmentId')),
-      anchors: Int32Array.from(v.numArray(r.anchors, 'batch.result.anchors')),
+      advantages: float32s(r.advantages, 'batch.result.advantages'),
+      weights: float32s(r.weights, 'batch.result.weights'),
+      segmentId: int32s(r.segmentId, 'batch.result.segmentId', 'ERR_SHAPE'),
+      anchors: int32s(r.anchors, 'batch.result.anchors', 'ERR_SHAPE'),
       diagnostics: checkDiagnostics(r.diagnostics, 'batch.result.diagnostics'),
     };
     for (const k of ['advantages', 'weights', 'segmentId'] as const) {
@@ -392,6 +406,33 @@ export function fromSavedBatch(obj: unknown): GearBatchRecord {
     rec.result = res;
   }
   return rec;
+}
+
+/**
+ * A saved list of integers as an Int32Array: each value an integer (`ERR_DTYPE`) that int32 holds
+ * (`rangeCode` otherwise), checked before it is converted.
+ */
+function int32s(x: unknown, what: string, rangeCode: 'ERR_OFFSETS' | 'ERR_SHAPE'): Int32Array {
+  const a = v.numArray(x, what);
+  const out = new Int32Array(a.length);
+  for (let i = 0; i < a.length; i++) {
+    const y = a[i]!;
+    if (!Number.isInteger(y)) fail('ERR_DTYPE', `${what}[${i}]`, 'an integer', y);
+    if (y < -(2 ** 31) || y >= 2 ** 31) fail(rangeCode, `${what}[${i}]`, 'an integer int32 holds (from -2^31 to 2^31 - 1)', y);
+    out[i] = y;
+  }
+  return out;
+}
+
+/** A saved list of JSON numbers as a Float32Array: a finite value beyond float32's range is refused (it would load as ±Infinity). */
+function float32s(x: unknown, what: string): Float32Array {
+  const a = decArr(x, what);
+  for (let i = 0; i < a.length; i++) {
+    if (Number.isFinite(a[i]) && !Number.isFinite(Math.fround(a[i]!))) {
+      fail('ERR_DTYPE', `${what}[${i}]`, 'a number float32 holds (|x| <= 3.4028234663852886e38), or "Infinity" / "-Infinity" / "NaN"', a[i]);
+    }
+  }
+  return Float32Array.from(a);
 }
 
 /** Metadata: an object of strings, numbers and booleans (`ERR_DTYPE` naming the field otherwise), as a plain copy. */
