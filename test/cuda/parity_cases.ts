@@ -21,8 +21,9 @@ export interface ParityCheck {
 }
 
 // The CPU suites' bounds: outputs |a - e| / max(1, |e|) <= 1e-5 against float64; the CPU and the device
-// are each within that of float64, so within twice it of each other. JSD's backward is float32 through a
-// log of the mixture: 1e-4 of the largest gradient entry (measured 7.2e-5 on the device, 8.5e-5 on the CPU).
+// are each within that of float64, so within twice it of each other. JSD's backward: 1e-4 of the largest
+// gradient entry against float64 (the CPU's is within 4e-7 on these cases, the host simulation's of the
+// device code within 3e-7 with ex2 / lg2 at their worst), and 2e-5 against the CPU.
 const TOL = 1e-5;
 const GRAD_TOL = 1e-5;
 const JSD_GRAD_TOL = 1e-4;
@@ -38,12 +39,12 @@ function close(got: ArrayLike<number>, want: ArrayLike<number>, tol: number, wha
 function closeToScale(got: ArrayLike<number>, want: ArrayLike<number>, tol: number, what: string): void {
   let scale = 1;
   for (let i = 0; i < want.length; i++) scale = Math.max(scale, Math.abs(want[i]!));
-  let worst = 0;
+  let worst = 0, at = -1;
   for (let i = 0; i < want.length; i++) {
     const d = Math.abs(got[i]! - want[i]!) / scale;
-    if (!(d <= worst)) worst = Number.isNaN(d) ? Infinity : d;
+    if (!(d <= worst)) worst = Number.isNaN(d) ? Infinity : d, at = i;
   }
-  assert.ok(worst <= tol, `${what}: largest error ${worst} of the scale > ${tol}`);
+  assert.ok(worst <= tol, `${what}: largest error ${worst} of the scale > ${tol} (entry ${at}: ${got[at]} vs ${want[at]}, scale ${scale})`);
 }
 
 function bitEqual(a: ArrayLike<number>, b: ArrayLike<number>, what: string): void {
@@ -305,7 +306,7 @@ export function parityChecks(): ParityCheck[] {
             const grad = await got.download();
             const cpu = rl.divergenceBackward(c.host, t.host, g, opts);
             const tol = kind === 'jsd' ? JSD_GRAD_TOL : GRAD_TOL;
-            closeToScale(grad, cpu, 2 * tol, 'vs CPU');
+            closeToScale(grad, cpu, 2 * GRAD_TOL, 'vs CPU');
             if (withRef) closeToScale(grad, refDivergenceGrad(c.decoded, t.decoded, rows, vocab, kind, beta, T, g), tol, 'vs float64');
             if (kind !== 'jsd') {
               // given the forward's float32 statistics: as for tokenStatsBackward above

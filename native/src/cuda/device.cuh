@@ -263,16 +263,52 @@ T* at(T* p, int64_t r0) {
 
 #define GEAR_HDI __host__ __device__ __forceinline__
 
-constexpr float kLog2eF = 1.4426950408889634f;
+#if !defined(__CUDA_ARCH__)
+// The host simulation's stand-in for an approximate hardware instruction: the exact value moved by the
+// instruction's documented largest error, up or down as a hash of the input's bits says (deterministic,
+// and both signs occur), so that the kernels' error bounds are checked against the worst the device can do.
+inline float worst_case(float exact, double err, float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  u = (u ^ (u >> 16)) * 0x45d9f3bu;
+  u ^= u >> 16;
+  return static_cast<float>(static_cast<double>(exact) + ((u & 1u) ? err : -err));
+}
+inline bool subnormal(float x) { return x != 0.f && fabsf(x) < 1.17549435e-38f; }
+#endif
 
-// 2^x: the hardware approximation on the device (relative error ~2^-22; 0 below -126, as the sums need).
+// 2^x: the hardware approximation on the device, MUFU.EX2 (relative error at most 2 ulp, 2^-22, exact at
+// integers: 2^0 = 1, so a one-hot row has entropy 0; results below 2^-126 flush to 0, as the sums need).
+// The host simulation gives the exact value moved by 2^-22 either way (integers exact), flushed alike.
 GEAR_HDI float ex2(float x) {
 #if defined(__CUDA_ARCH__)
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 #else
-  return exp2f(x);
+  if (subnormal(x)) x = 0.f;
+  const float e = exp2f(x);
+  if (!(e >= 1.17549435e-38f) || e == INFINITY) return e != e ? e : e == INFINITY ? e : 0.f;
+  if (x == floorf(x)) return e;
+  const float y = worst_case(e, ldexp(static_cast<double>(e), -22), x);
+  return y < 1.17549435e-38f ? 0.f : y;
+#endif
+}
+
+// log2(x): the hardware approximation on the device, MUFU.LG2 (absolute error at most 2^-22 for x in
+// [0.5, 2], at most 2 ulp of the result elsewhere; a subnormal x flushes to 0, giving -Infinity). The host
+// simulation moves the exact value by that much either way.
+GEAR_HDI float lg2(float x) {
+#if defined(__CUDA_ARCH__)
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  if (subnormal(x)) x = 0.f;
+  const float e = log2f(x);
+  if (!(fabsf(e) < INFINITY)) return e;
+  const double err = x >= 0.5f && x <= 2.f ? ldexp(1.0, -22) : ldexp(static_cast<double>(fabsf(e)), -22);
+  return worst_case(e, err, x);
 #endif
 }
 

@@ -4,7 +4,7 @@
 // softmax statistics and the cross sum its kind needs (float sums folded into float64, the pivot rescaling
 // of gear/row_math.h); items reduce over their group in a fixed order and a per-row kernel merges the
 // parts in order into the row's values and the backward's per-row parameters. JSD adds a second pass
-// over the rows for its log-mixture terms (jsd_kernel, float64 per entry). The backward (grad_kernel) is
+// over the rows for its log-mixture terms (jsd_kernel, one log2 per entry). The backward (grad_kernel) is
 // one streaming pass writing d/dz_student. No float atomics: results are bit-identical between runs.
 #include <cmath>
 #include <vector>
@@ -233,44 +233,66 @@ __global__ void pair_finish_kernel(const void* zs, const void* zt, int64_t rows,
                        lp_t, flags);
 }
 
-// JSD pass 2: per item, sum_v jsd_term(ln p_s, ln p_t) and sum_v p_s (ln p_s - ln M), in float64.
+// JSD pass 2: per item, sum_v jsd_term(ln p_s, ln p_t) and sum_v p_s (ln p_s - ln M) (float64 once folded).
 struct JsdPart {
   double value, k_sm;
 };
 
-// One thread's share of pass 2 for item (row, part).
+// A side's log2 p = (z - piv) k + off around its pivot piv = T lse (a float; off carries the rest in
+// float64), as the backward forms it: exact for the entries that carry the mass whatever the logits' size.
+struct LogP2 {
+  float piv, off;
+};
+__host__ __device__ inline LogP2 log_p2(double lse, double inv_t) {
+  const float piv = static_cast<float>(lse / inv_t);
+  return LogP2{piv, static_cast<float>(-(lse - static_cast<double>(piv) * inv_t) * rowmath::kLog2e)};
+}
+
+// One thread's share of pass 2 for item (row, part), in log2 units with one logarithm per entry: with
+// ta, tb = log2 p_s, log2 p_t (clamped at -256, where 2^t is 0: a masked entry, or one of no weight) and
+// lm = log2 M, M = (1 - beta) p_s + beta p_t (at least 2^-126: an entry masked on both sides adds 0 * finite),
+//   value = ln 2 (beta sum p_t (tb - lm) + (1 - beta) sum p_s (ta - lm)),  k_sm = ln 2 sum p_s (ta - lm).
+// Float sums over kFold vectors are folded into float64. Error (the simulation checks it against float64
+// with ex2 / lg2 at their documented worst): each term's log2 differences are within a few 1e-6 for the
+// entries of weight, so value and k_sm are within ~2e-6 absolute.
 template <DType D>
 __host__ __device__ JsdPart jsd_thread(const void* zs, const void* zt, int64_t vocab, int64_t row, int64_t part,
                                        int64_t parts, int lane, int G, double beta, double inv_t, double ls, double lt) {
   constexpr int V = Elems<D>::kVec;
-  JsdPart acc{0.0, 0.0};
-  auto add = [&](float a, float b) {
-    const double la = a == -INFINITY ? rowmath::neg_inf() : a * inv_t - ls;
-    const double lb = b == -INFINITY ? rowmath::neg_inf() : b * inv_t - lt;
-    const double ea = a == -INFINITY ? 0.0 : exp(la), eb = b == -INFINITY ? 0.0 : exp(lb);
-    const double mix = (1.0 - beta) * ea + beta * eb;
-    if (mix == 0.0) return;
-    const double lm = log(mix);
-    if (eb > 0.0) acc.value += beta * eb * (lb - lm);
-    if (ea > 0.0) {
-      acc.value += (1.0 - beta) * ea * (la - lm);
-      acc.k_sm += ea * (la - lm);
-    }
+  constexpr int kFold = 8;
+  const LogP2 s2 = log_p2(ls, inv_t), t2 = log_p2(lt, inv_t);
+  const float k = static_cast<float>(inv_t * rowmath::kLog2e);
+  const float b1 = static_cast<float>(1.0 - beta), b = static_cast<float>(beta);
+  float vb = 0.f, ks = 0.f;  // sum p_t (tb - lm), sum p_s (ta - lm)
+  double VB = 0.0, KS = 0.0;
+  auto add = [&](float a, float c) {
+    const float ta = fmaxf(fmaf(a - s2.piv, k, s2.off), -256.f), tb = fmaxf(fmaf(c - t2.piv, k, t2.off), -256.f);
+    const float pa = ex2(ta), pb = ex2(tb);
+    const float lm = lg2(fmaxf(fmaf(b1, pa, b * pb), 1.17549435e-38f));
+    vb = fmaf(pb, tb - lm, vb);
+    ks = fmaf(pa, ta - lm, ks);
+  };
+  auto fold = [&] {
+    VB += vb, KS += ks;
+    vb = ks = 0.f;
   };
   const RowSpan sp = row_span<V>(row, vocab, part, parts);
   if (sp.first && lane < sp.head) add(load1<D>(zs, sp.e0 + lane), load1<D>(zt, sp.e0 + lane));
+  int pending = 0;
   for (int64_t j = sp.vb + lane; j < sp.ve; j += G) {
-    float a[V], b[V];
-    load_vec<D>(zs, sp.vec0 + j * V, a);
-    load_vec<D>(zt, sp.vec0 + j * V, b);
+    float x[V], y[V];
+    load_vec<D>(zs, sp.vec0 + j * V, x);
+    load_vec<D>(zt, sp.vec0 + j * V, y);
 #pragma unroll
-    for (int k = 0; k < V; ++k) add(a[k], b[k]);
+    for (int i = 0; i < V; ++i) add(x[i], y[i]);
+    if (++pending == kFold) fold(), pending = 0;
   }
   if (sp.last && lane < sp.tail) {
     const int64_t e = sp.vec0 + sp.ve * V + lane;
     add(load1<D>(zs, e), load1<D>(zt, e));
   }
-  return acc;
+  fold();
+  return JsdPart{rowmath::kLn2 * (beta * VB + (1.0 - beta) * KS), rowmath::kLn2 * KS};
 }
 
 template <DType D, int G>
@@ -309,10 +331,11 @@ __global__ void jsd_finish_kernel(int64_t rows, int64_t parts, double kl_cap, co
 // The backward's constants of one row, as the CPU kernel forms them: log2 p of each side is
 // (z - piv) k + off around its pivot piv = T lse (a float; off carries the rest in float64), and
 //   reverse KL: G p_s ((a - b) - D);  forward KL: G (p_s - p_t);  JSD: G (1-beta) p_s ((a - ln M) - K)
-// with G = grad / T, a = ln p_s, b = ln p_t. Weights below 2^-100 give exact zeros.
+// with G = grad / T, a = ln p_s, b = ln p_t (JSD in log2 units: G (1-beta) ln 2 p_s ((ta - log2 M) - K log2 e)).
+// Weights below 2^-100 give exact zeros.
 struct DivRow {
   float piv_s, off_s, piv_t, off_t, k;
-  float c1, c2;              // reverse KL: G ln 2, -G D; forward KL: G; JSD: G (1 - beta), -K
+  float c1, c2;              // reverse KL: G ln 2, -G D; forward KL: G; JSD: G (1 - beta) ln 2, -K log2 e
   bool zero, infinite;       // the clamp is flat (gradient 0); +Infinity with no finite cap
 };
 
@@ -325,15 +348,13 @@ __host__ __device__ inline DivRow div_row(int64_t row, int kind, double beta, do
   DivRow d;
   d.infinite = v == rowmath::pos_inf() && kl_cap == rowmath::pos_inf();
   d.zero = d.infinite || v >= kl_cap;
-  d.piv_s = static_cast<float>(ls / inv_t);
-  d.piv_t = static_cast<float>(lt / inv_t);
-  d.off_s = static_cast<float>(-(ls - static_cast<double>(d.piv_s) * inv_t) * rowmath::kLog2e);
-  d.off_t = static_cast<float>(-(lt - static_cast<double>(d.piv_t) * inv_t) * rowmath::kLog2e);
+  const LogP2 s2 = log_p2(ls, inv_t), t2 = log_p2(lt, inv_t);
+  d.piv_s = s2.piv, d.off_s = s2.off, d.piv_t = t2.piv, d.off_t = t2.off;
   d.k = static_cast<float>(inv_t * rowmath::kLog2e);
   const double G = grad[row] * inv_t;
   const bool rkl = kind == static_cast<int>(DivKind::ReverseKl), fkl = kind == static_cast<int>(DivKind::ForwardKl);
-  d.c1 = static_cast<float>(rkl ? G * rowmath::kLn2 : fkl ? G : G * (1.0 - beta));
-  d.c2 = static_cast<float>(rkl ? -G * v : fkl ? 0.0 : -k_sm);
+  d.c1 = static_cast<float>(rkl ? G * rowmath::kLn2 : fkl ? G : G * (1.0 - beta) * rowmath::kLn2);
+  d.c2 = static_cast<float>(rkl ? -G * v : fkl ? 0.0 : -k_sm * rowmath::kLog2e);  // JSD: in log2 units
   return d;
 }
 
@@ -356,9 +377,10 @@ __host__ __device__ int32_t div_grad_thread(const void* zs, const void* zt, int6
       const float pt = tb >= -100.f ? ex2(fmaxf(tb, -126.f)) : 0.f;
       return d.c1 * (ps - pt);
     }
-    const float la = fmaxf(ta * rowmath::kLn2, -87.f), lb = fmaxf(tb * rowmath::kLn2, -87.f);  // ln p, clamped
-    const float lm = logf(fmaf(beta1, ex2(la * kLog2eF), beta * ex2(lb * kLog2eF)));
-    return ta >= -100.f ? d.c1 * ps * ((la - lm) + d.c2) : 0.f;
+    // log2 M, M = (1 - beta) p_s + beta p_t, as pass 2 forms it (tb clamped at -256: p_t = 0 there)
+    const float pt = ex2(fmaxf(tb, -256.f));
+    const float lm = lg2(fmaxf(fmaf(beta1, ps, beta * pt), 1.17549435e-38f));
+    return ta >= -100.f ? d.c1 * ps * ((ta - lm) + d.c2) : 0.f;
   };
   if (sp.first && lane < sp.head) {
     const int64_t e = sp.e0 + lane;

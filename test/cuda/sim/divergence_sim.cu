@@ -247,7 +247,7 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, DivKind kind
           for (double w : want) scale = std::max(scale, std::fabs(w));
           for (int64_t v = 0; v < vocab; ++v) e_grad = std::max(e_grad, std::fabs(g[r * vocab + v] - want[v]) / scale);
         }
-        const double tol = kind == DivKind::Jsd ? 1e-4 : 2e-5;
+        const double tol = 2e-5;
         sim::check(e_grad <= tol, std::string("divergenceBackward ") + (given ? "stats given " : "recomputed ") + name + grid +
                                       ": error " + std::to_string(e_grad) + " of the row's largest gradient");
       }
