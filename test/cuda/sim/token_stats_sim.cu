@@ -26,10 +26,14 @@ Out run_stats(const sim::Logits& l, int G, int64_t parts, double T, const int32_
     for (int lane = 0; lane < G; ++lane) {
       SoftmaxAcc acc = stats_thread<D>(l.data.get(), vocab, item / parts, item % parts, parts, lane, G, c2, inv_t);
       int bad = 0;
-      const rowmath::SoftmaxStats st = acc.stats(&bad);
+      const rowmath::SoftmaxStats st = acc.stats(inv_t, &bad);
       lanes[lane] = PartStats{st.m, st.s, st.a, bad, 0};
     }
-    P[item] = sim::group_reduce(lanes, G, [&](const PartStats& a, const PartStats& b) { return part_merge(a, b, inv_t); });
+    // group_stats: every lane at the group's largest pivot, then added in group_reduce's order
+    double M = -INFINITY;
+    for (const PartStats& x : lanes) M = std::fmax(M, x.m);
+    for (PartStats& x : lanes) x = part_at(x, M, inv_t);
+    P[item] = sim::group_reduce(lanes, G, [&](const PartStats& a, const PartStats& b) { return part_add(a, b); });
   }
   Out o;
   const size_t n = static_cast<size_t>(rows);
