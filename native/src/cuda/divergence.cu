@@ -47,17 +47,40 @@ GEAR_HDI PairPart pair_merge(const PairPart& x, const PairPart& y, double inv_t)
   return PairPart{ms, a.s.s + b.s.s, a.s.a + b.s.a, mt, a.t.s + b.t.s, a.cs + b.cs, a.ct + b.ct, x.bits | y.bits, 0};
 }
 
-// A thread's pair statistics (see SoftmaxAcc for the folding and the pivot).
+// A lane's pair statistics moved to the group's pivots (>= its own), ready to be added.
+GEAR_HDI PairPart pair_at(const PairPart& x, double ms, double mt, double inv_t) {
+  rowmath::PairStats a = to_pair(x);
+  rowmath::pair_rescale_student(a, ms, inv_t);
+  rowmath::pair_rescale_teacher(a, mt, inv_t);
+  return PairPart{ms, a.s.s, a.s.a, mt, a.t.s, a.cs, a.ct, x.bits, 0};
+}
+GEAR_HDI PairPart pair_add(const PairPart& x, const PairPart& y) {
+  return PairPart{x.ms, x.ss + y.ss, x.as + y.as, x.mt, x.st + y.st, x.cs + y.cs, x.ct + y.ct, x.bits | y.bits, 0};
+}
+
+// A thread's pair statistics (see SoftmaxAcc): float sums over at most kFold vectors relative to the
+// running pivots ms, mt (as, cs, ct in log2 units), folded into float64 sums relative to the pivots MS, MT
+// of the last fold. A pivot move rescales only the float sums (ex2: e' = 2^r e and d' = d + r for the side
+// that moved by r log2 units, so the weighted sums of that side scale and shift and the other side's cross
+// sum shifts); the fold rescales the float64 sums exactly (rowmath::pair_rescale_*) when a pivot moved.
 template <int WANT>
 struct PairAcc {
-  static constexpr int kFold = 8;
+  static constexpr int kFold = 4;
   float ms = -INFINITY, mt = -INFINITY;
   float ss = 0.f, as = 0.f, st = 0.f, cs = 0.f, ct = 0.f;  // log2 units for as, cs, ct
+  float MS = -INFINITY, MT = -INFINITY;
   double SS = 0.0, AS = 0.0, ST = 0.0, CS = 0.0, CT = 0.0;
   int pending = 0;
   int32_t bits = 0;
 
-  GEAR_HDI void fold() {
+  __host__ __device__ void fold(double inv_t) {
+    if (ms > MS || mt > MT) {
+      rowmath::PairStats p{{MS, SS, AS}, {MT, ST, 0.0}, CS, CT};
+      rowmath::pair_rescale_student(p, ms, inv_t);
+      rowmath::pair_rescale_teacher(p, mt, inv_t);
+      MS = static_cast<float>(p.s.m), MT = static_cast<float>(p.t.m);  // raw logits: exact in float
+      SS = p.s.s, AS = p.s.a, ST = p.t.s, CS = p.cs, CT = p.ct;
+    }
     SS += ss;
     ST += st;
     AS += static_cast<double>(as) * rowmath::kLn2;
@@ -66,24 +89,38 @@ struct PairAcc {
     ss = as = st = cs = ct = 0.f;
     pending = 0;
   }
-  GEAR_HDI rowmath::PairStats folded() const { return rowmath::PairStats{{ms, SS, AS}, {mt, ST, 0.0}, CS, CT}; }
-  GEAR_HDI void store(const rowmath::PairStats& p) {
-    ms = static_cast<float>(p.s.m);  // pivots are raw logits: exact in float
-    mt = static_cast<float>(p.t.m);
-    SS = p.s.s, AS = p.s.a, ST = p.t.s, CS = p.cs, CT = p.ct;
+  // Moves of the running pivots by r = (old - new) k < 0 log2 units: that side's weights scale by 2^r
+  // (0 past -126) and its d = (z - m) k shift by r, so its own sums scale and shift and the other side's
+  // cross sum shifts (by -r times the other side's weight; where that side is masked the term is excluded,
+  // and then the row's support-mismatch bit decides the value anyway). Nothing to move while the side has
+  // had no weight (no finite logit, or finite masks only): no term depends on its pivot yet (as
+  // rowmath::pair_rescale_* decide it).
+  GEAR_HDI void move_student(float m, float c2) {
+    if (ss > 0.f || SS > 0.0) {
+      const float r = (ms - m) * c2, f = ex2(fmaxf(r, -256.f));
+      as = f * fmaf(r, ss, as);
+      if (WANT == kWantCs) cs = f * fmaf(r, ss, cs);
+      if (WANT == kWantCt) ct = fmaf(-r, st, ct);
+      ss *= f;
+    }
+    ms = m;
+  }
+  GEAR_HDI void move_teacher(float m, float c2) {
+    if (st > 0.f || ST > 0.0) {
+      const float r = (mt - m) * c2, f = ex2(fmaxf(r, -256.f));
+      if (WANT == kWantCt) ct = f * fmaf(r, st, ct);
+      if (WANT == kWantCs) cs = fmaf(-r, ss, cs);
+      st *= f;
+    }
+    mt = m;
   }
   template <int N>
   GEAR_HDI void add(const float (&a)[N], const float (&b)[N], float c2, double inv_t) {
     float va = a[0], vb = b[0];
 #pragma unroll
     for (int k = 1; k < N; ++k) va = fmaxf(va, a[k]), vb = fmaxf(vb, b[k]);
-    if (va > ms || vb > mt) {
-      fold();
-      rowmath::PairStats p = folded();
-      if (va > ms) rowmath::pair_rescale_student(p, va, inv_t);
-      if (vb > mt) rowmath::pair_rescale_teacher(p, vb, inv_t);
-      store(p);
-    }
+    if (va > ms) move_student(va, c2);
+    if (vb > mt) move_teacher(vb, c2);
     // (z - m) k in log2 units. An entry is masked when rowmath::is_mask (-Infinity, or a finite mask such
     // as torch.finfo(dtype).min, at any temperature) or when (z - m) k overflows, as on the CPU. A NaN, or a side whose pivot is +inf, makes it NaN: caught when the row finishes.
     float da[N], db[N];
@@ -117,10 +154,10 @@ struct PairAcc {
         bits |= (!xa && xb ? 4 : 0) | (!xb && xa ? 8 : 0);
       }
     }
-    if (++pending == kFold) fold();
+    if (++pending == kFold) fold(inv_t);
   }
-  GEAR_HDI PairPart finish() {
-    fold();
+  __host__ __device__ PairPart finish(double inv_t) {
+    fold(inv_t);
     int32_t b = bits;
     if (ms == INFINITY || SS != SS || AS != AS) b |= 1;
     if (mt == INFINITY || ST != ST) b |= 2;
@@ -129,7 +166,7 @@ struct PairAcc {
       if (CS != CS) CS = 0.0;
       if (CT != CT) CT = 0.0;
     }
-    return PairPart{ms, SS, AS, mt, ST, CS, CT, b, 0};
+    return PairPart{MS, SS, AS, MT, ST, CS, CT, b, 0};
   }
 };
 
@@ -155,7 +192,7 @@ __host__ __device__ PairPart pair_thread(const void* zs, const void* zt, int64_t
     const float a[1] = {load1<D>(zs, e)}, b[1] = {load1<D>(zt, e)};
     acc.template add<1>(a, b, c2, inv_t);
   }
-  return acc.finish();
+  return acc.finish(inv_t);
 }
 
 template <DType D, int G, int WANT>
@@ -164,9 +201,11 @@ __device__ __forceinline__ void pair_item(const void* zs, const void* zt, int64_
   const int lane = threadIdx.x % G;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
   const bool active = item < rows * parts;  // uniform over the group: an idle one still joins the block's reductions
-  PairPart p = PairAcc<kWantNone>().finish();
+  PairPart p = PairAcc<kWantNone>().finish(inv_t);
   if (active) p = pair_thread<D, WANT>(zs, zt, vocab, item / parts, item % parts, parts, lane, G, c2, inv_t);
-  p = group_reduce<G>(p, [inv_t](const PairPart& x, const PairPart& y) { return pair_merge(x, y, inv_t); });
+  // every lane at the group's largest pivots, then fixed-order sums (one rescale per lane and side)
+  const double ms = group_max<G>(p.ms), mt = group_max<G>(p.mt);
+  p = group_reduce<G>(pair_at(p, ms, mt, inv_t), [](const PairPart& x, const PairPart& y) { return pair_add(x, y); });
   if (active && lane == 0) out[item] = p;
 }
 
