@@ -142,15 +142,30 @@ function logits(seed, n) {
   for (let filled = block; filled < n; filled *= 2) a.copyWithin(filled, 0, Math.min(filled, n - filled));
   return a;
 }
-const toBf16 = (f32) => {
-  const u = new Uint32Array(f32.buffer, f32.byteOffset, f32.length), out = new Uint16Array(f32.length);
-  for (let i = 0; i < out.length; i++) out[i] = u[i] >>> 16;
+// 16-bit copies: the repeated block converted once, then repeated (as logits() repeats it)
+const repeat16 = (f32, conv) => {
+  const block = Math.min(f32.length, 1 << 20), out = new Uint16Array(f32.length);
+  for (let i = 0; i < block; i++) out[i] = conv(f32[i]);
+  for (let filled = block; filled < out.length; filled *= 2) out.copyWithin(filled, 0, Math.min(filled, out.length - filled));
   return out;
+};
+const u32 = new Uint32Array(1), f32v = new Float32Array(u32.buffer);
+const bf16 = (x) => ((f32v[0] = x), u32[0] >>> 16);
+const f16 = (x) => {  // round to nearest even; the bench's logits are within float16's normal range
+  f32v[0] = x;
+  const b = u32[0], sign = (b >>> 16) & 0x8000, e = ((b >>> 23) & 0xff) - 127 + 15, m = b & 0x7fffff;
+  if (e <= 0) return sign;
+  let h = sign | (e << 10) | (m >>> 13);
+  const rest = m & 0x1fff;
+  if (rest > 0x1000 || (rest === 0x1000 && (h & 1))) h++;
+  return h;
 };
 const zs = logits(1, R * V), zt = logits(2, R * V);
 const student = { data: zs, rows: R, vocab: V }, teacher = { data: zt, rows: R, vocab: V };
-const studentBf16 = { data: toBf16(zs), rows: R, vocab: V, dtype: 'bfloat16' };
-const teacherBf16 = { data: toBf16(zt), rows: R, vocab: V, dtype: 'bfloat16' };
+const studentBf16 = { data: repeat16(zs, bf16), rows: R, vocab: V, dtype: 'bfloat16' };
+const teacherBf16 = { data: repeat16(zt, bf16), rows: R, vocab: V, dtype: 'bfloat16' };
+const studentF16 = { data: repeat16(zs, f16), rows: R, vocab: V, dtype: 'float16' };
+const teacherF16 = { data: repeat16(zt, f16), rows: R, vocab: V, dtype: 'float16' };
 const targets = Int32Array.from({ length: R }, (_, r) => (r * 7919) % V);
 const row = (op, r) => {
   rows.push({ op, ...r });
@@ -178,18 +193,24 @@ const row = (op, r) => {
 const hbm = (bytes, ms) => ({ GBs: round(bytes / ms / 1e6, 0), pctOfHbm: round(100 * bytes / ms / 1e6 / floors.hbmCopyGBs, 1) });
 const ds = await rl.cuda.upload(student), dt = await rl.cuda.upload(teacher);
 const dsb = await rl.cuda.upload(studentBf16), dtb = await rl.cuda.upload(teacherBf16);
+const dsh = await rl.cuda.upload(studentF16), dth = await rl.cuda.upload(teacherF16);
 const gradOut = await rl.cuda.upload({ data: new Float32Array(R * V), rows: R, vocab: V });
-const deviceOps = [
-  ['tokenStats f32', () => rl.tokenStats(ds, targets), f32Bytes],
-  ['tokenStats bf16', () => rl.tokenStats(dsb, targets), f32Bytes / 2],
-  ['reverse KL f32', () => rl.divergence(ds, dt), 2 * f32Bytes],
-  ['reverse KL bf16', () => rl.divergence(dsb, dtb), f32Bytes],
-];
-const statsF32 = rl.tokenStats(ds, targets);
-const klF32 = rl.divergence(ds, dt);
+// every logits op of the device for every dtype (bytes: what it must read and write)
+const deviceOps = [];
+for (const [dn, s, t, bytes] of [['f32', ds, dt, f32Bytes], ['bf16', dsb, dtb, f32Bytes / 2], ['f16', dsh, dth, f32Bytes / 2]]) {
+  deviceOps.push([`tokenStats ${dn}`, () => rl.tokenStats(s, targets), bytes]);
+  deviceOps.push([`reverse KL ${dn}`, () => rl.divergence(s, t), 2 * bytes]);
+  deviceOps.push([`forward KL ${dn}`, () => rl.divergence(s, t, { kind: 'forward_kl' }), 2 * bytes]);
+  // JSD reads both rows twice (its log-mixture terms need both rows' final logsumexp): its floor is one read
+  deviceOps.push([`JSD ${dn}`, () => rl.divergence(s, t, { kind: 'jsd' }), 2 * bytes]);
+}
 const ones = new Float32Array(R).fill(1 / R);
-deviceOps.push(['tokenStatsBackward f32 (stats, out)', () => rl.tokenStatsBackward(ds, targets, { logprob: ones }, { stats: statsF32, out: gradOut }), 2 * f32Bytes]);
-deviceOps.push(['divergenceBackward reverse KL f32 (stats, out)', () => rl.divergenceBackward(ds, dt, ones, { stats: klF32, out: gradOut }), 3 * f32Bytes]);
+for (const [dn, s, t, bytes] of [['f32', ds, dt, f32Bytes], ['bf16', dsb, dtb, f32Bytes / 2]]) {
+  const st = rl.tokenStats(s, targets), kl = rl.divergence(s, t);
+  deviceOps.push([`tokenStatsBackward ${dn} (stats, out)`, () => rl.tokenStatsBackward(s, targets, { logprob: ones }, { stats: st, out: gradOut }), bytes + f32Bytes]);
+  deviceOps.push([`divergenceBackward reverse KL ${dn} (stats, out)`, () => rl.divergenceBackward(s, t, ones, { stats: kl, out: gradOut }), 2 * bytes + f32Bytes]);
+  deviceOps.push([`divergenceBackward JSD ${dn} (out)`, () => rl.divergenceBackward(s, t, ones, { kind: 'jsd', out: gradOut }), 2 * bytes + f32Bytes]);
+}
 for (const [op, fn, bytes] of deviceOps) {
   const t = await time(fn);
   row(`${op}, ${R}x${V} device tensor`, { ms: round(t.ms), kernelMs: round(t.kernelMs), ...hbm(bytes, t.kernelMs),
@@ -215,7 +236,15 @@ for (const [op, fn, bytes] of deviceOps) {
     for (let i = 0; i < n; i++) rl.tokenStats(small, y);
     laps.push((now() - t) / n);
   }
-  row('tokenStats f32, 8x32768 device tensor (per call)', { us: round(median(laps) * 1000, 1), target: '<= 30 us' });
+  // and the median of single calls (what one call in a training step costs)
+  const single = [];
+  for (let i = 0; i < 400; i++) {
+    const t = now();
+    rl.tokenStats(small, y);
+    single.push(now() - t);
+  }
+  row('tokenStats f32, 8x32768 device tensor (per call)', { us: round(median(laps) * 1000, 1), medianOf400Us: round(median(single) * 1000, 1),
+    kernelUs: round(native.cudaKernelMs({ device: 0 }) * 1000, 1), target: '<= 30 us' });
   small.dispose();
 }
 
@@ -229,7 +258,7 @@ for (const [op, fn] of cpuOps) {
   const t = await time(fn, 3);
   row(`${op}, ${R}x${V} host arrays, CPU (${threads} threads, ${rl.backend().isa})`, { ms: round(t.ms) });
 }
-for (const t of [ds, dt, dsb, dtb, gradOut]) t.dispose();
+for (const t of [ds, dt, dsb, dtb, dsh, dth, gradOut]) t.dispose();
 
 // ---- PyTorch on the same GPU ----
 // cuda_torch.py runs inside a wrapper that prints what it has measured when its time is up (a timer
@@ -254,7 +283,9 @@ sys.argv = [path]
 exec(compile(open(path).read(), path, 'exec'), g)
 `;
 async function runTorch(limitS) {
-  const py = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
+  // GEAR_RL_PYTHON chooses the interpreter; else PATH's python3 (where a machine's PyTorch usually is:
+  // /usr/bin/python3 may be the system's, without it)
+  const py = process.env.GEAR_RL_PYTHON || 'python3';
   const file = join(tmpdir(), `gear-rl-torch-${process.pid}.log`);
   const fd = openSync(file, 'w');
   let child;

@@ -39,8 +39,12 @@ struct DeviceInfo {
   int64_t pool_used_bytes = 0;      // of which in use
 };
 Status device_info(int ordinal, DeviceInfo* out);
-// Returns the pool's cached memory (and the call arena) to the device.
+// Frees what the device keeps between calls: the pool's cached memory, the call arenas (device and
+// page-locked) and the page-locked staging ring. The next call that needs them allocates them again.
 Status trim(int ordinal);
+// trim() on every device this process has used (none is initialised by it): for the teardown of the last
+// environment (JavaScript thread) using the module, so that nothing the library cached is left allocated.
+void release_all_cached();
 // Kernel time (CUDA events) of the last call on `ordinal` if its logits were on the device; -1 otherwise.
 // The events are recorded only once this has been asked on the device (the first query turns the timing
 // on and returns -1): they cost every call two stream operations.

@@ -11,6 +11,7 @@
 //   cudaKernelMs({ device }), cudaBandwidth({ device, mode, bytes, reps })   (benchmarks)
 #if defined(GEAR_RL_CUDA)
 #include <cuda_runtime_api.h>
+#include <atomic>
 
 #include <memory>
 
@@ -185,8 +186,15 @@ static Napi::Value CudaBandwidth(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// Environments (the main thread, workers) that loaded the module; the last one to end frees what the
+// library cached on the devices (cuda::release_all_cached). Its hook runs after the environment's calls
+// and tensors are gone: hooks run last-registered first, and the jobs' one is registered at the first call.
+static std::atomic<int> g_cuda_envs{0};
+
 void RegisterCuda(Napi::Env env, Napi::Object exports) {
   install_device_backend(cuda::backend(), cuda::device_api_impl());  // module init: before any op can run
+  g_cuda_envs.fetch_add(1);
+  napi_add_env_cleanup_hook(env, [](void*) { if (g_cuda_envs.fetch_sub(1) == 1) cuda::release_all_cached(); }, nullptr);
   exports.Set("cudaDevices", Napi::Function::New(env, CudaDevices, "cudaDevices"));
   exports.Set("cudaMemory", Napi::Function::New(env, CudaMemory, "cudaMemory"));
   exports.Set("cudaTrim", Napi::Function::New(env, CudaTrim, "cudaTrim"));

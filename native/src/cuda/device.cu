@@ -250,6 +250,10 @@ Status device_of(int ordinal, Device** out) {
     auto fresh = std::make_unique<Device>();
     GEAR_TRY(init_device(*fresh, ordinal));
     g_devices[ordinal] = fresh.release();  // lives for the process (streams and pools are per process)
+    // process.exit() ends without the environments' teardown: what was cached is freed at exit too,
+    // before the CUDA runtime's own exit handler (registered earlier, so run later).
+    static std::once_flag at_exit;
+    std::call_once(at_exit, [] { std::atexit(release_all_cached); });
   }
   *out = g_devices[ordinal];
   return Status::ok();
@@ -757,16 +761,57 @@ Status bandwidth(int ordinal, int mode, int64_t bytes, int reps, std::vector<dou
   return Status::ok();
 }
 
+namespace {
+// Frees what device `d` (locked, current) keeps between calls: the call arenas (device and page-locked),
+// the staging ring, and the pool's cached blocks. Each is allocated again by the next call that needs it.
+Status release_cached(Device& d) {
+  // Nothing queued may still use them (every call ends synchronised; a failed one may leave copies queued).
+  Status st = cuda_status(cudaStreamSynchronize(d.copy), "cudaStreamSynchronize");
+  device_free(d, d.arena);
+  d.arena = nullptr;
+  d.arena_bytes = 0;
+  const Status sc = cuda_status(cudaStreamSynchronize(d.compute), "cudaStreamSynchronize");
+  if (st.is_ok()) st = sc;
+  if (d.pinned != nullptr) quiet(cudaFreeHost(d.pinned));
+  d.pinned = nullptr;
+  d.pinned_bytes = 0;
+  for (int i = 0; i < kRingSlots; ++i) {
+    if (d.ring[i] != nullptr) quiet(cudaFreeHost(d.ring[i]));
+    if (d.ring_done[i] != nullptr) quiet(cudaEventDestroy(d.ring_done[i]));
+    d.ring[i] = nullptr;
+    d.ring_done[i] = nullptr;
+  }
+  if (d.pools) {
+    const Status sp = cuda_status(cudaMemPoolTrimTo(d.pool, 0), "cudaMemPoolTrimTo");
+    if (st.is_ok()) st = sp;
+  }
+  return st;
+}
+}  // namespace
+
 Status trim(int ordinal) {
   DeviceLock lock;
   GEAR_TRY(lock.open(ordinal));
-  // The call arena goes back too; the next call allocates it again.
-  device_free(*lock, lock->arena);
-  lock->arena = nullptr;
-  lock->arena_bytes = 0;
-  GEAR_CUDA_TRY(cudaStreamSynchronize(lock->compute));
-  if (!lock->pools) return Status::ok();
-  return cuda_status(cudaMemPoolTrimTo(lock->pool, 0), "cudaMemPoolTrimTo");
+  return release_cached(*lock);
+}
+
+void release_all_cached() {
+  for (int i = 0; i < kMaxDevices; ++i) {
+    Device* d;
+    {
+      std::lock_guard<std::mutex> lock(g_devices_mu);
+      d = g_devices[i];  // only devices already in use: no context is created here
+    }
+    if (d == nullptr) continue;
+    // A device with a call still running (an exit while another thread works) is left as it is.
+    std::unique_lock<std::mutex> busy(d->mu, std::try_to_lock);
+    if (!busy.owns_lock()) continue;
+    if (cudaSetDevice(i) != cudaSuccess) {
+      cudaGetLastError();
+      continue;
+    }
+    (void)release_cached(*d);  // its errors are cleared: nobody reads them at teardown
+  }
 }
 
 Status upload(int ordinal, const void* src, int64_t bytes, void** out, const ExecContext& ctx) {

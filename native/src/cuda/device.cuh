@@ -263,16 +263,52 @@ T* at(T* p, int64_t r0) {
 
 #define GEAR_HDI __host__ __device__ __forceinline__
 
-constexpr float kLog2eF = 1.4426950408889634f;
+#if !defined(__CUDA_ARCH__)
+// The host simulation's stand-in for an approximate hardware instruction: the exact value moved by the
+// instruction's documented largest error, up or down as a hash of the input's bits says (deterministic,
+// and both signs occur), so that the kernels' error bounds are checked against the worst the device can do.
+inline float worst_case(float exact, double err, float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  u = (u ^ (u >> 16)) * 0x45d9f3bu;
+  u ^= u >> 16;
+  return static_cast<float>(static_cast<double>(exact) + ((u & 1u) ? err : -err));
+}
+inline bool subnormal(float x) { return x != 0.f && fabsf(x) < 1.17549435e-38f; }
+#endif
 
-// 2^x: the hardware approximation on the device (relative error ~2^-22; 0 below -126, as the sums need).
+// 2^x: the hardware approximation on the device, MUFU.EX2 (relative error at most 2 ulp, 2^-22, exact at
+// integers: 2^0 = 1, so a one-hot row has entropy 0; results below 2^-126 flush to 0, as the sums need).
+// The host simulation gives the exact value moved by 2^-22 either way (integers exact), flushed alike.
 GEAR_HDI float ex2(float x) {
 #if defined(__CUDA_ARCH__)
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 #else
-  return exp2f(x);
+  if (subnormal(x)) x = 0.f;
+  const float e = exp2f(x);
+  if (!(e >= 1.17549435e-38f) || e == INFINITY) return e != e ? e : e == INFINITY ? e : 0.f;
+  if (x == floorf(x)) return e;
+  const float y = worst_case(e, ldexp(static_cast<double>(e), -22), x);
+  return y < 1.17549435e-38f ? 0.f : y;
+#endif
+}
+
+// log2(x): the hardware approximation on the device, MUFU.LG2 (absolute error at most 2^-22 for x in
+// [0.5, 2], at most 2 ulp of the result elsewhere; a subnormal x flushes to 0, giving -Infinity). The host
+// simulation moves the exact value by that much either way.
+GEAR_HDI float lg2(float x) {
+#if defined(__CUDA_ARCH__)
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  if (subnormal(x)) x = 0.f;
+  const float e = log2f(x);
+  if (!(fabsf(e) < INFINITY)) return e;
+  const double err = x >= 0.5f && x <= 2.f ? ldexp(1.0, -22) : ldexp(static_cast<double>(fabsf(e)), -22);
+  return worst_case(e, err, x);
 #endif
 }
 
@@ -437,30 +473,42 @@ GEAR_HDI void copy_thread(const void* z, int64_t vocab, int64_t row, int64_t par
   }
 }
 
-// A thread's online softmax statistics of the logits it has seen, relative to its pivot m (the largest
-// raw logit so far). Float sums over a few vectors are folded into float64 every kFold vectors and before
-// the pivot moves, so rounding stays at float64 level over long rows. `a` is in log2 units until folded.
+// A thread's online softmax statistics of the logits it has seen. Float sums s, a (a in log2 units) over
+// at most kFold vectors, relative to the running pivot m (the largest raw logit so far), are folded into
+// float64 sums S, A (nats) relative to the pivot M of the last fold. A pivot move in the loop rescales only
+// the float sums, by ex2 (a few instructions, no float64: moves are frequent early in a row, and a warp
+// takes the branch when any lane does); the fold rescales the float64 sums exactly, once, when the pivot
+// moved since the last fold. Error: an entry's weight carries its own ex2's (2^-22) and those of at most
+// kFold - 1 moves within its fold (each 2^-22 + |r| ln 2 2^-24 for a move of r log2 units, whose weight
+// is 2^r): within 1.3e-6 relative, inside tokenStatsPartial's 2e-6 (the simulation checks it with ex2 at
+// its worst).
 struct SoftmaxAcc {
-  static constexpr int kFold = 8;
-  float m = -INFINITY;
+  static constexpr int kFold = 4;
+  float m = -INFINITY;      // running pivot (of s, a)
   float s = 0.f, a = 0.f;
-  double S = 0.0, A = 0.0;  // folded: sum e, sum e * (z - m) / T (nats)
+  float M = -INFINITY;      // pivot of S, A
+  double S = 0.0, A = 0.0;  // folded: sum e, sum e * (z - M) / T (nats)
   int pending = 0;
   bool nan_seen = false;    // a NaN in a vector skipped while every logit so far was -inf
 
-  GEAR_HDI void fold() {
+  __host__ __device__ void fold(double inv_t) {
+    if (m > M) {  // rescale S, A exactly to the current pivot (rowmath::stats_rescale)
+      rowmath::SoftmaxStats st{M, S, A};
+      rowmath::stats_rescale(st, m, inv_t);
+      S = st.s, A = st.a;
+      M = m;
+    }
     S += s;
     A += static_cast<double>(a) * rowmath::kLn2;
     s = a = 0.f;
     pending = 0;
   }
-  __host__ __device__ void move_pivot(float new_m, double inv_t) {
-    fold();
-    if (S > 0.0) {
-      const double r = (static_cast<double>(m) - static_cast<double>(new_m)) * inv_t;
-      const double f = exp(r);
-      A = f * (A + r * S);
-      S = f * S;
+  GEAR_HDI void move_pivot(float new_m, float c2) {
+    if (s > 0.f) {  // r = (m - new_m) k < 0 (clamped: past -126 the old sums weigh 0)
+      const float r = fmaxf((m - new_m) * c2, -256.f);
+      const float f = ex2(r);
+      a = f * fmaf(r, s, a);
+      s *= f;
     }
     m = new_m;
   }
@@ -469,7 +517,7 @@ struct SoftmaxAcc {
     float vm = x[0];
 #pragma unroll
     for (int k = 1; k < N; ++k) vm = fmaxf(vm, x[k]);
-    if (vm > m) move_pivot(vm, inv_t);
+    if (vm > m) move_pivot(vm, c2);
     if (m == -INFINITY) {  // every logit so far masked: only a NaN can matter here
 #pragma unroll
       for (int k = 0; k < N; ++k) nan_seen |= x[k] != x[k];
@@ -482,17 +530,17 @@ struct SoftmaxAcc {
       s += e;
       a = fmaf(e, fmaxf(d, -256.f), a);  // a masked entry adds 0 * -256, not 0 * -inf
     }
-    if (++pending == kFold) fold();
+    if (++pending == kFold) fold(inv_t);
   }
   GEAR_HDI void add1(float x, float c2, double inv_t) {
     const float v[1] = {x};
     add<1>(v, c2, inv_t);
   }
   // Finishes: the statistics in float64 and whether a NaN or +Infinity was seen.
-  GEAR_HDI rowmath::SoftmaxStats stats(int* bad) {
-    fold();
+  __host__ __device__ rowmath::SoftmaxStats stats(double inv_t, int* bad) {
+    fold(inv_t);
     *bad = nan_seen || m == INFINITY || S != S || A != A;
-    return rowmath::SoftmaxStats{static_cast<double>(m), S, A};
+    return rowmath::SoftmaxStats{static_cast<double>(M), S, A};
   }
 };
 
@@ -545,6 +593,38 @@ __device__ __forceinline__ T group_reduce(T v, Merge merge) {
     __syncthreads();  // warp_vals is reused by the next reduction of the block
   }
   return v;
+}
+
+// The largest of a group's values, in every lane (max is exact: the order does not matter).
+template <int G>
+__device__ __forceinline__ double group_max(double v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if constexpr (G > 32) {
+    __shared__ double warp_max[G / 32];
+    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = v;
+    __syncthreads();
+#pragma unroll
+    for (int w = 0; w < G / 32; ++w) v = fmax(v, warp_max[w]);
+    __syncthreads();  // warp_max is reused by the next reduction of the block
+  }
+  return v;
+}
+
+// A lane's statistics moved to the group's pivot M (>= its own), ready to be added.
+GEAR_HDI PartStats part_at(const PartStats& x, double M, double inv_t) {
+  rowmath::SoftmaxStats st{x.m, x.s, x.a};
+  rowmath::stats_rescale(st, M, inv_t);
+  return PartStats{M, st.s, st.a, x.bad, 0};
+}
+GEAR_HDI PartStats part_add(const PartStats& x, const PartStats& y) { return PartStats{x.m, x.s + y.s, x.a + y.a, x.bad | y.bad, 0}; }
+
+// A group's statistics at its lane 0: every lane rescaled once to the group's largest pivot, then added
+// in group_reduce's fixed order (one exp per lane, instead of two per merge at every level).
+template <int G>
+__device__ __forceinline__ PartStats group_stats(const PartStats& x, double inv_t) {
+  const double M = group_max<G>(x.m);
+  return group_reduce<G>(part_at(x, M, inv_t), [](const PartStats& p, const PartStats& q) { return part_add(p, q); });
 }
 
 #endif  // __CUDACC__

@@ -4,7 +4,7 @@
 // softmax statistics and the cross sum its kind needs (float sums folded into float64, the pivot rescaling
 // of gear/row_math.h); items reduce over their group in a fixed order and a per-row kernel merges the
 // parts in order into the row's values and the backward's per-row parameters. JSD adds a second pass
-// over the rows for its log-mixture terms (jsd_kernel, float64 per entry). The backward (grad_kernel) is
+// over the rows for its log-mixture terms (jsd_kernel, one log2 per entry). The backward (grad_kernel) is
 // one streaming pass writing d/dz_student. No float atomics: results are bit-identical between runs.
 #include <cmath>
 #include <vector>
@@ -47,17 +47,40 @@ GEAR_HDI PairPart pair_merge(const PairPart& x, const PairPart& y, double inv_t)
   return PairPart{ms, a.s.s + b.s.s, a.s.a + b.s.a, mt, a.t.s + b.t.s, a.cs + b.cs, a.ct + b.ct, x.bits | y.bits, 0};
 }
 
-// A thread's pair statistics (see SoftmaxAcc for the folding and the pivot).
+// A lane's pair statistics moved to the group's pivots (>= its own), ready to be added.
+GEAR_HDI PairPart pair_at(const PairPart& x, double ms, double mt, double inv_t) {
+  rowmath::PairStats a = to_pair(x);
+  rowmath::pair_rescale_student(a, ms, inv_t);
+  rowmath::pair_rescale_teacher(a, mt, inv_t);
+  return PairPart{ms, a.s.s, a.s.a, mt, a.t.s, a.cs, a.ct, x.bits, 0};
+}
+GEAR_HDI PairPart pair_add(const PairPart& x, const PairPart& y) {
+  return PairPart{x.ms, x.ss + y.ss, x.as + y.as, x.mt, x.st + y.st, x.cs + y.cs, x.ct + y.ct, x.bits | y.bits, 0};
+}
+
+// A thread's pair statistics (see SoftmaxAcc): float sums over at most kFold vectors relative to the
+// running pivots ms, mt (as, cs, ct in log2 units), folded into float64 sums relative to the pivots MS, MT
+// of the last fold. A pivot move rescales only the float sums (ex2: e' = 2^r e and d' = d + r for the side
+// that moved by r log2 units, so the weighted sums of that side scale and shift and the other side's cross
+// sum shifts); the fold rescales the float64 sums exactly (rowmath::pair_rescale_*) when a pivot moved.
 template <int WANT>
 struct PairAcc {
-  static constexpr int kFold = 8;
+  static constexpr int kFold = 4;
   float ms = -INFINITY, mt = -INFINITY;
   float ss = 0.f, as = 0.f, st = 0.f, cs = 0.f, ct = 0.f;  // log2 units for as, cs, ct
+  float MS = -INFINITY, MT = -INFINITY;
   double SS = 0.0, AS = 0.0, ST = 0.0, CS = 0.0, CT = 0.0;
   int pending = 0;
   int32_t bits = 0;
 
-  GEAR_HDI void fold() {
+  __host__ __device__ void fold(double inv_t) {
+    if (ms > MS || mt > MT) {
+      rowmath::PairStats p{{MS, SS, AS}, {MT, ST, 0.0}, CS, CT};
+      rowmath::pair_rescale_student(p, ms, inv_t);
+      rowmath::pair_rescale_teacher(p, mt, inv_t);
+      MS = static_cast<float>(p.s.m), MT = static_cast<float>(p.t.m);  // raw logits: exact in float
+      SS = p.s.s, AS = p.s.a, ST = p.t.s, CS = p.cs, CT = p.ct;
+    }
     SS += ss;
     ST += st;
     AS += static_cast<double>(as) * rowmath::kLn2;
@@ -66,24 +89,38 @@ struct PairAcc {
     ss = as = st = cs = ct = 0.f;
     pending = 0;
   }
-  GEAR_HDI rowmath::PairStats folded() const { return rowmath::PairStats{{ms, SS, AS}, {mt, ST, 0.0}, CS, CT}; }
-  GEAR_HDI void store(const rowmath::PairStats& p) {
-    ms = static_cast<float>(p.s.m);  // pivots are raw logits: exact in float
-    mt = static_cast<float>(p.t.m);
-    SS = p.s.s, AS = p.s.a, ST = p.t.s, CS = p.cs, CT = p.ct;
+  // Moves of the running pivots by r = (old - new) k < 0 log2 units: that side's weights scale by 2^r
+  // (0 past -126) and its d = (z - m) k shift by r, so its own sums scale and shift and the other side's
+  // cross sum shifts (by -r times the other side's weight; where that side is masked the term is excluded,
+  // and then the row's support-mismatch bit decides the value anyway). Nothing to move while the side has
+  // had no weight (no finite logit, or finite masks only): no term depends on its pivot yet (as
+  // rowmath::pair_rescale_* decide it).
+  GEAR_HDI void move_student(float m, float c2) {
+    if (ss > 0.f || SS > 0.0) {
+      const float r = (ms - m) * c2, f = ex2(fmaxf(r, -256.f));
+      as = f * fmaf(r, ss, as);
+      if (WANT == kWantCs) cs = f * fmaf(r, ss, cs);
+      if (WANT == kWantCt) ct = fmaf(-r, st, ct);
+      ss *= f;
+    }
+    ms = m;
+  }
+  GEAR_HDI void move_teacher(float m, float c2) {
+    if (st > 0.f || ST > 0.0) {
+      const float r = (mt - m) * c2, f = ex2(fmaxf(r, -256.f));
+      if (WANT == kWantCt) ct = f * fmaf(r, st, ct);
+      if (WANT == kWantCs) cs = fmaf(-r, ss, cs);
+      st *= f;
+    }
+    mt = m;
   }
   template <int N>
   GEAR_HDI void add(const float (&a)[N], const float (&b)[N], float c2, double inv_t) {
     float va = a[0], vb = b[0];
 #pragma unroll
     for (int k = 1; k < N; ++k) va = fmaxf(va, a[k]), vb = fmaxf(vb, b[k]);
-    if (va > ms || vb > mt) {
-      fold();
-      rowmath::PairStats p = folded();
-      if (va > ms) rowmath::pair_rescale_student(p, va, inv_t);
-      if (vb > mt) rowmath::pair_rescale_teacher(p, vb, inv_t);
-      store(p);
-    }
+    if (va > ms) move_student(va, c2);
+    if (vb > mt) move_teacher(vb, c2);
     // (z - m) k in log2 units. An entry is masked when rowmath::is_mask (-Infinity, or a finite mask such
     // as torch.finfo(dtype).min, at any temperature) or when (z - m) k overflows, as on the CPU. A NaN, or a side whose pivot is +inf, makes it NaN: caught when the row finishes.
     float da[N], db[N];
@@ -117,10 +154,10 @@ struct PairAcc {
         bits |= (!xa && xb ? 4 : 0) | (!xb && xa ? 8 : 0);
       }
     }
-    if (++pending == kFold) fold();
+    if (++pending == kFold) fold(inv_t);
   }
-  GEAR_HDI PairPart finish() {
-    fold();
+  __host__ __device__ PairPart finish(double inv_t) {
+    fold(inv_t);
     int32_t b = bits;
     if (ms == INFINITY || SS != SS || AS != AS) b |= 1;
     if (mt == INFINITY || ST != ST) b |= 2;
@@ -129,7 +166,7 @@ struct PairAcc {
       if (CS != CS) CS = 0.0;
       if (CT != CT) CT = 0.0;
     }
-    return PairPart{ms, SS, AS, mt, ST, CS, CT, b, 0};
+    return PairPart{MS, SS, AS, MT, ST, CS, CT, b, 0};
   }
 };
 
@@ -155,7 +192,7 @@ __host__ __device__ PairPart pair_thread(const void* zs, const void* zt, int64_t
     const float a[1] = {load1<D>(zs, e)}, b[1] = {load1<D>(zt, e)};
     acc.template add<1>(a, b, c2, inv_t);
   }
-  return acc.finish();
+  return acc.finish(inv_t);
 }
 
 template <DType D, int G, int WANT>
@@ -164,9 +201,11 @@ __device__ __forceinline__ void pair_item(const void* zs, const void* zt, int64_
   const int lane = threadIdx.x % G;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
   const bool active = item < rows * parts;  // uniform over the group: an idle one still joins the block's reductions
-  PairPart p = PairAcc<kWantNone>().finish();
+  PairPart p = PairAcc<kWantNone>().finish(inv_t);
   if (active) p = pair_thread<D, WANT>(zs, zt, vocab, item / parts, item % parts, parts, lane, G, c2, inv_t);
-  p = group_reduce<G>(p, [inv_t](const PairPart& x, const PairPart& y) { return pair_merge(x, y, inv_t); });
+  // every lane at the group's largest pivots, then fixed-order sums (one rescale per lane and side)
+  const double ms = group_max<G>(p.ms), mt = group_max<G>(p.mt);
+  p = group_reduce<G>(pair_at(p, ms, mt, inv_t), [](const PairPart& x, const PairPart& y) { return pair_add(x, y); });
   if (active && lane == 0) out[item] = p;
 }
 
@@ -233,44 +272,66 @@ __global__ void pair_finish_kernel(const void* zs, const void* zt, int64_t rows,
                        lp_t, flags);
 }
 
-// JSD pass 2: per item, sum_v jsd_term(ln p_s, ln p_t) and sum_v p_s (ln p_s - ln M), in float64.
+// JSD pass 2: per item, sum_v jsd_term(ln p_s, ln p_t) and sum_v p_s (ln p_s - ln M) (float64 once folded).
 struct JsdPart {
   double value, k_sm;
 };
 
-// One thread's share of pass 2 for item (row, part).
+// A side's log2 p = (z - piv) k + off around its pivot piv = T lse (a float; off carries the rest in
+// float64), as the backward forms it: exact for the entries that carry the mass whatever the logits' size.
+struct LogP2 {
+  float piv, off;
+};
+__host__ __device__ inline LogP2 log_p2(double lse, double inv_t) {
+  const float piv = static_cast<float>(lse / inv_t);
+  return LogP2{piv, static_cast<float>(-(lse - static_cast<double>(piv) * inv_t) * rowmath::kLog2e)};
+}
+
+// One thread's share of pass 2 for item (row, part), in log2 units with one logarithm per entry: with
+// ta, tb = log2 p_s, log2 p_t (clamped at -256, where 2^t is 0: a masked entry, or one of no weight) and
+// lm = log2 M, M = (1 - beta) p_s + beta p_t (at least 2^-126: an entry masked on both sides adds 0 * finite),
+//   value = ln 2 (beta sum p_t (tb - lm) + (1 - beta) sum p_s (ta - lm)),  k_sm = ln 2 sum p_s (ta - lm).
+// Float sums over kFold vectors are folded into float64. Error (the simulation checks it against float64
+// with ex2 / lg2 at their documented worst): each term's log2 differences are within a few 1e-6 for the
+// entries of weight, so value and k_sm are within ~2e-6 absolute.
 template <DType D>
 __host__ __device__ JsdPart jsd_thread(const void* zs, const void* zt, int64_t vocab, int64_t row, int64_t part,
                                        int64_t parts, int lane, int G, double beta, double inv_t, double ls, double lt) {
   constexpr int V = Elems<D>::kVec;
-  JsdPart acc{0.0, 0.0};
-  auto add = [&](float a, float b) {
-    const double la = a == -INFINITY ? rowmath::neg_inf() : a * inv_t - ls;
-    const double lb = b == -INFINITY ? rowmath::neg_inf() : b * inv_t - lt;
-    const double ea = a == -INFINITY ? 0.0 : exp(la), eb = b == -INFINITY ? 0.0 : exp(lb);
-    const double mix = (1.0 - beta) * ea + beta * eb;
-    if (mix == 0.0) return;
-    const double lm = log(mix);
-    if (eb > 0.0) acc.value += beta * eb * (lb - lm);
-    if (ea > 0.0) {
-      acc.value += (1.0 - beta) * ea * (la - lm);
-      acc.k_sm += ea * (la - lm);
-    }
+  constexpr int kFold = 8;
+  const LogP2 s2 = log_p2(ls, inv_t), t2 = log_p2(lt, inv_t);
+  const float k = static_cast<float>(inv_t * rowmath::kLog2e);
+  const float b1 = static_cast<float>(1.0 - beta), b = static_cast<float>(beta);
+  float vb = 0.f, ks = 0.f;  // sum p_t (tb - lm), sum p_s (ta - lm)
+  double VB = 0.0, KS = 0.0;
+  auto add = [&](float a, float c) {
+    const float ta = fmaxf(fmaf(a - s2.piv, k, s2.off), -256.f), tb = fmaxf(fmaf(c - t2.piv, k, t2.off), -256.f);
+    const float pa = ex2(ta), pb = ex2(tb);
+    const float lm = lg2(fmaxf(fmaf(b1, pa, b * pb), 1.17549435e-38f));
+    vb = fmaf(pb, tb - lm, vb);
+    ks = fmaf(pa, ta - lm, ks);
+  };
+  auto fold = [&] {
+    VB += vb, KS += ks;
+    vb = ks = 0.f;
   };
   const RowSpan sp = row_span<V>(row, vocab, part, parts);
   if (sp.first && lane < sp.head) add(load1<D>(zs, sp.e0 + lane), load1<D>(zt, sp.e0 + lane));
+  int pending = 0;
   for (int64_t j = sp.vb + lane; j < sp.ve; j += G) {
-    float a[V], b[V];
-    load_vec<D>(zs, sp.vec0 + j * V, a);
-    load_vec<D>(zt, sp.vec0 + j * V, b);
+    float x[V], y[V];
+    load_vec<D>(zs, sp.vec0 + j * V, x);
+    load_vec<D>(zt, sp.vec0 + j * V, y);
 #pragma unroll
-    for (int k = 0; k < V; ++k) add(a[k], b[k]);
+    for (int i = 0; i < V; ++i) add(x[i], y[i]);
+    if (++pending == kFold) fold(), pending = 0;
   }
   if (sp.last && lane < sp.tail) {
     const int64_t e = sp.vec0 + sp.ve * V + lane;
     add(load1<D>(zs, e), load1<D>(zt, e));
   }
-  return acc;
+  fold();
+  return JsdPart{rowmath::kLn2 * (beta * VB + (1.0 - beta) * KS), rowmath::kLn2 * KS};
 }
 
 template <DType D, int G>
@@ -309,10 +370,11 @@ __global__ void jsd_finish_kernel(int64_t rows, int64_t parts, double kl_cap, co
 // The backward's constants of one row, as the CPU kernel forms them: log2 p of each side is
 // (z - piv) k + off around its pivot piv = T lse (a float; off carries the rest in float64), and
 //   reverse KL: G p_s ((a - b) - D);  forward KL: G (p_s - p_t);  JSD: G (1-beta) p_s ((a - ln M) - K)
-// with G = grad / T, a = ln p_s, b = ln p_t. Weights below 2^-100 give exact zeros.
+// with G = grad / T, a = ln p_s, b = ln p_t (JSD in log2 units: G (1-beta) ln 2 p_s ((ta - log2 M) - K log2 e)).
+// Weights below 2^-100 give exact zeros.
 struct DivRow {
   float piv_s, off_s, piv_t, off_t, k;
-  float c1, c2;              // reverse KL: G ln 2, -G D; forward KL: G; JSD: G (1 - beta), -K
+  float c1, c2;              // reverse KL: G ln 2, -G D; forward KL: G; JSD: G (1 - beta) ln 2, -K log2 e
   bool zero, infinite;       // the clamp is flat (gradient 0); +Infinity with no finite cap
 };
 
@@ -325,15 +387,13 @@ __host__ __device__ inline DivRow div_row(int64_t row, int kind, double beta, do
   DivRow d;
   d.infinite = v == rowmath::pos_inf() && kl_cap == rowmath::pos_inf();
   d.zero = d.infinite || v >= kl_cap;
-  d.piv_s = static_cast<float>(ls / inv_t);
-  d.piv_t = static_cast<float>(lt / inv_t);
-  d.off_s = static_cast<float>(-(ls - static_cast<double>(d.piv_s) * inv_t) * rowmath::kLog2e);
-  d.off_t = static_cast<float>(-(lt - static_cast<double>(d.piv_t) * inv_t) * rowmath::kLog2e);
+  const LogP2 s2 = log_p2(ls, inv_t), t2 = log_p2(lt, inv_t);
+  d.piv_s = s2.piv, d.off_s = s2.off, d.piv_t = t2.piv, d.off_t = t2.off;
   d.k = static_cast<float>(inv_t * rowmath::kLog2e);
   const double G = grad[row] * inv_t;
   const bool rkl = kind == static_cast<int>(DivKind::ReverseKl), fkl = kind == static_cast<int>(DivKind::ForwardKl);
-  d.c1 = static_cast<float>(rkl ? G * rowmath::kLn2 : fkl ? G : G * (1.0 - beta));
-  d.c2 = static_cast<float>(rkl ? -G * v : fkl ? 0.0 : -k_sm);
+  d.c1 = static_cast<float>(rkl ? G * rowmath::kLn2 : fkl ? G : G * (1.0 - beta) * rowmath::kLn2);
+  d.c2 = static_cast<float>(rkl ? -G * v : fkl ? 0.0 : -k_sm * rowmath::kLog2e);  // JSD: in log2 units
   return d;
 }
 
@@ -356,9 +416,10 @@ __host__ __device__ int32_t div_grad_thread(const void* zs, const void* zt, int6
       const float pt = tb >= -100.f ? ex2(fmaxf(tb, -126.f)) : 0.f;
       return d.c1 * (ps - pt);
     }
-    const float la = fmaxf(ta * rowmath::kLn2, -87.f), lb = fmaxf(tb * rowmath::kLn2, -87.f);  // ln p, clamped
-    const float lm = logf(fmaf(beta1, ex2(la * kLog2eF), beta * ex2(lb * kLog2eF)));
-    return ta >= -100.f ? d.c1 * ps * ((la - lm) + d.c2) : 0.f;
+    // log2 M, M = (1 - beta) p_s + beta p_t, as pass 2 forms it (tb clamped at -256: p_t = 0 there)
+    const float pt = ex2(fmaxf(tb, -256.f));
+    const float lm = lg2(fmaxf(fmaf(beta1, ps, beta * pt), 1.17549435e-38f));
+    return ta >= -100.f ? d.c1 * ps * ((ta - lm) + d.c2) : 0.f;
   };
   if (sp.first && lane < sp.head) {
     const int64_t e = sp.e0 + lane;

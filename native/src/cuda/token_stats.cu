@@ -2,7 +2,7 @@
 //
 // Pass 1 (stats_kernel) streams each row once with 16-byte loads: every (row, part) item keeps online
 // softmax statistics per thread (float sums folded into float64, see SoftmaxAcc) and reduces them over
-// its group of threads in a fixed order; a per-row kernel (finish_kernel) merges the parts in order and
+// its group of threads in a fixed order (group_stats: one rescale per lane to the group's pivot, then sums); a per-row kernel (finish_kernel) merges the parts in order and
 // computes the outputs through gear/row_math.h, the CPU kernels' own finalisation. The backward
 // (grad_kernel) is one streaming pass per row, one exp per logit, reusing the forward's logsumexp and
 // entropy (or pass 1's when none are given). No float atomics: results are bit-identical between runs.
@@ -56,9 +56,8 @@ __global__ void __launch_bounds__(kThreads) stats_kernel(const void* z, int64_t 
   SoftmaxAcc acc;
   if (active) acc = stats_thread<D>(z, vocab, item / parts, item % parts, parts, lane, G, c2, inv_t);
   int bad = 0;
-  const rowmath::SoftmaxStats st = acc.stats(&bad);
-  PartStats ps{st.m, st.s, st.a, bad, 0};
-  ps = group_reduce<G>(ps, [inv_t](const PartStats& x, const PartStats& y) { return part_merge(x, y, inv_t); });
+  const rowmath::SoftmaxStats st = acc.stats(inv_t, &bad);
+  const PartStats ps = group_stats<G>(PartStats{st.m, st.s, st.a, bad, 0}, inv_t);
   if (active && lane == 0) out[item] = ps;
 }
 

@@ -26,10 +26,14 @@ Out run_stats(const sim::Logits& l, int G, int64_t parts, double T, const int32_
     for (int lane = 0; lane < G; ++lane) {
       SoftmaxAcc acc = stats_thread<D>(l.data.get(), vocab, item / parts, item % parts, parts, lane, G, c2, inv_t);
       int bad = 0;
-      const rowmath::SoftmaxStats st = acc.stats(&bad);
+      const rowmath::SoftmaxStats st = acc.stats(inv_t, &bad);
       lanes[lane] = PartStats{st.m, st.s, st.a, bad, 0};
     }
-    P[item] = sim::group_reduce(lanes, G, [&](const PartStats& a, const PartStats& b) { return part_merge(a, b, inv_t); });
+    // group_stats: every lane at the group's largest pivot, then added in group_reduce's order
+    double M = -INFINITY;
+    for (const PartStats& x : lanes) M = std::fmax(M, x.m);
+    for (PartStats& x : lanes) x = part_at(x, M, inv_t);
+    P[item] = sim::group_reduce(lanes, G, [&](const PartStats& a, const PartStats& b) { return part_add(a, b); });
   }
   Out o;
   const size_t n = static_cast<size_t>(rows);
@@ -234,4 +238,54 @@ int sim_token_stats() {
   }
   std::printf("tokenStats simulation: %d cases\n", cases);
   return cases;
+}
+
+// The sweep mode (kernel_sim --sweep): one row per line of standard input,
+//   dtype T gl ge lse ent vocab z_0 .. z_(vocab-1)
+// (dtype 0 float32, 1 bfloat16, 2 float16; z exactly representable in the dtype; lse and ent the float32
+// statistics the gradient is given, the target is entry 0), through the kernels' own code: the forward
+// (tokenStats: lse, entropy), the backward given lse and ent, and the backward recomputing them (pass 1).
+// Prints one JSON line per row. A row of up to 2048 entries runs as one warp, a longer one as two block parts.
+int sim_token_stats_sweep(FILE* in) {
+  int rows = 0, dt = 0, vocab = 0;
+  double T, gl64, ge64, lse64, ent64;
+  while (std::fscanf(in, "%d %lf %lf %lf %lf %lf %d", &dt, &T, &gl64, &ge64, &lse64, &ent64, &vocab) == 7) {
+    std::vector<double> z(static_cast<size_t>(vocab));
+    for (auto& x : z)
+      if (std::fscanf(in, "%lf", &x) != 1) return -1;
+    const DType d = dt == 0 ? DType::F32 : dt == 1 ? DType::BF16 : DType::F16;
+    const sim::Logits l = sim::encode(z, d, 1, vocab);
+    const int G = vocab <= 2048 ? 32 : kThreads;
+    const int64_t parts = vocab <= 2048 ? 1 : 2;
+    const int32_t y = 0;
+    const float gl = static_cast<float>(gl64), ge = static_cast<float>(ge64);
+    const float lse = static_cast<float>(lse64), ent = static_cast<float>(ent64);
+    const Out o = by_dtype(d, [&](auto k) { return run_stats<decltype(k)::value>(l, G, parts, T, &y, kStats, 0); });
+    std::vector<int32_t> fg{0};
+    const std::vector<float> given = by_dtype(d, [&](auto k) {
+      return run_grad<decltype(k)::value>(l, G, parts, T, nullptr, &lse, nullptr, &ent, &gl, &ge, &y, fg);
+    });
+    const Out b = by_dtype(d, [&](auto k) { return run_stats<decltype(k)::value>(l, G, parts, T, nullptr, kBackward, 0); });
+    std::vector<int32_t> fr = b.flags;
+    const std::vector<float> rec = by_dtype(d, [&](auto k) {
+      return run_grad<decltype(k)::value>(l, G, parts, T, b.pm.data(), nullptr, b.ps.data(), nullptr, &gl, &ge, &y, fr);
+    });
+    auto list = [](const std::vector<float>& v) {
+      std::string s = "[";
+      char buf[32];
+      for (size_t i = 0; i < v.size(); ++i) {
+        // JSON has no NaN or Infinity: they go as strings
+        if (std::isnan(v[i])) std::snprintf(buf, sizeof buf, "\"NaN\"");
+        else if (std::isinf(v[i])) std::snprintf(buf, sizeof buf, v[i] > 0 ? "\"Infinity\"" : "\"-Infinity\"");
+        else std::snprintf(buf, sizeof buf, "%.9g", v[i]);
+        s += (i ? "," : "") + std::string(buf);
+      }
+      return s + "]";
+    };
+    std::printf("{\"lse\":%s,\"ent\":%s,\"flags\":[%d,%d,%d],\"given\":%s,\"recomputed\":%s}\n",
+                list({o.lse[0]}).c_str(), list({o.ent[0]}).c_str(), o.flags[0], fg[0], fr[0], list(given).c_str(),
+                list(rec).c_str());
+    ++rows;
+  }
+  return rows;
 }
