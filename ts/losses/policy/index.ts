@@ -23,7 +23,7 @@ export type { PolicyLossAsyncOptions } from './ppo_native.js';
 export { rolloutCorrectionWeights } from './rollout_correction.js';
 export type { RolloutCorrection, RolloutCorrectionResult } from './rollout_correction.js';
 export { POLICY_LOSS_KINDS } from './builtins.js';
-export type { PolicyLossArgs, PolicyLossResult, PolicyLossKind, ResolvedPolicyLossOptions } from './types.js';
+export type { PolicyLossArgs, PolicyLossResult, PolicyLossKind } from './types.js';
 export type { ClipRangeOptions } from './clip.js';
 export type { PpoOptions } from './ppo.js';
 export type { SapoOptions } from './sapo.js';
@@ -33,6 +33,7 @@ export type { DroOptions } from './dro.js';
 export { registerPolicyLoss, unregisterPolicyLoss, getPolicyLoss, listPolicyLosses } from './registry.js';
 export type {
   PolicyLossDefinition, PolicyLossContext, PolicyLossTerms, PolicyLossReduction, RegisterPolicyLossOptions,
+  ResolvedPolicyLossOptions,
 } from './registry.js';
 
 /**

@@ -13,9 +13,11 @@ import { type FloatArray, finite, floats, rowsOf, sameType } from '../inputs.js'
 import { type TrlLossArgs, trlLoss } from '../trl_loss.js';
 import './builtins.js';
 import { clipRange } from './clip.js';
-import { type PolicyLossContext, type PolicyLossDefinition, policyLosses } from './registry.js';
+import {
+  POLICY_LOSS_COMMON_KEYS, type PolicyLossContext, type PolicyLossDefinition, type ResolvedPolicyLossOptions, policyLosses,
+} from './registry.js';
 import { type RolloutCorrectionSettings, readRolloutCorrection, rolloutCorrectionOf } from './rollout_correction.js';
-import { POLICY_LOSS_COMMON_KEYS, type PolicyLossResult, type ResolvedPolicyLossOptions } from './types.js';
+import type { PolicyLossResult } from './types.js';
 
 function checkLength(x: ArrayLike<number> | undefined, n: number, what: string): void {
   if (x === null || typeof x !== 'object' || typeof x.length !== 'number') fail('ERR_DTYPE', what, 'an array of numbers', x);
