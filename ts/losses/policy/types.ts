@@ -16,7 +16,8 @@ import type { SapoOptions } from './sapo.js';
 
 /**
  * The built-in loss families (verl's `loss_mode` names `vanilla` and `geo_mean` are accepted as aliases);
- * `listPolicyLosses()` also lists the kinds registered with `registerPolicyLoss`.
+ * `listPolicyLosses()` also lists TRL's loss types (`trl.dapo`, ...: they run with `compat: 'trl'`) and
+ * the kinds registered with `registerPolicyLoss`.
  *
  * @category Losses
  */
