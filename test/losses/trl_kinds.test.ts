@@ -36,9 +36,9 @@ describe('TRL loss types as policy-loss kinds', () => {
       const a = { logprob, oldLogprob, advantages: [0.7, -0.7], offsets, mask, lossType };
       const viaTrl = rl.trlLoss(a);
       expect(rl.policyLoss({ ...a, compat: 'trl' } as unknown as rl.PolicyLossArgs)).toEqual(viaTrl);
-      // the kind's reduce is what ran: its result differs from every other type's somewhere
       expect(Number.isFinite(viaTrl.loss)).toBe(true);
     }
+    // each lossType runs its own kind: the losses differ
     const losses = TYPES.map((lossType) => rl.trlLoss({ logprob, oldLogprob, advantages: [0.7, -0.7], offsets, mask, lossType, epsilon: 0.1 }));
     expect(new Set(losses.map((r) => r.loss)).size).toBeGreaterThanOrEqual(6);
     // a TRL kind by `kind` with verl's arguments: a coded error naming the way in

@@ -15,7 +15,7 @@ import { type FloatArray, finite, floats, rowsOf } from '../inputs.js';
  * @category Losses
  */
 export type TrlLossType = 'grpo' | 'bnpo' | 'dr_grpo' | 'dapo' | 'cispo' | 'sapo' | 'luspo' | 'vespo';
-/** TRL's loss types, in the order they are listed (each is the policy-loss kind `trl.<type>`). */
+/** @internal TRL's loss types, in the order they are listed (each is the policy-loss kind `trl.<type>`). */
 export const TRL_LOSS_TYPES: readonly TrlLossType[] = ['grpo', 'bnpo', 'dr_grpo', 'dapo', 'cispo', 'sapo', 'luspo', 'vespo'];
 
 /**

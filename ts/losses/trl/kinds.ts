@@ -206,7 +206,7 @@ function reduceWith(name: string, kind: TrlKind): (ctx: PolicyLossContext) => Po
   };
 }
 
-/** The policy-loss kind name of a TRL loss type. */
+/** @internal The policy-loss kind name of a TRL loss type. */
 export const trlKindName = (type: TrlLossType): string => `trl.${type}`;
 
 /** @internal Whether a registered policy loss is one of TRL's kinds (which read TRL's arguments). */
