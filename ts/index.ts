@@ -105,6 +105,7 @@ export type { GigpoArgs, GigpoResult, GigpoMode } from './advantages/gigpo.js';
 export type { GroupId, SingletonPolicy } from './advantages/groups.js';
 
 // GEAR (GEAR-proposed reweighting, teacher context, distillation term; the visualiser is gear-rl/report)
+import './gear/estimator.js'; // computeAdvantages('gear', ...)
 export { gearAdvantages, gear, GEAR_DEFAULTS, GEAR_OPTION_KEYS } from './gear/gear.js';
 export type {
   GearOptions, ResolvedGearOptions, GearInput, GearResult, GearDiagnostics, GearQuantiles,

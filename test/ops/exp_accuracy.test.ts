@@ -1,4 +1,4 @@
-// Accuracy of the logits kernels' exp2 (native/src/cpu/simd_*.inc) against float64, over the whole input
+// Accuracy of the logits kernels' exp2 (native/src/cpu/simd/*.inc) against float64, over the whole input
 // range the kernels use. A standalone C++ driver (compiled here with g++, -ffp-contract=off as the addon)
 // includes each vector layer as the kernels do and sweeps t = log2 of a weight: every 2^-13 step of
 // [-126, 127], every 193rd float32 of [-1, 1] (the reduction's boundaries, where r = +-1/2), 5e5 random
@@ -138,21 +138,21 @@ static double uniform() { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; r
   }
 
 namespace gear { namespace baseline_l {
-#include "simd_scalar.inc"
+#include "simd/scalar.inc"
 }}
 namespace sc = gear::baseline_l;
 SWEEP(sc)
 #if GEAR_X86
 GEAR_TARGET_BEGIN(GEAR_AVX2_FEATURES)
 namespace gear { namespace avx2_l {
-#include "simd_avx2.inc"
+#include "simd/avx2.inc"
 }}
 namespace a2 = gear::avx2_l;
 SWEEP(a2)
 GEAR_TARGET_END
 GEAR_TARGET_BEGIN(GEAR_AVX512_FEATURES)
 namespace gear { namespace avx512_l {
-#include "simd_avx512.inc"
+#include "simd/avx512.inc"
 }}
 namespace a5 = gear::avx512_l;
 SWEEP(a5)
@@ -160,7 +160,7 @@ GEAR_TARGET_END
 #endif
 #if defined(__aarch64__)
 namespace gear { namespace neon_l {
-#include "simd_neon.inc"
+#include "simd/neon.inc"
 }}
 namespace nn = gear::neon_l;
 SWEEP(nn)

@@ -48,7 +48,7 @@ describe('npm pack: the file list', () => {
       ['TypeScript sources', /^ts\/(?:[a-z_]+\/)*[a-z_.]+\.ts$/],
       ['compiled JS, declarations and their maps', /^dist\/(?:[a-z_]+\/)*[a-z_.]+\.(?:js|d\.ts)(?:\.map)?$/],
       ['public C++ headers', /^native\/include\/gear\/[a-z0-9_]+\.h$/],
-      ['native sources and private headers', /^native\/src\/(?:addon|core|cpu|compat|cuda)\/[a-z0-9_]+\.(?:cc|h|inc|cu|cuh)$/],
+      ['native sources and private headers', /^native\/src\/(?:addon|core|cpu|cpu\/simd|compat|cuda)\/[a-z0-9_]+\.(?:cc|h|inc|cu|cuh)$/],
       ['N-API prebuilds and the CUDA prebuild (added by prepack)', /^prebuilds\/(?:linux|darwin|win32)-(?:x64|arm64)\/gear-rl(?:\.glibc|\.musl|\.cuda)?\.node$/],
     ];
     const unexpected = files.filter((f) => !fixed.includes(f) && !patterns.some(([, re]) => re.test(f)));

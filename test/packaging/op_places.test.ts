@@ -94,4 +94,17 @@ describe('the files an op spans', () => {
       expect(files.length + 2, files.join('\n')).toBeLessThanOrEqual(8);  // + the TypeScript wrapper and its export
     }
   });
+
+  it('a driver\'s own fragments (<family>_<step>.inc) belong to its driver: included by it and by nothing else', () => {
+    const cpu = readdirSync(join(ROOT, 'native/src/cpu'));
+    const families = cpu.filter((f) => f.endsWith('_kernels.inc') && f !== 'isa_kernels.inc').map((f) => f.replace(/_kernels\.inc$/, ''));
+    const steps = cpu.filter((f) => f.endsWith('.inc') && !f.endsWith('_kernels.inc') && families.some((fam) => f.startsWith(`${fam}_`)));
+    expect(steps.length).toBeGreaterThanOrEqual(3);
+    for (const f of steps) {
+      const fam = families.filter((x) => f.startsWith(`${x}_`)).sort((a, b) => b.length - a.length)[0]!;
+      // included directly, or as the kernel body's prelude (optim_fma.inc)
+      const includers = NATIVE.filter((g) => code(g).includes(`#include "${f}"`) || code(g).includes(`#define GEAR_KERNELS_PRELUDE "${f}"`));
+      expect(includers, f).toEqual([`native/src/cpu/${fam}.cc`]);
+    }
+  });
 });

@@ -1,13 +1,12 @@
 /**
  * The built-in advantage estimators, in the order they are listed: verl's estimator names (`grpo`,
- * `rloo`, `reinforce_plus_plus`, ...), then `trl`, `gigpo` and `gear`. Each estimator's file declares
- * its definition (level and option schema, the one place its option names, bounds and defaults are
- * written) next to the function that reads its arguments against it; adding an estimator is that file
- * plus one entry here.
+ * `rloo`, `reinforce_plus_plus`, ...), then `trl` and `gigpo`; `gear` comes after them, registered by
+ * `ts/gear/estimator.ts` (GEAR sits above this folder). Each estimator's file declares its definition
+ * (level and option schema, the one place its option names, bounds and defaults are written) next to
+ * the function that reads its arguments against it; adding an estimator is that file plus one entry here.
  *
  * @module
  */
-import { gearEstimator } from '../gear/gear.js';
 import { gdpoEstimator } from './gdpo.js';
 import { gigpoEstimator } from './gigpo.js';
 import { gpgEstimator } from './gpg.js';
@@ -21,5 +20,5 @@ import { trlEstimator } from './trl.js';
 
 for (const def of [
   grpoEstimator, grpoPassKEstimator, rlooEstimator, opoEstimator, gpgEstimator, reinforcePlusPlusBaselineEstimator,
-  reinforcePlusPlusEstimator, remaxEstimator, gdpoEstimator, trlEstimator, gigpoEstimator, gearEstimator,
+  reinforcePlusPlusEstimator, remaxEstimator, gdpoEstimator, trlEstimator, gigpoEstimator,
 ] as AdvantageEstimatorDefinition<never>[]) registerBuiltinEstimator(def);

@@ -8,8 +8,10 @@
  * `ts/cuda/index.ts`, ...) declares the native functions it calls, next to the code that calls them:
  * their `...Params` / `...Result` interfaces, the integer codes its enumerations cross as, and a
  * `declare module '../core/addon_types.js' { interface NativeAddon { ... } }` block. That module
- * augmentation merges its members into {@link NativeAddon}, so `native.foo` is typed everywhere while a
- * new op touches only its own wrapper on the TypeScript side. This file keeps what several op families
+ * augmentation merges its members into {@link NativeAddon} in every program that compiles the wrapper
+ * (the package's program compiles every file of `ts/`), so `native.foo` is typed where it is called
+ * while a new op touches only its own wrapper on the TypeScript side, and this file imports nothing
+ * above it. This file keeps what several op families
  * share (host and device logits, the device and sync/async switches, {@link AsyncOp}) and the module's
  * own functions.
  *
@@ -17,10 +19,6 @@
  * @module
  */
 import type { GearErrorCode } from './errors.js';
-// The augmentations live in the wrappers, all reached from the package entry: importing it here puts
-// them in every program that sees NativeAddon (a test that imports core/addon.js alone, say).
-// Type-only, hence erased: no import cycle at run time.
-import type {} from '../index.js';
 
 /** Native dtype code of a logits buffer: 0 float32 (Float32Array), 1 bfloat16, 2 float16 (Uint16Array). */
 export type DTypeCode = 0 | 1 | 2;

@@ -7,7 +7,7 @@ import { GearError, fail } from './errors.js';
 import { cudaUnavailable, native } from './addon.js';
 import { callAsync, callSync } from './invoke.js';
 import type { AsyncControl, AsyncOp, DTypeCode, NativeTensor, NativeTensorRef } from './addon_types.js';
-import type { LogitsDType } from './logits.js';
+import type { LogitsDType } from './dtype.js';
 
 // ---- native contract: a device tensor's download and release (the CUDA module only) ----
 // What this file calls in the addon; the `declare module` block adds it to NativeAddon (ts/core/addon_types.ts).

@@ -9,13 +9,9 @@ import { fail } from './errors.js';
 import * as v from './validate.js';
 import { DeviceLogits } from './device.js';
 import type { DTypeCode, NativeLogits } from './addon_types.js';
+import type { LogitsDType } from './dtype.js';
 
-/**
- * Element type of a logits buffer.
- *
- * @category Logits kernels
- */
-export type LogitsDType = 'float32' | 'bfloat16' | 'float16';
+export type { LogitsDType } from './dtype.js';
 
 /**
  * Row-major `rows x vocab` logits (one row per token position). A `Float32Array` is float32; a

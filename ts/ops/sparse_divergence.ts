@@ -37,7 +37,21 @@ import * as v from '../core/validate.js';
 import { type AsyncOptions, callAsync, callSync } from '../core/invoke.js';
 import type { AsyncControl, AsyncOp } from '../core/addon_types.js';
 import type { DivergenceKind, DivergenceKindCode } from './divergence.js';
-import type { SparseTopK } from '../server/common.js';
+
+/**
+ * Top-k alternatives per token, packed for a sparse kernel: `ids` and `logprobs` are row-major
+ * `N x k`; a token with fewer than `k` alternatives is padded with id `-1` and log-prob `-Infinity`.
+ * Entries keep the server's order (most likely first for every supported server).
+ * @category Server ingestion
+ */
+export interface SparseTopK {
+  /** Alternatives per token (row width); 0 when the response carried none. */
+  k: number;
+  /** Token ids, `N * k`, padding `-1`. */
+  ids: Int32Array;
+  /** Log-probs, `N * k`, padding `-Infinity`. */
+  logprobs: Float32Array;
+}
 
 // ---- native contract: top-k divergence ----
 // What this file calls in the addon; the `declare module` block adds it to NativeAddon (ts/core/addon_types.ts).

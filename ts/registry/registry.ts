@@ -40,8 +40,11 @@ export interface Registry<D extends Named> {
   add(def: unknown, builtin: boolean, replace: boolean): Readonly<D>;
   /** Removes a user entry by its canonical name; false when there is none. */
   remove(name: unknown): boolean;
-  /** The definition under a name or alias, or a GearError `ERR_OPTION` listing the known names. */
-  get(name: unknown): Readonly<D>;
+  /**
+   * The definition under a name or alias, or a GearError `ERR_OPTION` listing the known names; with
+   * `only`, among the definitions it admits (and listing theirs).
+   */
+  get(name: unknown, only?: (def: Readonly<D>) => boolean): Readonly<D>;
   /** The definition under a name or alias, or undefined. */
   find(name: unknown): Readonly<D> | undefined;
   /** Whether the definition is a built-in one. */
@@ -125,9 +128,13 @@ export function createRegistry<D extends Named>(cfg: RegistryConfig<D>): Registr
       removeEntry(canonical);
       return true;
     },
-    get(name) {
+    get(name, only) {
+      const admits = (c: string) => only === undefined || only(entries.get(c)!.def);
       const canonical = typeof name === 'string' ? names.get(name) : undefined;
-      if (canonical === undefined) fail('ERR_OPTION', cfg.lookup, `one of ${[...names.keys()].map((a) => `'${a}'`).join(', ')}`, name);
+      if (canonical === undefined || !admits(canonical)) {
+        const known = [...names].filter(([, c]) => admits(c)).map(([a]) => `'${a}'`);
+        fail('ERR_OPTION', cfg.lookup, `one of ${known.join(', ')}`, name);
+      }
       return entries.get(canonical)!.def;
     },
     find(name) {

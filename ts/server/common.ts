@@ -8,21 +8,10 @@ import { describe, fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
 import { arenaTake, isArena } from './arena.js';
 import type { ParseArena } from './arena.js';
+import type { SparseTopK } from '../ops/sparse_divergence.js';
 
-/**
- * Top-k alternatives per token, packed for a sparse kernel: `ids` and `logprobs` are row-major
- * `N x k`; a token with fewer than `k` alternatives is padded with id `-1` and log-prob `-Infinity`.
- * Entries keep the server's order (most likely first for every supported server).
- * @category Server ingestion
- */
-export interface SparseTopK {
-  /** Alternatives per token (row width); 0 when the response carried none. */
-  k: number;
-  /** Token ids, `N * k`, padding `-1`. */
-  ids: Int32Array;
-  /** Log-probs, `N * k`, padding `-Infinity`. */
-  logprobs: Float32Array;
-}
+// The packed top-k layout is the sparse op's input type, declared with the op (ts/ops, below ts/server).
+export type { SparseTopK } from '../ops/sparse_divergence.js';
 
 /**
  * One generated (or scored) sequence read from a server response: one choice, one sample. The parsers

@@ -1,7 +1,8 @@
 // sparseDivergence's per-ISA kernel table: each side's checks and probabilities, the entropy pass, eight
 // logs, and for short lists the id matching by vector compares, the shared sums and the tail bucket's
 // gradient (sparse_divergence_kernels.inc, instantiated per ISA by isa_kernels.inc). The row
-// scheduling, the other matching paths and the divergence math stay in sparse_divergence.cc.
+// scheduling, the other matching paths and the divergence math stay in sparse_divergence.cc and the
+// per-row steps it includes (sparse_divergence_match.inc, _value.inc, _grad.inc).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -65,12 +66,12 @@ using MatchSmallFn = int64_t (*)(const int32_t* sid, int64_t ks, const int32_t* 
 
 // Over the shared entries of a row of short lists (tix from MatchSmallFn; ps, pt from SideProbsFn):
 // out[0] = sum p_s, out[1] = sum p_t, out[2] = sum of the divergence's terms (kind 0 reverse KL, 1 forward
-// KL, 2 JSD with weight beta), each term as sparse_divergence.cc's term() gives it.
+// KL, 2 JSD with weight beta), each term as term() of sparse_divergence_value.inc gives it.
 using SharedSumsFn = void (*)(const float* slp, const double* ps, int64_t ks, const float* tlp, const double* pt,
                               int64_t kt, const int32_t* tix, int kind, double beta, double* out);
 
 // The tail-bucket gradient of a row of short lists (tix from MatchSmallFn): o[i] = g (dterm_i - p_i hb) for
-// the student's shared entries (dterm of sparse_divergence.cc), 0 for the others.
+// the student's shared entries (dterm of sparse_divergence_value.inc), 0 for the others.
 using BucketGradFn = void (*)(const float* slp, const double* ps, int64_t ks, const float* tlp, const double* pt,
                               int64_t kt, const int32_t* tix, int kind, double beta, double g, double hb, float* o);
 
@@ -82,7 +83,7 @@ struct SparseKernels {
   SideProbsFn side_probs;
   ListEntropyFn list_entropy;
   Logs8Fn logs8;
-  MatchSmallFn match_small;  // null: no vector matching (sparse_divergence.cc's hash table)
+  MatchSmallFn match_small;  // null: no vector matching (the hash table of sparse_divergence_match.inc)
   SharedSumsFn shared_sums;  // with match_small
   BucketGradFn bucket_grad;  // with match_small
 };

@@ -1,7 +1,8 @@
 /**
  * The built-in loss kinds, in the order they are listed (verl's names first, each alias after its
- * kind). Each kind is one file of this folder that declares its options (types, bounds and defaults,
- * in one schema) and its terms; adding a kind is that file plus one entry here.
+ * kind, then TRL's loss types, `trl.<lossType>`, from `../trl/kinds.ts`). Each verl kind is one file of
+ * this folder that declares its options (types, bounds and defaults, in one schema) and its terms;
+ * adding a kind is that file plus one entry here.
  *
  * @module
  */
@@ -16,10 +17,13 @@ import { klCov } from './kl_cov.js';
 import { ppo } from './ppo.js';
 import { type BuiltinPolicyLoss, registerBuiltinPolicyLoss } from './registry.js';
 import { sapo } from './sapo.js';
+import { TRL_KINDS } from '../trl/kinds.js';
 import type { PolicyLossArgs, PolicyLossKind } from './types.js';
 
 const BUILTINS = [ppo, gspo, sapo, gpg, cispo, gmpo, clipCov, klCov, dppoTv, dppoKl, dro] as const;
 for (const def of BUILTINS) registerBuiltinPolicyLoss(def);
+// TRL's loss types after them (`trl.grpo`, ...), which read TRL's arguments (compat: 'trl').
+for (const def of TRL_KINDS) registerBuiltinPolicyLoss(def);
 
 /**
  * Every built-in {@link PolicyLossKind} name, aliases included.

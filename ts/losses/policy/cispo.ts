@@ -4,10 +4,9 @@
  * @module
  */
 import type { FloatArray } from '../inputs.js';
-import { asTerms, ratioStats } from './grad.js';
+import { type Terms, asTerms, ratioStats } from './grad.js';
 import { CLIP_RANGE, type ClipRangeOptions, clipRange } from './clip.js';
 import { builtinPolicyLoss } from './registry.js';
-import type { Terms } from './types.js';
 
 /** @internal Per-token terms of `cispo`. */
 export function cispoTerms(lp: FloatArray, old: FloatArray, A: FloatArray, mask: Uint8Array | undefined, o: { lo: number; hi: number }): Terms {

@@ -7,10 +7,9 @@
 import type { FloatArray } from '../inputs.js';
 import { maskedMeanEps } from '../inputs.js';
 import { mulberry32 } from '../../core/prng.js';
-import { asTerms, clampD, maxGrad, ratioStats } from './grad.js';
+import { type Terms, asTerms, clampD, maxGrad, ratioStats } from './grad.js';
 import { CLIP_RANGE, type ClipRangeOptions, clipRange } from './clip.js';
 import { type KindOptions, builtinPolicyLoss } from './registry.js';
-import type { Terms } from './types.js';
 
 /**
  * Options of kind `clip_cov` (besides the clip range).

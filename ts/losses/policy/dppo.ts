@@ -6,11 +6,10 @@
  * @module
  */
 import type { FloatArray } from '../inputs.js';
-import { asTerms, ratioStats } from './grad.js';
+import { type Terms, asTerms, ratioStats } from './grad.js';
 import { CLIP_RANGE, clipRange } from './clip.js';
 import type { PpoOptions } from './ppo.js';
 import { type KindOptions, builtinPolicyLoss } from './registry.js';
-import type { Terms } from './types.js';
 
 /** The options of both DPPO kinds: the trust region's bounds, and `clipC` as the IS truncation. */
 type DppoOptions = Pick<PpoOptions, 'clipLow' | 'clipHigh' | 'clipC'>;

@@ -5,9 +5,8 @@
  */
 import type { FloatArray } from '../inputs.js';
 import { maskedMeanEps } from '../inputs.js';
-import { asTerms, ratioStats } from './grad.js';
+import { type Terms, asTerms, ratioStats } from './grad.js';
 import { type KindOptions, builtinPolicyLoss } from './registry.js';
-import type { Terms } from './types.js';
 
 /**
  * Options of kind `dro`.

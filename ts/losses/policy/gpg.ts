@@ -4,9 +4,8 @@
  * @module
  */
 import type { FloatArray } from '../inputs.js';
-import { asTerms } from './grad.js';
+import { type Terms, asTerms } from './grad.js';
 import { builtinPolicyLoss } from './registry.js';
-import type { Terms } from './types.js';
 
 /** @internal Per-token terms of `gpg`. */
 export function gpgTerms(lp: FloatArray, A: FloatArray): Terms {

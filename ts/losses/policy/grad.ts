@@ -4,8 +4,16 @@
  *
  * @module
  */
+import type { AggMode } from '../aggregate.js';
 import type { PolicyLossTerms } from './registry.js';
-import type { Terms } from './types.js';
+
+/** @internal Per-token loss terms of a built-in kind before aggregation. */
+export interface Terms {
+  L: Float64Array;   // per-token loss
+  dL: Float64Array;  // d L_t / d ℓ_t
+  metrics: Record<string, number>;
+  forcedAgg?: AggMode;
+}
 
 /** d max(a, b) routing as torch.maximum: ties split the gradient evenly. */
 export function maxGrad(a: number, b: number, da: number, db: number): number {

@@ -5,10 +5,9 @@
  * @module
  */
 import type { FloatArray } from '../inputs.js';
-import { asTerms, clampD, maxGrad, ratioStats } from './grad.js';
+import { type Terms, asTerms, clampD, maxGrad, ratioStats } from './grad.js';
 import { CLIP_RANGE, type ClipRangeOptions, clipRange } from './clip.js';
 import { builtinPolicyLoss } from './registry.js';
-import type { Terms } from './types.js';
 
 /** @internal Per-token terms of `gspo`. */
 export function gspoTerms(lp: FloatArray, old: FloatArray, A: FloatArray, offsets: Int32Array, mask: Uint8Array | undefined, o: { lo: number; hi: number }): Terms {

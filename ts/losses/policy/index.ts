@@ -1,9 +1,9 @@
 /**
  * Policy-gradient losses with verl semantics (PPO clip with dual clip, GSPO, SAPO, GPG, CISPO, GMPO,
  * Clip-Cov, KL-Cov, DPPO-TV/KL, DRO), each returning the loss, d loss / d logprob per token and the
- * metrics verl logs. TRL's `GRPOTrainer` losses are reachable with `compat: 'trl'` (see {@link trlLoss}).
- * One file per kind in this folder registers it with {@link registerPolicyLoss}; user kinds plug in the
- * same way.
+ * metrics verl logs. TRL's `GRPOTrainer` losses are reachable with `compat: 'trl'` (see {@link trlLoss}):
+ * each loss type is a kind of the same registry (`trl.<lossType>`, `../trl/kinds.ts`). One file per kind
+ * in this folder registers it with {@link registerPolicyLoss}; user kinds plug in the same way.
  *
  * The TypeScript path is float64 throughout. Float32 inputs give a float32 gradient; float64 inputs a
  * float64 one. The common case (kind `ppo`, float32, no importance weights) runs in one fused native pass
@@ -23,7 +23,7 @@ export type { PolicyLossAsyncOptions } from './ppo_native.js';
 export { rolloutCorrectionWeights } from './rollout_correction.js';
 export type { RolloutCorrection, RolloutCorrectionResult } from './rollout_correction.js';
 export { POLICY_LOSS_KINDS } from './builtins.js';
-export type { PolicyLossArgs, PolicyLossResult, PolicyLossKind, ResolvedPolicyLossOptions } from './types.js';
+export type { PolicyLossArgs, PolicyLossResult, PolicyLossKind } from './types.js';
 export type { ClipRangeOptions } from './clip.js';
 export type { PpoOptions } from './ppo.js';
 export type { SapoOptions } from './sapo.js';
@@ -33,6 +33,7 @@ export type { DroOptions } from './dro.js';
 export { registerPolicyLoss, unregisterPolicyLoss, getPolicyLoss, listPolicyLosses } from './registry.js';
 export type {
   PolicyLossDefinition, PolicyLossContext, PolicyLossTerms, PolicyLossReduction, RegisterPolicyLossOptions,
+  ResolvedPolicyLossOptions,
 } from './registry.js';
 
 /**

@@ -7,9 +7,8 @@
  */
 import type { FloatArray } from '../inputs.js';
 import { CLIP_RANGE, type ClipRangeOptions, clipRange } from './clip.js';
-import { asTerms, clampD, maxGrad, minGrad, ratioStats } from './grad.js';
+import { type Terms, asTerms, clampD, maxGrad, minGrad, ratioStats } from './grad.js';
 import { type KindOptions, builtinPolicyLoss } from './registry.js';
-import type { Terms } from './types.js';
 
 /**
  * Options of kind `ppo` (and the clip options of the other clipped kinds).

@@ -9,7 +9,52 @@ import { createRegistry, replaceOpt } from '../../registry/registry.js';
 import type { OptionsSchema } from '../../registry/schema.js';
 import type { AggMode, AggregateOptions } from '../aggregate.js';
 import type { FloatArray } from '../inputs.js';
-import { POLICY_LOSS_COMMON_KEYS, type ResolvedPolicyLossOptions } from './types.js';
+
+/**
+ * @internal The argument names of {@link policyLoss} that belong to no kind, in the order they are read
+ * (the kinds' options come after them).
+ */
+export const POLICY_LOSS_COMMON_KEYS = [
+  'compat', 'flavor', 'kind', 'logprob', 'oldLogprob', 'advantages', 'offsets', 'mask', 'agg', 'globalTokens', 'globalRows', 'lossScaleFactor', 'dpSize',
+  'semantics', 'isWeights', 'rolloutCorrection', 'native', 'out',
+] as const;
+
+/**
+ * The built-in kinds' numeric options of one {@link policyLoss} call, checked and with their defaults
+ * filled in, under short names (as {@link PolicyLossContext.options} gives them).
+ *
+ * @category Losses
+ */
+export interface ResolvedPolicyLossOptions {
+  /** The canonical kind name (aliases resolved). */
+  kind: string;
+  /** ε_low. */
+  lo: number;
+  /** ε_high. */
+  hi: number;
+  /** Dual-clip constant (or the DPPO truncation). */
+  c: number;
+  /** ±clamp of the log-ratio before exp (`Infinity` = none). */
+  clamp: number;
+  /** SAPO temperature for A > 0. */
+  tauPos: number;
+  /** SAPO temperature for A <= 0. */
+  tauNeg: number;
+  /** Clip-Cov share of valid tokens. */
+  clipCovRatio: number;
+  /** Clip-Cov lower covariance bound. */
+  clipCovLb: number;
+  /** Clip-Cov upper covariance bound. */
+  clipCovUb: number;
+  /** Clip-Cov seed. */
+  seed: number;
+  /** KL-Cov share of valid tokens. */
+  klCovRatio: number;
+  /** KL-Cov coefficient. */
+  ppoKlCoef: number;
+  /** DRO β (0 when not given). */
+  droBeta: number;
+}
 
 /**
  * What a registered loss receives: the validated inputs and options of one {@link policyLoss} call.

@@ -11,11 +11,14 @@ import { AGG_MODES, type AggMode, type AggregateOptions, aggWeights, checkAggOpt
 import { COMPAT_VALUES, type Compat, SEMANTICS, type Semantics, compatOpt } from '../compat.js';
 import { type FloatArray, finite, floats, rowsOf, sameType } from '../inputs.js';
 import { type TrlLossArgs, trlLoss } from '../trl_loss.js';
+import { isTrlKind } from '../trl/kinds.js';
 import './builtins.js';
 import { clipRange } from './clip.js';
-import { type PolicyLossContext, type PolicyLossDefinition, policyLosses } from './registry.js';
+import {
+  POLICY_LOSS_COMMON_KEYS, type PolicyLossContext, type PolicyLossDefinition, type ResolvedPolicyLossOptions, policyLosses,
+} from './registry.js';
 import { type RolloutCorrectionSettings, readRolloutCorrection, rolloutCorrectionOf } from './rollout_correction.js';
-import { POLICY_LOSS_COMMON_KEYS, type PolicyLossResult, type ResolvedPolicyLossOptions } from './types.js';
+import type { PolicyLossResult } from './types.js';
 
 function checkLength(x: ArrayLike<number> | undefined, n: number, what: string): void {
   if (x === null || typeof x !== 'object' || typeof x.length !== 'number') fail('ERR_DTYPE', what, 'an array of numbers', x);
@@ -77,10 +80,17 @@ export function prepare(a: unknown): Prepared | { trl: PolicyLossResult } {
     return { trl: trlLoss(rest as unknown as TrlLossArgs) };
   }
   const kind0 = args.kind;
-  const def = kind0 === undefined ? policyLosses.get('ppo') : policyLosses.find(kind0);
+  const found = kind0 === undefined ? policyLosses.get('ppo') : policyLosses.find(kind0);
+  // TRL's kinds read TRL's arguments: they run through compat: 'trl' and its lossType, not by `kind`
+  const def = found !== undefined && isTrlKind(found) ? undefined : found;
   const ks = kindSchema(def);
   v.knownKeys(args, 'policyLoss', ks.keys);
-  if (def === undefined) policyLosses.get(kind0); // throws, listing the kinds
+  if (def === undefined) {
+    if (found !== undefined) {
+      fail('ERR_OPTION', 'kind', `a kind with verl's arguments (${found.name} is TRL's: compat: 'trl', lossType: '${found.name.slice(4)}')`, kind0);
+    }
+    policyLosses.get(kind0, (d) => !isTrlKind(d)); // throws, listing the kinds
+  }
   // Each key read once; only the given ones kept, so that `raw` stays a small object (a 35-key one
   // costs more per call than the fused native pass over 10^4 tokens).
   const raw: Record<string, unknown> = { compat: compat0, flavor: flavor0, kind: kind0 };

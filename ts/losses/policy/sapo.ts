@@ -5,9 +5,8 @@
  * @module
  */
 import type { FloatArray } from '../inputs.js';
-import { asTerms, clampD, ratioStats } from './grad.js';
+import { type Terms, asTerms, clampD, ratioStats } from './grad.js';
 import { type KindOptions, builtinPolicyLoss } from './registry.js';
-import type { Terms } from './types.js';
 
 /**
  * Options of kind `sapo`.

@@ -1,5 +1,6 @@
 /**
- * Argument and result types of {@link policyLoss}, shared by the loss kinds in this folder.
+ * Argument and result types of {@link policyLoss}: its arguments extend the options interface of each
+ * built-in kind (declared in the kind's file, below this one).
  *
  * @module
  */
@@ -15,7 +16,8 @@ import type { SapoOptions } from './sapo.js';
 
 /**
  * The built-in loss families (verl's `loss_mode` names `vanilla` and `geo_mean` are accepted as aliases);
- * `listPolicyLosses()` also lists the kinds registered with `registerPolicyLoss`.
+ * `listPolicyLosses()` also lists TRL's loss types (`trl.dapo`, ...: they run with `compat: 'trl'`) and
+ * the kinds registered with `registerPolicyLoss`.
  *
  * @category Losses
  */
@@ -133,58 +135,4 @@ export interface PolicyLossResult<G extends FloatArray = FloatArray> {
    * rollout correction is applied (`rollout_rs_*` with its rejection sampling).
    */
   metrics: Record<string, number>;
-}
-
-/**
- * @internal The argument names of {@link policyLoss} that belong to no kind, in the order they are read
- * (the kinds' options come after them).
- */
-export const POLICY_LOSS_COMMON_KEYS = [
-  'compat', 'flavor', 'kind', 'logprob', 'oldLogprob', 'advantages', 'offsets', 'mask', 'agg', 'globalTokens', 'globalRows', 'lossScaleFactor', 'dpSize',
-  'semantics', 'isWeights', 'rolloutCorrection', 'native', 'out',
-] as const;
-
-/** @internal Per-token loss terms of a built-in kind before aggregation. */
-export interface Terms {
-  L: Float64Array;   // per-token loss
-  dL: Float64Array;  // d L_t / d ℓ_t
-  metrics: Record<string, number>;
-  forcedAgg?: AggMode;
-}
-
-/**
- * The built-in kinds' numeric options of one {@link policyLoss} call, checked and with their defaults
- * filled in, under short names (as {@link PolicyLossContext.options} gives them).
- *
- * @category Losses
- */
-export interface ResolvedPolicyLossOptions {
-  /** The canonical kind name (aliases resolved). */
-  kind: string;
-  /** ε_low. */
-  lo: number;
-  /** ε_high. */
-  hi: number;
-  /** Dual-clip constant (or the DPPO truncation). */
-  c: number;
-  /** ±clamp of the log-ratio before exp (`Infinity` = none). */
-  clamp: number;
-  /** SAPO temperature for A > 0. */
-  tauPos: number;
-  /** SAPO temperature for A <= 0. */
-  tauNeg: number;
-  /** Clip-Cov share of valid tokens. */
-  clipCovRatio: number;
-  /** Clip-Cov lower covariance bound. */
-  clipCovLb: number;
-  /** Clip-Cov upper covariance bound. */
-  clipCovUb: number;
-  /** Clip-Cov seed. */
-  seed: number;
-  /** KL-Cov share of valid tokens. */
-  klCovRatio: number;
-  /** KL-Cov coefficient. */
-  ppoKlCoef: number;
-  /** DRO β (0 when not given). */
-  droBeta: number;
 }
