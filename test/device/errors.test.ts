@@ -3,7 +3,7 @@
 // (ERR_ABORTED), bad values on the device (the CPU's errors, device outputs NaN-filled). Every public
 // function that reads a device tensor is tried; after each refusal nothing is left claimed or allocated.
 import { describe, expect, it } from 'vitest';
-import { importHostDevice } from '../helpers/host_device.js';
+import { failure as gearFailure, importHostDevice } from '../helpers/host_device.js';
 
 const rl = await importHostDevice();
 const { native } = await import('../../ts/core/addon.js');
@@ -14,16 +14,7 @@ const host = { data: z, rows, vocab };
 const y = Int32Array.of(1, 2, 3, 4);
 const g = Float32Array.of(1, 1, 1, 1);
 
-/** The code and message of the GearError `f` throws or rejects with ({} when it succeeds). */
-async function failure(f: () => unknown): Promise<{ code?: string; message?: string }> {
-  try {
-    await f();
-  } catch (e) {
-    expect(e).toBeInstanceOf(rl.GearError);
-    return { code: (e as InstanceType<typeof rl.GearError>).code, message: (e as Error).message };
-  }
-  return {};
-}
+const failure = (f: () => unknown) => gearFailure(rl, f);
 const codeOf = async (f: () => unknown) => (await failure(f)).code;
 
 /** Tensors and bytes live on both host devices. */

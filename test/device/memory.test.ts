@@ -4,21 +4,13 @@
 // has nothing to return); page-locked host memory, kernel times and copy bandwidth as rl.cuda and the
 // benchmarks use them.
 import { describe, expect, it } from 'vitest';
-import { importHostDevice } from '../helpers/host_device.js';
+import { failure as gearFailure, importHostDevice } from '../helpers/host_device.js';
 
 const CAPACITY = 1 << 20;
 const rl = await importHostDevice(CAPACITY);
 const { native } = await import('../../ts/core/addon.js');
 
-async function failure(f: () => unknown): Promise<{ code?: string; message?: string }> {
-  try {
-    await f();
-  } catch (e) {
-    expect(e).toBeInstanceOf(rl.GearError);
-    return { code: (e as InstanceType<typeof rl.GearError>).code, message: (e as Error).message };
-  }
-  return {};
-}
+const failure = (f: () => unknown) => gearFailure(rl, f);
 
 describe('host device memory', () => {
   it('memory(): the capacity, exactly the live allocations, nothing cached', () => {

@@ -53,7 +53,7 @@ describe('GEAR_RL_VARIANT=host-device', () => {
   });
 
   it('is off otherwise: cpu and auto (without a GPU) have no device, whatever GEAR_RL_HOST_DEVICE_MEMORY says', () => {
-    for (const env of [{ GEAR_RL_VARIANT: 'cpu' }, {}, { GEAR_RL_HOST_DEVICE_MEMORY: '65536' }]) {
+    for (const env of [{ GEAR_RL_VARIANT: 'cpu' }, {}, { GEAR_RL_HOST_DEVICE_MEMORY: '65536' }] as Record<string, string>[]) {
       const out = probe(env);
       expect(out.available, JSON.stringify(env)).toBe(false);
       expect(out.backend.variant).toBe('cpu');

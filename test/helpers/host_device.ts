@@ -28,3 +28,14 @@ export async function importHostDevice(memoryBytes?: number): Promise<RL> {
   }
   return rl;
 }
+
+/** The code and message of the GearError `f` throws or rejects with ({} when it succeeds); another error fails. */
+export async function failure(rl: RL, f: () => unknown): Promise<{ code?: string; message?: string }> {
+  try {
+    await f();
+  } catch (e) {
+    if (!(e instanceof rl.GearError)) throw e;
+    return { code: e.code, message: e.message };
+  }
+  return {};
+}

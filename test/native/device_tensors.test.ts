@@ -16,33 +16,28 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const dir = mkdtempSync(join(tmpdir(), 'gear-rl-tensors-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-it('ids are never reused; claims, busy tensors, deferred and per-environment disposal hold under ASan', () => {
-  const exe = join(dir, 'device_tensors_test');
-  const cc = spawnSync('g++', ['-std=c++17', '-O1', '-g', '-fsanitize=address,undefined', '-fno-sanitize-recover=all',
-    '-pthread', `-I${join(ROOT, 'native/include')}`, join(ROOT, 'test/native/device_tensors_test.cc'),
-    join(ROOT, 'native/src/core/device_tensors.cc'), '-o', exe], { encoding: 'utf8' });
-  expect(cc.status, cc.stderr).toBe(0);
-  const r = spawnSync(exe, [], { encoding: 'utf8', env: { ...process.env, ASAN_OPTIONS: 'detect_leaks=1' } });
-  expect(r.stderr).toBe('');
-  expect(r.stdout.trim()).toBe('ok: 0 failures');
-  expect(r.status).toBe(0);
-}, 120_000);
-
-it("the host device's runtime (GEAR_RL_VARIANT=host-device) holds its allocations, accounting and aborts under ASan", async () => {
-  // three translation units compiled side by side, then linked
+/** Compiles `sources` side by side with ASan and UBSan, links them into `name` and runs it: no report, no failure. */
+async function sanitized(name: string, sources: string[]): Promise<void> {
   const flags = ['-std=c++17', '-O1', '-g', '-fsanitize=address,undefined', '-fno-sanitize-recover=all', '-pthread',
     `-I${join(ROOT, 'native/include')}`];
-  const sources = ['test/native/host_device_test.cc', 'native/src/core/host_device.cc', 'native/src/core/device_tensors.cc',
-    'native/src/cpu/thread_pool.cc'];
-  const objects = sources.map((_, i) => join(dir, `host_device_${i}.o`));
+  const objects = sources.map((_, i) => join(dir, `${name}_${i}.o`));
   const compiled = await Promise.all(sources.map((s, i) => execFileP('g++', [...flags, '-c', join(ROOT, s), '-o', objects[i]!])
     .then(() => '', (e: { stderr?: string }) => `${s}: ${e.stderr ?? String(e)}`)));
   expect(compiled.join(''), 'compile').toBe('');
-  const exe = join(dir, 'host_device_test');
+  const exe = join(dir, name);
   const cc = spawnSync('g++', [...flags, ...objects, '-o', exe], { encoding: 'utf8' });
   expect(cc.status, cc.stderr).toBe(0);
   const r = spawnSync(exe, [], { encoding: 'utf8', env: { ...process.env, ASAN_OPTIONS: 'detect_leaks=1' } });
   expect(r.stderr).toBe('');
   expect(r.stdout.trim()).toBe('ok: 0 failures');
   expect(r.status).toBe(0);
+}
+
+it('ids are never reused; claims, busy tensors, deferred and per-environment disposal hold under ASan', async () => {
+  await sanitized('device_tensors_test', ['test/native/device_tensors_test.cc', 'native/src/core/device_tensors.cc']);
+}, 120_000);
+
+it("the host device's runtime (GEAR_RL_VARIANT=host-device) holds its allocations, accounting and aborts under ASan", async () => {
+  await sanitized('host_device_test', ['test/native/host_device_test.cc', 'native/src/core/host_device.cc',
+    'native/src/core/device_tensors.cc', 'native/src/cpu/thread_pool.cc']);
 }, 120_000);
