@@ -11,21 +11,13 @@
 #include <vector>
 
 #include "../../native/src/core/device_tensors.h"
+#include "check.h"
 
 using gear::Access;
 using gear::Code;
 using gear::TensorClaims;
 using gear::TensorInfo;
 using gear::tensor_table;
-
-static int failures = 0;
-#define CHECK(cond)                                                  \
-  do {                                                               \
-    if (!(cond)) {                                                   \
-      ++failures;                                                    \
-      std::printf("FAIL line %d: %s\n", __LINE__, #cond);            \
-    }                                                                \
-  } while (0)
 
 static std::atomic<int> freed{0};
 static void host_free(int, void* p) {
@@ -157,6 +149,6 @@ int main() {
   CHECK(tensor_table().dispose(shared).is_ok());
   CHECK(freed == before + 1);
 
-  std::printf("%s: %d failures\n", failures ? "FAIL" : "ok", failures);
-  return failures ? 1 : 0;
+  std::printf("%s: %d failures\n", failures.load() ? "FAIL" : "ok", failures.load());
+  return failures.load() ? 1 : 0;
 }

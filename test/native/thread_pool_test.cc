@@ -11,17 +11,9 @@
 #include <vector>
 
 #include "gear/thread_pool.h"
+#include "check.h"
 
 using gear::ThreadPool;
-
-static std::atomic<int> failures{0};
-#define CHECK(cond)                                                  \
-  do {                                                               \
-    if (!(cond)) {                                                   \
-      failures.fetch_add(1);                                         \
-      std::printf("FAIL line %d: %s\n", __LINE__, #cond);            \
-    }                                                                \
-  } while (0)
 
 // One job: each task adds its index + 1 to its own slot and records the worker id; after return, every
 // slot must hold exactly index + 1 (not 0: a task skipped; not 2(i+1): a task run twice).

@@ -70,12 +70,13 @@ describe('CUDA module build', () => {
     expect(out.backend.devices).toBe(0);
     expect(out.backend.isas[0]).toBe('baseline');
     expect(out.backend.isas).toContain(out.backend.isa);
-    // the same op surface as the CPU addon, plus the device functions
+    // the same op surface as the CPU addon (less its host-device switch), plus the device functions
     const cpu = child(`import { native } from ${JSON.stringify(pathToFileURL(join(ROOT, 'dist', 'core', 'addon.js')).href)};
       console.log(JSON.stringify(Object.keys(native).sort()));`, { GEAR_RL_VARIANT: 'cpu' });
     expect(cpu.status, cpu.stderr).toBe(0);
     const cpuNames = JSON.parse(cpu.stdout.trim().split('\n').pop()!) as string[];
-    expect(out.names).toEqual([...cpuNames, 'cudaAllocHost', 'cudaBandwidth', 'cudaDevices', 'cudaDispose', 'cudaDownload',
+    expect(cpuNames).toContain('installHostDevice');
+    expect(out.names).toEqual([...cpuNames.filter((n) => n !== 'installHostDevice'), 'cudaAllocHost', 'cudaBandwidth', 'cudaDevices', 'cudaDispose', 'cudaDownload',
       'cudaKernelMs', 'cudaMemory', 'cudaTrim', 'cudaUpload'].sort());
   });
 
@@ -177,7 +178,7 @@ describe('variant selection (GEAR_RL_VARIANT)', () => {
       { GEAR_RL_VARIANT: 'gpu' });
     const out = JSON.parse(bad.stdout.trim().split('\n').pop()!);
     expect(out.code).toBe('ERR_OPTION');
-    expect(out.message).toBe(`GEAR_RL_VARIANT: expected 'cpu', 'cuda' or 'auto', got "gpu"`);
+    expect(out.message).toBe(`GEAR_RL_VARIANT: expected 'cpu', 'cuda', 'auto' or 'host-device', got "gpu"`);
   });
 });
 

@@ -76,18 +76,46 @@ function loadCpu(): NativeAddon {
 }
 
 /**
+ * Each host device's memory capacity under `GEAR_RL_VARIANT=host-device`: `GEAR_RL_HOST_DEVICE_MEMORY`
+ * bytes, or 0 (the host's physical memory) when unset.
+ */
+function hostDeviceMemory(): number {
+  const raw = process.env.GEAR_RL_HOST_DEVICE_MEMORY;
+  if (raw === undefined || raw === '') return 0;
+  const n = Number(raw);
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(n) || n < 1) {
+    throw new GearError('ERR_OPTION', `GEAR_RL_HOST_DEVICE_MEMORY: expected a byte count >= 1, got "${raw}"`);
+  }
+  return n;
+}
+
+/**
  * Picks the variant: `GEAR_RL_VARIANT=cpu` (CPU only), `cuda` (the CUDA module, or an ERR_NATIVE
  * saying why not) or `auto` (default: the CUDA module when it loads and reports a device, else the CPU
  * module). The CUDA module holds the CPU kernels too, and host arrays stay on them unless a call asks
  * for the device (`device: 'cuda'`) or passes device tensors, so `auto` is never slower than the CPU.
+ * `host-device`: the CPU module with its host device, a test double of a GPU whose "device memory" is
+ * host memory and whose kernels are the CPU ones (two devices, `cuda:0` and `cuda:1`), so that code using
+ * `DeviceLogits` runs without a GPU; `GEAR_RL_HOST_DEVICE_MEMORY` sets each one's capacity in bytes.
  */
 function load(): { addon: NativeAddon; cudaReason: string } {
   const want = process.env.GEAR_RL_VARIANT ?? 'auto';
-  if (want !== 'cpu' && want !== 'cuda' && want !== 'auto') {
-    throw new GearError('ERR_OPTION', `GEAR_RL_VARIANT: expected 'cpu', 'cuda' or 'auto', got "${want}"`);
+  if (want !== 'cpu' && want !== 'cuda' && want !== 'auto' && want !== 'host-device') {
+    throw new GearError('ERR_OPTION', `GEAR_RL_VARIANT: expected 'cpu', 'cuda', 'auto' or 'host-device', got "${want}"`);
   }
   let addon: NativeAddon | undefined;
   let cudaReason = 'GEAR_RL_VARIANT=cpu';
+  if (want === 'host-device') {
+    const memoryBytes = hostDeviceMemory();
+    addon = loadCpu();
+    if (addon.installHostDevice === undefined) {
+      throw new GearError('ERR_NATIVE', 'GEAR_RL_VARIANT=host-device: expected a CPU module with installHostDevice(), got one ' +
+        'without it (an older build: rebuild it)');
+    }
+    addon.setErrorClass({ errorClass: GearError });
+    addon.installHostDevice({ memoryBytes });
+    return { addon, cudaReason: '' };
+  }
   if (want !== 'cpu') {
     const cuda = tryCuda(want === 'cuda');
     if (want === 'cuda' && !cuda.addon) {

@@ -87,7 +87,7 @@ export interface BackendResult {
   isa: string;
   detectedIsa: string;
   isas?: string[];
-  /** The CUDA module: its usable device count. */
+  /** The CUDA module or the host device: its usable device count. */
   devices?: number;
   threads: number;
   version: string;
@@ -99,6 +99,12 @@ export interface BackendResult {
  */
 export interface NativeAddon {
   setErrorClass(params: SetErrorClassParams): void;
+  /**
+   * The CPU module only: installs the host device (a test double of a GPU, `GEAR_RL_VARIANT=host-device`)
+   * and adds the device functions to this object. `memoryBytes`: each host device's capacity (0: the
+   * host's physical memory).
+   */
+  installHostDevice?(params: { memoryBytes?: number }): void;
   backend(): BackendResult;
   setNumThreads(params: SetNumThreadsParams): void;
   setIsa(params: SetIsaParams): string;

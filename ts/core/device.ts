@@ -69,7 +69,8 @@ const finalizer = new FinalizationRegistry<number>((id) => {
  * of host {@link Logits} and returns its per-row results to the host; backwards on them return their
  * gradient as a new `DeviceLogits` (or write the `out` given). The memory comes from the device's
  * stream-ordered pool and goes back at {@link DeviceLogits.dispose} (or `using`), or, as a safety net,
- * when the object is garbage-collected.
+ * when the object is garbage-collected. Under `GEAR_RL_VARIANT=host-device` (a test double without a
+ * GPU) the "device" is host memory and the ops run the CPU kernels.
  *
  * Errors (`GearError`): a disposed tensor is `ERR_STATE`; a tensor read by a running async call cannot
  * be written or disposed, nor one being written be used, until it settles (`ERR_BUSY`); tensors of two

@@ -4,6 +4,13 @@
  * a machine with an NVIDIA driver and a device; `npm run build:cuda` builds it, or it comes prebuilt);
  * otherwise {@link available} is false and the other functions throw `ERR_DEVICE` saying why.
  *
+ * Without a GPU, `GEAR_RL_VARIANT=host-device` gives a test double for code that uses
+ * {@link DeviceLogits}: the CPU module with two host devices (`cuda:0`, `cuda:1`) whose memory is host
+ * memory and whose kernels are the CPU ones. Everything here works on them as on a GPU (uploads,
+ * downloads, device outputs, the tensors' errors, `ERR_OUT_OF_MEMORY` past `GEAR_RL_HOST_DEVICE_MEMORY`
+ * bytes per device, default the host's memory), with the CPU's results; `backend().variant` is
+ * `'host-device'`. It tests the paths, not the GPU's numerics or speed; `auto` never picks it.
+ *
  * When the GPU helps: logits read from host memory can never cross PCIe (about 53 GB/s pinned) faster
  * than the CPU reads them from its own memory (91-123 GB/s on a 16-core host), so host arrays stay on
  * the CPU kernels. Upload logits once and read them several times (student statistics, divergence and
@@ -85,17 +92,18 @@ declare module '../core/addon_types.js' {
 }
 
 /**
- * A CUDA device.
+ * A CUDA device (or a host device of `GEAR_RL_VARIANT=host-device`).
  *
  * @category CUDA
  */
 export interface CudaDevice {
   /** Ordinal (`'cuda:N'`). */
   index: number;
-  /** Product name, e.g. `NVIDIA H200`. */
+  /** Product name, e.g. `NVIDIA H200`; `gear-rl host device N (test double: host memory, CPU kernels)` for a host device. */
   name: string;
-  /** Compute capability, e.g. `sm_90`. */
+  /** Compute capability, e.g. `sm_90`; `host` for a host device. */
   arch: string;
+  /** Streaming multiprocessors; a host device's: the addon's CPU threads. */
   multiprocessors: number;
   /** Device memory, bytes. */
   totalBytes: number;
@@ -137,7 +145,8 @@ export interface UploadOptions {
 }
 
 /**
- * Whether the CUDA module is in use with at least one device.
+ * Whether the CUDA module is in use with at least one device (or the host device, under
+ * `GEAR_RL_VARIANT=host-device`).
  *
  * @example
  * ```ts
@@ -168,7 +177,8 @@ export function unavailableReason(): string {
 }
 
 /**
- * The usable CUDA devices (empty without the CUDA module).
+ * The usable CUDA devices (empty without the CUDA module; the two host devices under
+ * `GEAR_RL_VARIANT=host-device`).
  *
  * @example
  * ```ts

@@ -13,6 +13,7 @@ import type { Divergence } from '../ops/divergence.js';
 import type { AnyLogits, Logits } from '../ops/token_stats.js';
 import type { DeviceLogits } from '../core/device.js';
 import * as v from '../core/validate.js';
+import { checkLogits } from '../core/logits.js';
 
 /**
  * Arguments of {@link distillLoss}.
@@ -110,9 +111,9 @@ export function distillLoss(a: DistillArgs<AnyLogits>): DistillResult<Float32Arr
  * with `opts` (its `value` of length `student.rows`), `mask` a 0/1 mask of that length.
  */
 export function distillChecked(
-  student: Logits, teacher: Logits, mask: Uint8Array | undefined, coef: number,
+  student: AnyLogits, teacher: AnyLogits, mask: Uint8Array | undefined, coef: number,
   opts: { kind: 'reverse_kl'; temperature: number; klCap: number }, stats: Divergence,
-): DistillResult {
+): DistillResult<Float32Array | DeviceLogits<'float32'>> {
   const rows = student.rows;
   const value = stats.value;
   let nv = 0;
@@ -132,16 +133,13 @@ export function distillChecked(
 }
 
 /**
- * @internal A logits argument read once: an object's four fields copied into a plain object (what the
- * ops then read again cannot change); anything else is refused.
+ * @internal A logits argument read once, by the one reader of logits arguments (`checkLogits`): a
+ * {@link DeviceLogits} as it is (its shape is fixed), host logits as a plain object of the checked
+ * fields, which the ops then read again unchanged; anything else is refused with that reader's errors.
  */
-export function readLogits(x: unknown, what = 'logits'): Logits {
-  if (x === null || typeof x !== 'object' || ArrayBuffer.isView(x) || Array.isArray(x)) {
-    fail('ERR_DTYPE', what, 'a Logits object { data, rows, vocab, dtype? }', x);
-  }
-  v.knownKeys(x, what, ['data', 'rows', 'vocab', 'dtype']);
-  const { data, rows, vocab, dtype } = x as Logits;
-  return dtype === undefined ? { data, rows, vocab } : { data, rows, vocab, dtype };
+export function readLogits(x: unknown, what = 'logits'): AnyLogits {
+  const l = checkLogits(x, what);
+  return l.tensor ?? { data: l.data!, rows: l.rows, vocab: l.vocab, dtype: l.dtype };
 }
 
 /** `stats` of a forward pass, read once (every field of a {@link Divergence}). */

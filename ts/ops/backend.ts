@@ -22,8 +22,12 @@ export type Isa = 'baseline' | 'avx2' | 'avx512' | 'neon';
  * @category Backend
  */
 export interface BackendInfo {
-  /** `'cpu'`, or `'cuda'` for the CUDA module (the CPU kernels plus the device ones). */
-  variant: 'cpu' | 'cuda';
+  /**
+   * `'cpu'`, `'cuda'` for the CUDA module (the CPU kernels plus the device ones), or `'host-device'` for
+   * the CPU module with its host device (`GEAR_RL_VARIANT=host-device`: a test double of a GPU whose
+   * device memory is host memory and whose kernels are the CPU ones).
+   */
+  variant: 'cpu' | 'cuda' | 'host-device';
   /** Instruction set the CPU kernels use now: one of {@link BackendInfo.isas}. */
   isa: Isa | string;
   /**
@@ -36,8 +40,9 @@ export interface BackendInfo {
   /** Package version the binary was built from. */
   version: string;
   /**
-   * The CUDA devices in use (`variant: 'cuda'`; empty for the CPU module). Host arrays still run on the
-   * CPU kernels of {@link BackendInfo.isa}; device tensors and `device: 'cuda'` calls run on these.
+   * The CUDA devices in use (`variant: 'cuda'`, or the two host devices of `'host-device'`; empty for the
+   * CPU module). Host arrays still run on the CPU kernels of {@link BackendInfo.isa}; device tensors and
+   * `device: 'cuda'` calls run on these.
    */
   devices: CudaDevice[];
 }
@@ -58,7 +63,7 @@ export interface BackendInfo {
 export function backend(): BackendInfo {
   const b = native.backend();
   return {
-    variant: b.variant as 'cpu' | 'cuda',
+    variant: b.variant as BackendInfo['variant'],
     isa: b.isa,
     isas: (b.isas ?? [b.isa]) as Isa[],
     threads: b.threads,

@@ -88,13 +88,13 @@ GEAR_BACKEND_OPS(GEAR_PUBLIC_DECLARE)
 #undef GEAR_PUBLIC_DECLARE
 
 struct Backend {
-  const char* name;  // "cpu" | "cuda"
+  const char* name;  // "cpu" | "cuda" | "host-device"
 #define GEAR_BACKEND_FIELD(op, params) decltype(&::gear::op) op;
   GEAR_BACKEND_OPS(GEAR_BACKEND_FIELD)
 #undef GEAR_BACKEND_FIELD
 };
 
-// Device memory services of the CUDA module, used by the tensor table (core/device_tensors.h), the
+// Device memory services of the device runtime, used by the tensor table (core/device_tensors.h), the
 // bindings (a backward's device output) and the public entries (NaN-filling a device output).
 struct DeviceApi {
   // Stream-ordered pool allocation on `device`; ERR_OUT_OF_MEMORY names the bytes asked and free.
@@ -110,8 +110,9 @@ const Backend& cpu_backend();
 const Backend& active_backend();
 void install_backend(const Backend& b);
 
-// The device table and its memory services, installed by the CUDA module at initialisation (null in
-// the CPU module: a call with ExecContext::device >= 0 is then ERR_DEVICE).
+// The device table and its memory services, installed with a device runtime (gear/device_runtime.h): by
+// the CUDA module at initialisation, or in the CPU module by its host device (GEAR_RL_VARIANT=host-device);
+// null otherwise, and a call with ExecContext::device >= 0 is then ERR_DEVICE.
 const Backend* device_backend();
 const DeviceApi* device_api();
 void install_device_backend(const Backend& b, const DeviceApi& api);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gear/backend.h"
+#include "gear/device_runtime.h"
 #include "gear/types.h"
 
 namespace gear {
@@ -24,20 +25,13 @@ GEAR_DEVICE_OPS(GEAR_CUDA_DECLARE)
 // The device table (cuda_backend.cc) and the memory services behind gear::DeviceApi (device.cu).
 const Backend& backend();
 const DeviceApi& device_api_impl();
+// The runtime the bindings use (cuda_runtime.cc): the table, the services and the functions below.
+const DeviceRuntime& runtime();
 
 // Number of usable devices; on failure (no driver, no device) 0 with the CUDA error in *err.
 int device_count(std::string* err);
 
-struct DeviceInfo {
-  int ordinal = 0;
-  std::string name;
-  std::string arch;  // "sm_90"
-  int multiprocessors = 0;
-  int64_t total_bytes = 0;
-  int64_t free_bytes = 0;
-  int64_t pool_reserved_bytes = 0;  // held by the stream-ordered pool (in use or cached)
-  int64_t pool_used_bytes = 0;      // of which in use
-};
+using ::gear::DeviceInfo;
 Status device_info(int ordinal, DeviceInfo* out);
 // Frees what the device keeps between calls: the pool's cached memory, the call arenas (device and
 // page-locked) and the page-locked staging ring. The next call that needs them allocates them again.

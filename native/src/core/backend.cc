@@ -8,6 +8,7 @@
 #include <string>
 
 #include "checks.h"
+#include "gear/device_runtime.h"
 
 namespace gear {
 
@@ -17,6 +18,7 @@ namespace {
 std::atomic<const Backend*> g_active{nullptr};
 std::atomic<const Backend*> g_device{nullptr};
 std::atomic<const DeviceApi*> g_device_api{nullptr};
+std::atomic<const DeviceRuntime*> g_runtime{nullptr};
 
 // The table a call runs on: the device table for ExecContext::device >= 0, else the host one. Logits on a
 // device never reach the CPU kernels (the bindings set `device` from the tensors they read).
@@ -59,6 +61,12 @@ const DeviceApi* device_api() { return g_device_api.load(std::memory_order_acqui
 void install_device_backend(const Backend& b, const DeviceApi& api) {
   g_device_api.store(&api, std::memory_order_release);
   g_device.store(&b, std::memory_order_release);
+}
+
+const DeviceRuntime* device_runtime() { return g_runtime.load(std::memory_order_acquire); }
+void install_device_runtime(const DeviceRuntime& rt) {
+  install_device_backend(*rt.backend, *rt.api);
+  g_runtime.store(&rt, std::memory_order_release);
 }
 
 Status token_stats(const LogitsView& l, const int32_t* targets, double temperature, float* logprob,
