@@ -107,8 +107,8 @@ export type { GroupId, SingletonPolicy } from './advantages/groups.js';
 // GEAR (GEAR-proposed reweighting, teacher context, distillation term; the visualiser is gear-rl/report)
 export { gearAdvantages, gear, GEAR_DEFAULTS, GEAR_OPTION_KEYS } from './gear/gear.js';
 export type {
-  GearOptions, ResolvedGearOptions, GearInput, GearResult, GearDiagnostics, GearQuantiles,
-  GearPeakRule, GearSegmentEnd, GearSignMode, GearNormalize, GearAblation,
+  GearOptions, ResolvedGearOptions, GearInput, GearLogratioInput, GearResult, GearDiagnostics, GearQuantiles,
+  GearPeakRule, GearSegmentEnd, GearSignMode, GearNormalize, GearAblation, GearAnchorSignal,
 } from './gear/gear.js';
 export {
   teacherInput, teacherMessages, formatReference, gatherRows, DEFAULT_TEACHER_TEMPLATE,

@@ -6,6 +6,8 @@
  */
 export type { SparseTopK, ServerSequence, TokenMap, TokenKeys, ParseOptions } from './common.js';
 export { byteLevelKey } from './common.js';
+export { logprobModesMatch, isSamplerLogprob } from './mode.js';
+export type { LogprobMode, LogprobModeInput } from './mode.js';
 export { createParseArena } from './arena.js';
 export type { ParseArena, ParseArenaOptions } from './arena.js';
 export { parseOpenAIChat, parseOpenAICompletion } from './openai.js';
