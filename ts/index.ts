@@ -117,7 +117,7 @@ export type { ChatMessage, TeacherReference, TeacherInputArgs, TeacherInput, Log
 export { gearFromLogits } from './gear/from_logits.js';
 export type { GearFromLogitsInput, GearFromLogitsResult } from './gear/from_logits.js';
 export { gearFromSparse } from './gear/from_sparse.js';
-export type { GearFromSparseInput, GearFromSparseResult } from './gear/from_sparse.js';
+export type { GearFromSparseInput, GearFromSparseResult, GearFromSparseLogratioResult } from './gear/from_sparse.js';
 export { distillLoss } from './gear/distill.js';
 export { shuffleWithinRows, gearFromSegments, type ShuffleWithinRowsOptions, type GearSegments, type GearFromSegmentsInput, type GearFromSegmentsResult } from './gear/controls.js';
 export type { DistillArgs, DistillResult } from './gear/distill.js';

@@ -84,16 +84,34 @@ export interface GearFromSparseInput {
 export interface GearFromSparseResult extends GearResult {
   /** The per-token signals fed to `gear`. */
   signals: {
-    /** Capped sparse reverse KL(student ‖ teacher) (absent without a teacher top-k). */
-    divergence?: Float32Array;
+    /** Capped sparse reverse KL(student ‖ teacher). */
+    divergence: Float32Array;
     /** The chosen student-entropy estimate. */
     entropy: Float32Array;
     /** Teacher minus student log-prob of the sampled token (only with both chosen log-probs). */
     logratio?: Float32Array;
   };
+  /** The full output of the sparse divergence pass (coverage, entropy bounds). */
+  stats: SparseDivergence;
+}
+
+/**
+ * Result of {@link gearFromSparse} without a teacher top-k (`anchorSignal: 'logratio'`): no divergence.
+ * @category GEAR
+ */
+export interface GearFromSparseLogratioResult extends GearResult {
+  /** The per-token signals fed to `gear`. */
+  signals: {
+    /** No teacher top-k, no divergence. */
+    divergence?: undefined;
+    /** The chosen student-entropy estimate. */
+    entropy: Float32Array;
+    /** Teacher minus student log-prob of the sampled token. */
+    logratio: Float32Array;
+  };
   /**
-   * The full output of the sparse divergence pass (coverage, entropy bounds). Without a teacher top-k
-   * it is the student's pass alone: the student fields hold, the divergence and teacher fields are 0.
+   * The student's sparse pass alone (coverage, entropy bounds); its divergence and teacher fields are 0
+   * (it ran against an all-padding list).
    */
   stats: SparseDivergence;
 }
@@ -117,7 +135,7 @@ export interface GearFromSparseResult extends GearResult {
  *   student, teacher, advantages: [1], offsets: Int32Array.of(0, 3), vocab: 16,
  *   options: { peakMinKl: 0.1 },
  * });
- * console.log(r.advantages.length, r.signals.divergence![1]! > r.signals.divergence![0]!); // 3 true
+ * console.log(r.advantages.length, r.signals.divergence[1]! > r.signals.divergence[0]!); // 3 true
  *
  * // GEAR from the chosen tokens' log-probs alone (no teacher top-k): the log-ratio anchor signal
  * const s = rl.gearFromSparse({
@@ -128,7 +146,10 @@ export interface GearFromSparseResult extends GearResult {
  * ```
  * @category GEAR
  */
-export function gearFromSparse(a: GearFromSparseInput): GearFromSparseResult {
+export function gearFromSparse(a: GearFromSparseInput & { teacher: SparseTopK }): GearFromSparseResult;
+export function gearFromSparse(a: GearFromSparseInput & { teacher?: undefined }): GearFromSparseLogratioResult;
+export function gearFromSparse(a: GearFromSparseInput): GearFromSparseResult | GearFromSparseLogratioResult;
+export function gearFromSparse(a: GearFromSparseInput): GearFromSparseResult | GearFromSparseLogratioResult {
   if (typeof a !== 'object' || a === null) fail('ERR_OPTION', 'gearFromSparse(a)', 'an object', a);
   v.knownKeys(a, 'gearFromSparse(a)', ['student', 'teacher', 'studentLogprob', 'teacherLogprob', 'advantages', 'offsets',
     'mask', 'vocab', 'entropy', 'support', 'options', 'modes']);
@@ -160,7 +181,7 @@ export function gearFromSparse(a: GearFromSparseInput): GearFromSparseResult {
     advantages: a.advantages, offsets: a.offsets, mask: a.mask, entropy: h,
     ...(divergence ? { divergence } : {}), ...(logratio ? { logratio } : {}), options: a.options,
   } as Parameters<typeof gearAdvantages>[0]);
-  return { ...res, signals: { ...(divergence ? { divergence } : {}), entropy: h, ...(logratio ? { logratio } : {}) }, stats };
+  return { ...res, signals: { ...(divergence ? { divergence } : {}), entropy: h, ...(logratio ? { logratio } : {}) }, stats } as GearFromSparseResult;
 }
 
 /** An all-padding top-1 list of the student's length (the student's sparse pass without a teacher). */
