@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { fail } from '../core/errors.js';
+import { GearError, fail } from '../core/errors.js';
 
 /**
  * What distribution a server's log-probs were taken from.
@@ -120,8 +120,8 @@ export function isSamplerLogprob(m: LogprobMode): boolean {
   return x.topK === 0 && x.topP === 1 && (x.kind === 'processed' || x.temperature === 1);
 }
 
-/** Spells a mode for messages: `raw (sampled at T = 0.7)`, `processed at T = 0.7, top-p 0.9`. */
-function describeMode(m: LogprobMode): string {
+/** Spells a mode for messages: `raw (sampled at T = 0.7)`, `processed at T = 0.7, top-p 0.9`. @internal */
+export function describeMode(m: LogprobMode): string {
   const trunc = [m.topK > 0 ? `top-k ${m.topK}` : '', m.topP < 1 ? `top-p ${m.topP}` : ''].filter(Boolean).join(', ');
   return m.kind === 'raw' ? `raw (sampled at T = ${m.temperature}${trunc ? `, ${trunc}` : ''})` : `processed at T = ${m.temperature}${trunc ? `, ${trunc}` : ''}`;
 }
@@ -129,7 +129,7 @@ function describeMode(m: LogprobMode): string {
 /** Throws `ERR_OPTION` at `what` unless the two modes may form one log-ratio ({@link logprobModesMatch}). @internal */
 export function checkModesMatch(a: LogprobMode, b: LogprobMode, what: string, sides: [string, string]): void {
   if (!logprobModesMatch(a, b)) {
-    fail('ERR_OPTION', what, `the ${sides[0]}'s and the ${sides[1]}'s log-probs in one mode (both raw, or both processed with the same temperature, top-k and top-p)`,
-      `${sides[0]} ${describeMode(a)}, ${sides[1]} ${describeMode(b)}`);
+    throw new GearError('ERR_OPTION', `${what}: expected the ${sides[0]}'s and the ${sides[1]}'s log-probs in one mode (both raw, or both processed with ` +
+      `the same temperature, top-k and top-p), got ${sides[0]} ${describeMode(a)}, ${sides[1]} ${describeMode(b)}`);
   }
 }
