@@ -7,7 +7,7 @@
  * advantage, and applies the declared decision rule to the learning comparison.
  * `examples/usage.txt` lists the options (`--help`).
  *
- *     npm run demo                 # answer chain: credit measurement, then GRPO, GiGPO, GEAR and controls x 8 seeds
+ *     npm run demo                 # answer chain: credit measurement, then GRPO, GiGPO, GEAR (D and log-ratio) and controls x 8 seeds
  *     npm run demo -- --env maze   # the trapdoor maze
  *     npm run demo -- --quick      # locker search smoke test (under a minute)
  *
@@ -64,7 +64,7 @@ export interface EnvDefaults {
 export const ENV_DEFAULTS: Record<string, EnvDefaults> = {
   'answer-chain': {
     warm: { steps: 1200, batch: 64, eps: 0.35, lr: 0.03, seed: 12345 }, steps: 40, lr: 0.005, seeds: 8, evalEpisodes: 200,
-    methods: ['grpo', 'gigpo', 'gear-frozen', 'gear-shuffled', 'oracle'], levels: [0.5, 0.35, 0.2],
+    methods: ['grpo', 'gigpo', 'gear-frozen', 'gear-shuffled', 'gear-lr-frozen', 'oracle'], levels: [0.5, 0.35, 0.2],
   },
   maze: { warm: { steps: 1200, batch: 64, eps: 0.35, lr: 0.03, seed: 12345 }, steps: 60, lr: 0.01, methods: ['grpo', 'gigpo', 'gear', 'gear-frozen'] },
   'maze-filler': { warm: { steps: 1500, batch: 64, eps: 0.35, lr: 0.03, seed: 12345 }, steps: 60, lr: 0.005, methods: ['grpo', 'gigpo', 'gear', 'gear-frozen'] },
@@ -471,7 +471,9 @@ function report(x: ReportInput): DemoOutcome {
     ...(decision ? [
       'Decision rule, declared before the run: GEAR (frozen answer teacher) helps only if its AUC beats GRPO\'s by more than 2 se AND beats its',
       'shuffled-divergence control\'s by more than 2 se; oracle weights (the same family on the true departure segments) are the ceiling check;',
-      'if they tie, the second hypothesis is a stronger family (α 3, no per-row normalisation).',
+      'if they tie, the second hypothesis is a stronger family (α 3, no per-row normalisation). H3: GEAR with the log-ratio anchor signal',
+      '(anchorSignal \'logratio\') helps only if it beats GRPO and its own shuffled control by more than 2 se each, is better than D only if it',
+      'beats GEAR with D by more than 2 se, and is recommended only if both (read when its arms run: npm run study runs them all).',
       '',
       ...decision.lines,
       '',
