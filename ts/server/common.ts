@@ -46,7 +46,8 @@ export interface ServerSequence {
   finishReason?: string | null;
   /**
    * How the log-probs were computed, as the parser was told (`options.mode`; the prompt-log-prob parsers
-   * default to raw at temperature 1, what servers compute for prompt positions). Absent when not stated.
+   * take raw at temperature 1, what servers compute for prompt positions, when none is given). Absent
+   * when not stated.
    */
   mode?: LogprobMode;
 }
