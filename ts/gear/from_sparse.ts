@@ -153,20 +153,22 @@ export function gearFromSparse(a: GearFromSparseInput): GearFromSparseResult | G
   if (typeof a !== 'object' || a === null) fail('ERR_OPTION', 'gearFromSparse(a)', 'an object', a);
   v.knownKeys(a, 'gearFromSparse(a)', ['student', 'teacher', 'studentLogprob', 'teacherLogprob', 'advantages', 'offsets',
     'mask', 'vocab', 'entropy', 'support', 'options', 'modes']);
-  const o = resolveGearOptions(a.options);
+  // each argument read once, before anything is checked
+  const { student, teacher, studentLogprob, teacherLogprob, advantages, offsets, mask, vocab, entropy: which, support, options, modes } = a;
+  const o = resolveGearOptions(options);
   const byLogratio = o.anchorSignal === 'logratio';
-  const entropy = v.enumOpt(a.entropy, 'entropy', ['lower', 'upper', 'mid'] as const, 'lower');
-  if (entropy !== 'lower' && a.vocab === undefined) fail('ERR_OPTION', 'vocab', `a vocabulary size for entropy '${entropy}'`, a.vocab);
-  if (a.teacher === undefined && !byLogratio) fail('ERR_OPTION', 'teacher', "the teacher's top-k (or options.anchorSignal 'logratio', which reads only the chosen log-probs)", undefined);
-  checkModes(a.modes);
-  const sparseOpts = { kind: 'reverse_kl' as const, support: a.support ?? 'tail', klCap: o.klCap, ...(a.vocab === undefined ? {} : { vocab: a.vocab }) };
+  const entropy = v.enumOpt(which, 'entropy', ['lower', 'upper', 'mid'] as const, 'lower');
+  if (entropy !== 'lower' && vocab === undefined) fail('ERR_OPTION', 'vocab', `a vocabulary size for entropy '${entropy}'`, vocab);
+  if (teacher === undefined && !byLogratio) fail('ERR_OPTION', 'teacher', "the teacher's top-k (or options.anchorSignal 'logratio', which reads only the chosen log-probs)", undefined);
+  checkModes(modes);
+  const sparseOpts = { kind: 'reverse_kl' as const, support: support ?? 'tail', klCap: o.klCap, ...(vocab === undefined ? {} : { vocab }) };
   // Without a teacher top-k, the student's pass alone (against an all-padding list) gives its entropy bounds.
-  const stats = sparseDivergence(a.student, a.teacher ?? paddingTopK(a.student), sparseOpts);
+  const stats = sparseDivergence(student, teacher ?? paddingTopK(student), sparseOpts);
   const n = stats.value.length;
-  v.offsets(a.offsets, 'offsets', n);
+  v.offsets(offsets, 'offsets', n);
   let logratio: Float32Array | undefined;
-  if (a.studentLogprob !== undefined || a.teacherLogprob !== undefined) {
-    logratio = sampledLogratio(a.studentLogprob, a.teacherLogprob, a.mask, n);
+  if (studentLogprob !== undefined || teacherLogprob !== undefined) {
+    logratio = sampledLogratio(studentLogprob, teacherLogprob, mask, n);
   } else if (o.signMode === 'rlsd' || byLogratio) {
     fail('ERR_OPTION', 'studentLogprob / teacherLogprob', `the chosen tokens' log-probs for ${byLogratio ? "anchorSignal 'logratio'" : "signMode 'rlsd'"}`, undefined);
   }
@@ -176,10 +178,9 @@ export function gearFromSparse(a: GearFromSparseInput): GearFromSparseResult | G
     h = new Float32Array(n);
     for (let t = 0; t < n; t++) h[t] = 0.5 * (stats.entropyLower[t]! + stats.entropyUpper[t]!);
   }
-  const divergence = a.teacher === undefined ? undefined : stats.value;
+  const divergence = teacher === undefined ? undefined : stats.value;
   const res = gearAdvantages({
-    advantages: a.advantages, offsets: a.offsets, mask: a.mask, entropy: h,
-    ...(divergence ? { divergence } : {}), ...(logratio ? { logratio } : {}), options: a.options,
+    advantages, offsets, mask, entropy: h, ...(divergence ? { divergence } : {}), ...(logratio ? { logratio } : {}), options,
   } as Parameters<typeof gearAdvantages>[0]);
   return { ...res, signals: { ...(divergence ? { divergence } : {}), entropy: h, ...(logratio ? { logratio } : {}) }, stats } as GearFromSparseResult;
 }
