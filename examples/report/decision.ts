@@ -161,10 +161,12 @@ export function decide(auc: (method: string) => readonly number[] | undefined, l
     const r: LogratioOutcome = { vsBaseline, vsShuffled, ...(vsDivergence ? { vsDivergence } : {}), helps, beatsDivergence, recommended: helps && beatsDivergence };
     (out.h3 ??= {})[key] = r;
     const tests = [vsBaseline, vsShuffled, ...(vsDivergence ? [vsDivergence] : [])];
+    // the sentence names every test that failed
+    const missed = [!vsBaseline.ahead ? 'GRPO' : '', !vsShuffled.ahead ? 'its shuffled control' : ''].filter(Boolean).join(' or ');
     const verdict = r.recommended ? 'recommended: it beats GRPO, its shuffled control and GEAR with D'
       : helps ? 'it helps (beats GRPO and its shuffled control) but does not beat GEAR with D: not recommended over D'
-        : beatsDivergence ? 'better than GEAR with D but not than GRPO and its shuffled control: not recommended (GRPO)'
-          : 'it does not help (not ahead of ' + [!vsBaseline.ahead ? 'GRPO' : '', !vsShuffled.ahead ? 'its shuffled control' : ''].filter(Boolean).join(' or ') + ' beyond 2 se)';
+        : `it does not help (not ahead of ${missed} beyond 2 se)` +
+          (beatsDivergence ? '; it is ahead of GEAR with D beyond 2 se, but not recommended (GRPO)' : '');
     out.lines.push(`H3, ${names[key]}: ${tests.map(fmt).join('; ')}.`, `H3 outcome (${names[key]}): ${verdict}.`);
   }
   return out;

@@ -147,7 +147,7 @@ describe('the declared decision rules', () => {
     const text = d.lines.join('\n');
     expect(text).toMatch(/H3 outcome \(frozen answer teacher\): recommended/);
     expect(text).toMatch(/H3 outcome \(self teacher\): it helps .* not recommended over D/);
-    expect(text).toMatch(/H3 outcome \(stronger family.*\): better than GEAR with D but not than GRPO/);
+    expect(text).toMatch(/H3 outcome \(stronger family.*\): it does not help \(not ahead of GRPO beyond 2 se\); it is ahead of GEAR with D beyond 2 se, but not recommended \(GRPO\)/);
     // the rules H1 and H2 read their own arms only: H3's arms alone leave them untested
     expect(d.h1).toBeUndefined();
     // without GEAR with D, H3 is read without the comparison to it, and nothing is recommended
