@@ -7,7 +7,7 @@
  * advantage, and applies the declared decision rule to the learning comparison.
  * `examples/usage.txt` lists the options (`--help`).
  *
- *     npm run demo                 # answer chain: credit measurement, then GRPO, GiGPO, GEAR and controls x 8 seeds
+ *     npm run demo                 # answer chain: credit measurement, then GRPO, GiGPO, GEAR (D and log-ratio) and controls x 8 seeds
  *     npm run demo -- --env maze   # the trapdoor maze
  *     npm run demo -- --quick      # locker search smoke test (under a minute)
  *
@@ -52,7 +52,7 @@ export interface Cli {
 }
 
 /** Per-environment defaults (the settings measured in the design notes). */
-interface EnvDefaults {
+export interface EnvDefaults {
   warm: WarmStartConfig; steps: number; lr: number; methods: Method[];
   /** Paired seeds, held-out tasks per evaluation (defaults 10, 400). */
   seeds?: number; evalEpisodes?: number;
@@ -61,10 +61,10 @@ interface EnvDefaults {
 }
 // The answer chain's RL learning rate is 0.005: at 0.01 one GRPO seed in eight collapsed to malformed
 // answers within a few steps (no reward left to learn from), none at 0.005, which also learned faster.
-const ENV_DEFAULTS: Record<string, EnvDefaults> = {
+export const ENV_DEFAULTS: Record<string, EnvDefaults> = {
   'answer-chain': {
     warm: { steps: 1200, batch: 64, eps: 0.35, lr: 0.03, seed: 12345 }, steps: 40, lr: 0.005, seeds: 8, evalEpisodes: 200,
-    methods: ['grpo', 'gigpo', 'gear-frozen', 'gear-shuffled', 'oracle'], levels: [0.5, 0.35, 0.2],
+    methods: ['grpo', 'gigpo', 'gear-frozen', 'gear-shuffled', 'gear-lr-frozen', 'oracle'], levels: [0.5, 0.35, 0.2],
   },
   maze: { warm: { steps: 1200, batch: 64, eps: 0.35, lr: 0.03, seed: 12345 }, steps: 60, lr: 0.01, methods: ['grpo', 'gigpo', 'gear', 'gear-frozen'] },
   'maze-filler': { warm: { steps: 1500, batch: 64, eps: 0.35, lr: 0.03, seed: 12345 }, steps: 60, lr: 0.005, methods: ['grpo', 'gigpo', 'gear', 'gear-frozen'] },
@@ -353,11 +353,12 @@ function creditText(env: Environment, credit: DemoCreditLevel[], learnEps: numbe
     '',
     table(levelRows(credit, cos)),
     '',
-    'AUROC of the divergence D for the departure (first wrong) tokens, per level: against every other agent token, and among decision tokens only:',
+    'AUROC of the divergence D and of the log-ratio anchor signal s for the departure (first wrong) tokens, per level: against every other',
+    'agent token, and among decision tokens only:',
     '',
     table(teacherLevelRows(credit, views)),
     '',
-    `At ε ${at.eps} (held-out success ${at.success.toFixed(3)}), in full. Teachers (log-ratio = student minus teacher log-prob of the sampled token):`,
+    `At ε ${at.eps} (held-out success ${at.success.toFixed(3)}), in full. Teachers (log-ratio = student minus teacher log-prob of the sampled token, s = max(0, log-ratio)):`,
     '',
     table(teacherRows(m, views)),
     '',
@@ -369,9 +370,11 @@ function creditText(env: Environment, credit: DemoCreditLevel[], learnEps: numbe
     '',
     table(anchorRows(m)),
     '',
-    'Threshold sensitivity of GEAR (answer teacher): spike threshold peakZ x extension threshold entropyQuantile:',
+    'Threshold sensitivity of GEAR (answer teacher): spike threshold peakZ x extension threshold entropyQuantile, with D, then with s:',
     '',
     table(sweepRows(m)),
+    '',
+    table(sweepRows(m, 'logratio')),
     '',
   ];
 }
@@ -468,7 +471,9 @@ function report(x: ReportInput): DemoOutcome {
     ...(decision ? [
       'Decision rule, declared before the run: GEAR (frozen answer teacher) helps only if its AUC beats GRPO\'s by more than 2 se AND beats its',
       'shuffled-divergence control\'s by more than 2 se; oracle weights (the same family on the true departure segments) are the ceiling check;',
-      'if they tie, the second hypothesis is a stronger family (α 3, no per-row normalisation).',
+      'if they tie, the second hypothesis is a stronger family (α 3, no per-row normalisation). H3: GEAR with the log-ratio anchor signal',
+      '(anchorSignal \'logratio\') helps only if it beats GRPO and its own shuffled control by more than 2 se each, is better than D only if it',
+      'beats GEAR with D by more than 2 se, and is recommended only if both (read when its arms run: npm run study runs them all).',
       '',
       ...decision.lines,
       '',

@@ -108,8 +108,8 @@ export type { GroupId, SingletonPolicy } from './advantages/groups.js';
 import './gear/estimator.js'; // computeAdvantages('gear', ...)
 export { gearAdvantages, gear, GEAR_DEFAULTS, GEAR_OPTION_KEYS } from './gear/gear.js';
 export type {
-  GearOptions, ResolvedGearOptions, GearInput, GearResult, GearDiagnostics, GearQuantiles,
-  GearPeakRule, GearSegmentEnd, GearSignMode, GearNormalize, GearAblation,
+  GearOptions, ResolvedGearOptions, GearInput, GearLogratioInput, GearResult, GearDiagnostics, GearQuantiles,
+  GearPeakRule, GearSegmentEnd, GearSignMode, GearNormalize, GearAblation, GearAnchorSignal,
 } from './gear/gear.js';
 export {
   teacherInput, teacherMessages, formatReference, gatherRows, DEFAULT_TEACHER_TEMPLATE,
@@ -118,7 +118,7 @@ export type { ChatMessage, TeacherReference, TeacherInputArgs, TeacherInput, Log
 export { gearFromLogits } from './gear/from_logits.js';
 export type { GearFromLogitsInput, GearFromLogitsResult } from './gear/from_logits.js';
 export { gearFromSparse } from './gear/from_sparse.js';
-export type { GearFromSparseInput, GearFromSparseResult } from './gear/from_sparse.js';
+export type { GearFromSparseInput, GearFromSparseResult, GearFromSparseLogratioResult } from './gear/from_sparse.js';
 export { distillLoss } from './gear/distill.js';
 export { shuffleWithinRows, gearFromSegments, type ShuffleWithinRowsOptions, type GearSegments, type GearFromSegmentsInput, type GearFromSegmentsResult } from './gear/controls.js';
 export type { DistillArgs, DistillResult } from './gear/distill.js';

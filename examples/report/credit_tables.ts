@@ -24,14 +24,15 @@ export function mdTable(rows: string[][]): string {
 /** Teacher views: how well D and the sampled-token log-ratio single out the departure tokens. */
 export function teacherRows(m: CreditMeasurement, views: readonly string[]): string[][] {
   const rows = [['teacher view', 'AUROC D, all tokens', 'AUROC D, decisions', 'AUROC log-ratio, all', 'AUROC log-ratio, decisions',
-    'mean D: departure', 'right decision', 'filler', 'doomed']];
+    'mean D: departure', 'right decision', 'filler', 'doomed', 'mean s: departure', 'right decision', 'filler', 'doomed']];
   for (const v of views) {
     const s = (f: (b: BatchCredit) => number) => summarise(m, (b) => f(b));
     const t = (b: BatchCredit) => b.teachers[v]!;
     rows.push([v, ci(s((b) => t(b).aurocAll)), ci(s((b) => t(b).aurocDecision)), ci(s((b) => t(b).aurocLogratioAll)),
       ci(s((b) => t(b).aurocLogratioDecision)), s((b) => t(b).meanDivergence.departure).mean.toFixed(2),
       s((b) => t(b).meanDivergence.decision).mean.toFixed(2), s((b) => t(b).meanDivergence.filler).mean.toFixed(2),
-      s((b) => t(b).meanDivergence.doomed).mean.toFixed(2)]);
+      s((b) => t(b).meanDivergence.doomed).mean.toFixed(2),
+      ...(['departure', 'decision', 'filler', 'doomed'] as const).map((l) => s((b) => t(b).meanSignal?.[l] ?? NaN).mean.toFixed(2))]);
   }
   return rows;
 }
@@ -64,13 +65,14 @@ export function anchorRows(m: CreditMeasurement): string[][] {
   return rows;
 }
 
-/** The sweep of GEAR's spike threshold and extension threshold (answer teacher). */
-export function sweepRows(m: CreditMeasurement): string[][] {
+/** The sweep of GEAR's spike threshold and extension threshold (answer teacher), with the divergence or the log-ratio anchor signal. */
+export function sweepRows(m: CreditMeasurement, signal: 'divergence' | 'logratio' = 'divergence'): string[][] {
   const rows = [['peakZ', 'entropyQuantile', ...ANCHOR_HEAD, 'cosine with the oracle gradient']];
+  const sw = (b: BatchCredit) => (signal === 'logratio' ? b.sweepLogratio : b.sweep);
   for (const z of m.config.sweep.peakZ) {
     for (const q of m.config.sweep.entropyQuantile) {
       const k = sweepKey(z, q);
-      rows.push([String(z), String(q), ...anchorCells(m, (b) => b.sweep[k]), ci(summarise(m, (b) => b.sweep[k]?.cosine))]);
+      rows.push([String(z), String(q), ...anchorCells(m, (b) => sw(b)?.[k]), ci(summarise(m, (b) => sw(b)?.[k]?.cosine))]);
     }
   }
   return rows;
@@ -100,6 +102,8 @@ export function teacherLevelRows(levels: readonly CreditLevel[], views: readonly
   for (const v of views) {
     rows.push([`${v}: D, all tokens`, ...levels.map((l) => ci(summarise(l.measurement, (b) => b.teachers[v]!.aurocAll)))]);
     rows.push([`${v}: D, decisions`, ...levels.map((l) => ci(summarise(l.measurement, (b) => b.teachers[v]!.aurocDecision)))]);
+    rows.push([`${v}: s, all tokens`, ...levels.map((l) => ci(summarise(l.measurement, (b) => b.teachers[v]!.aurocSignalAll)))]);
+    rows.push([`${v}: s, decisions`, ...levels.map((l) => ci(summarise(l.measurement, (b) => b.teachers[v]!.aurocSignalDecision)))]);
   }
   return rows;
 }

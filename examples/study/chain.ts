@@ -2,9 +2,10 @@
  * The answer-chain study (`npm run study`): the main job's experiment at full size. Credit measured
  * without training at three warm-start levels (32 batches each, 32 Monte Carlo rollouts per prefix, the
  * full threshold sweep), then the learning comparison with every arm of the declared decision rules
- * (H1: GEAR against GRPO and against its shuffled control; the oracle ceiling; H2: the stronger family),
- * GiGPO and GEAR with the self teacher, over 32 paired seeds. Writes a Markdown report and the raw
- * results as JSON.
+ * (H1: GEAR against GRPO and against its shuffled control; the oracle ceiling; H2: the stronger family;
+ * H3: GEAR with the log-ratio anchor signal against GRPO, its shuffled control and GEAR with D, for the
+ * frozen and the self teacher and in the stronger family), GiGPO and GEAR with the self teacher, over 32
+ * paired seeds. Writes a Markdown report and the raw results as JSON.
  *
  * @module
  */
@@ -15,7 +16,8 @@ import { summarise, type CreditMeasurement, type CreditMethod } from '../trainer
 import type { Method } from '../trainer/methods.js';
 
 /** The arms of the study, in display order. */
-export const CHAIN_STUDY_METHODS: Method[] = ['grpo', 'gigpo', 'gear-frozen', 'gear-shuffled', 'oracle', 'oracle-strong', 'gear-strong', 'gear-strong-shuffled', 'gear'];
+export const CHAIN_STUDY_METHODS: Method[] = ['grpo', 'gigpo', 'gear-frozen', 'gear-shuffled', 'oracle', 'oracle-strong', 'gear-strong', 'gear-strong-shuffled', 'gear',
+  'gear-lr-frozen', 'gear-lr-shuffled', 'gear-lr', 'gear-lr-self-shuffled', 'gear-lr-strong', 'gear-lr-strong-shuffled'];
 
 /** Settings of the answer-chain study (`quick`: a smoke test of the same code path). */
 export function chainStudyCli(opts: { quick?: boolean; seeds?: number; steps?: number; workers?: number; out: string; cacheDir?: string }): Cli {
@@ -65,24 +67,30 @@ export function chainStudyReport(o: DemoOutcome, command: string, machine: strin
     `  beats its shuffled-divergence control's (the same divergence values permuted within each row) by more than ${DECISION_SE} se, paired over seeds.`,
     '* **Ceiling.** Oracle weights (the same weight family, 1 + α on the true departure segment, mean one per row) against GRPO.',
     '* **H2**, read if the ceiling ties: the stronger family (α = 3, no per-row normalisation): oracle weights of that family against GRPO,',
-    '  and GEAR of that family against GRPO and against its own shuffled control. Its arms run in every study, whatever H1 shows.', '',
+    '  and GEAR of that family against GRPO and against its own shuffled control. Its arms run in every study, whatever H1 shows.',
+    `* **H3**, the log-ratio anchor signal (\`anchorSignal: 'logratio'\`, s = max(0, ℓ_student − ℓ_teacher) of the sampled token), per teacher`,
+    `  (frozen answer teacher, the primary test; self teacher): it helps only if its AUC beats GRPO's and its own shuffled control's (the`,
+    `  log-ratio values permuted within each row) by more than ${DECISION_SE} se each; it is better than D only if it beats GEAR with D (same teacher)`,
+    `  by more than ${DECISION_SE} se; it is recommended for a teacher only if both hold. The same tests in H2's stronger family are reported.`, '',
     '## Credit without training', '',
     `${m.config.batches} batches of ${m.config.tasks} tasks × ${m.config.groupSize} rollouts per level; true advantage A*_t = V(prefix + y_t) − V(prefix) of the`,
     `checkpoint's own policy, ${m.config.rollouts} conditional Monte Carlo rollouts per prefix. Mean over batches [95 % percentile bootstrap interval over batches].`, '',
     'Cosine between each method\'s logit-space gradient Σ_t Â_t (e_{y_t} − p_t) and the oracle\'s Σ_t A*_t (e_{y_t} − p_t):', '',
     mdTable(levelRows(levels, cos)), '',
-    'AUROC of the divergence D for the departure tokens (the first token after which success is impossible), against every other agent token',
-    'and among decision tokens only (departures at a decision against right decisions):', '',
+    'AUROC of the divergence D and of the log-ratio anchor signal s for the departure tokens (the first token after which success is impossible),',
+    'against every other agent token and among decision tokens only (departures at a decision against right decisions):', '',
     mdTable(teacherLevelRows(levels, views)), '',
     `### At noise ${mid.eps} (held-out success ${mid.success.toFixed(3)})`, '',
-    'Teachers (log-ratio: the student\'s minus the teacher\'s log-prob of the sampled token; mean D per label):', '',
+    'Teachers (log-ratio: the student\'s minus the teacher\'s log-prob of the sampled token; s = max(0, log-ratio); mean D and mean s per label):', '',
     mdTable(teacherRows(m, views)), '',
     'Where each method puts the gradient-weighted credit |Â|·(1 − p) (share of the batch total, by token label), and its gradient cosine:', '',
     mdTable(methodRows(m)), '',
     'Anchors and segments (an anchor inside the departure\'s decisive unit, the departure and the subwords it forces, is a hit):', '',
     mdTable(anchorRows(m)), '',
-    'Threshold sensitivity of GEAR (answer teacher): spike threshold `peakZ` × extension threshold `entropyQuantile`:', '',
+    'Threshold sensitivity of GEAR (answer teacher): spike threshold `peakZ` × extension threshold `entropyQuantile`, with the divergence D:', '',
     mdTable(sweepRows(m)), '',
+    'The same with the log-ratio anchor signal s:', '',
+    mdTable(sweepRows(m, 'logratio')), '',
     '## Learning', '',
     `${rlc.steps} RL steps × ${rlc.tasksPerStep} tasks × ${rlc.groupSize} rollouts from the warm-start, AdamW lr ${rlc.lr}, PPO clip ${rlc.clip}, token-mean; held-out`,
     `success on ${rlc.evalEpisodes} tasks every ${rlc.evalEvery} steps; AUC = trapezoid mean of the curve; ${o.seeds} paired seeds (same tasks and sampling`,

@@ -7,11 +7,15 @@
  * * `--task vault`: the longer-horizon study. One warm-started GRU policy, then paired RL runs of
  *   GRPO, GiGPO and GEAR (self-teacher) on the four-phase "vault" task (key → door code → corridor →
  *   chest, about 20 decisions per episode), over many seeds, on worker threads; `--credit-only` measures
- *   where each method puts its credit at the warm start and stops there.
+ *   where each method (GEAR with the divergence and with the log-ratio anchor signal) puts its credit at
+ *   the warm start, and how each signal singles out the wrong decisions, and stops there.
+ * * `--task maze`: credit without training on the demo's trapdoor maze at its warm start, against the
+ *   environment's roles (wrong / right decisive tokens), for both of GEAR's anchor signals
+ *   (trainer/role_credit.ts).
  *
  * Each writes a Markdown report and the raw results as JSON.
  *
- *     npm run study -- [--task answer-chain|vault] [--seeds n] [--steps n] [--workers 2] [--out study-output] [--quick] [--credit-only]
+ *     npm run study -- [--task answer-chain|vault|maze] [--seeds n] [--steps n] [--workers 2] [--out study-output] [--quick] [--credit-only]
  *
  * @module
  */
@@ -22,10 +26,16 @@ import { fileURLToPath } from 'node:url';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { BOXES, BUDGET, CODE_LEN, JUNCTIONS } from './env.js';
 import { chainStudyCli, chainStudyReport, runChainStudy } from './chain.js';
+import { ENV_DEFAULTS } from '../demo.js';
+import { ENVIRONMENTS } from '../env/index.js';
+import { readWarm, warmKey, writeWarm } from '../trainer/cache.js';
+import { runWarmJob } from '../trainer/jobs.js';
+import { measureRoleCredit, roleCreditTables, type RoleCreditConfig } from '../trainer/role_credit.js';
+import { policyConfig, type WarmStartConfig } from '../trainer/train.js';
 import { formatPaired, paired, type Paired } from './stats.js';
 import {
-  NET, STUDY_LABEL, VAULT_CATEGORIES, evaluate, trainRun, vaultCredit, warmStart, type StudyMethod, type StudyRun, type StudyRunConfig, type VaultCredit,
-  type WarmConfig,
+  NET, STUDY_LABEL, VAULT_CATEGORIES, evaluate, trainRun, vaultCredit, vaultSignals, warmStart, type StudyMethod, type StudyRun, type StudyRunConfig, type VaultCredit,
+  type VaultSignals, type WarmConfig,
 } from './train.js';
 
 /** Everything a study run is defined by. */
@@ -115,11 +125,56 @@ export function vaultCreditTable(credit: Record<StudyMethod, VaultCredit>, metho
   return [`| ${head.join(' | ')} |`, `| ${head.map(() => '---').join(' | ')} |`, ...rows.map((r) => `| ${r.join(' | ')} |`)];
 }
 
-/** The `--credit-only` run: the warm start, its held-out success and its credit table. */
-export function vaultCreditOnly(config: StudyConfig): { warmSuccess: number; credit: Record<StudyMethod, VaultCredit>; seconds: number } {
+/** The `--credit-only` run: the warm start, its held-out success, its credit table and how each GEAR signal singles out the wrong decisions. */
+export function vaultCreditOnly(config: StudyConfig): { warmSuccess: number; credit: Record<StudyMethod, VaultCredit>; signals: VaultSignals; seconds: number } {
   const t0 = performance.now();
   const net = warmStart(config.warm);
-  return { warmSuccess: evaluate(net, config.run.evalEpisodes), credit: vaultCredit(net, VAULT_CREDIT_BATCHES), seconds: (performance.now() - t0) / 1000 };
+  return {
+    warmSuccess: evaluate(net, config.run.evalEpisodes), credit: vaultCredit(net, VAULT_CREDIT_BATCHES), signals: vaultSignals(net, VAULT_CREDIT_BATCHES),
+    seconds: (performance.now() - t0) / 1000,
+  };
+}
+
+/** The vault's signal table (Markdown rows): AUROC of D and s for the wrong decisions, and each GEAR variant's anchors. */
+export function vaultSignalTable(s: VaultSignals): string[] {
+  const f = (x: number, d = 3) => (Number.isFinite(x) ? x.toFixed(d) : '-');
+  return [
+    '| signal | AUROC, wrong against right decisions | mean on wrong decisions | mean on right decisions |', '| --- | --- | --- | --- |',
+    `| divergence D | ${f(s.signals.D.auroc)} | ${f(s.signals.D.meanWrong, 2)} | ${f(s.signals.D.meanRight, 2)} |`,
+    `| log-ratio signal s | ${f(s.signals.s.auroc)} | ${f(s.signals.s.meanWrong, 2)} | ${f(s.signals.s.meanRight, 2)} |`, '',
+    '| method | anchors / episode | precision (on wrong decisions) | recall of wrong decisions |', '| --- | --- | --- | --- |',
+    ...(['gear', 'gear-lr'] as const).map((k) => `| ${STUDY_LABEL[k]} | ${f(s.anchors[k].perEpisode, 2)} | ${f(s.anchors[k].precision)} | ${f(s.anchors[k].recall)} |`),
+  ];
+}
+
+/** The maze's role-credit settings (`quick`: a smoke test of the same code path). */
+export function mazeCreditConfig(quick: boolean): { warm: WarmStartConfig; measure: RoleCreditConfig; evalEpisodes: number } {
+  const d = ENV_DEFAULTS.maze!;
+  return {
+    warm: quick ? { ...d.warm, steps: 30 } : d.warm, evalEpisodes: quick ? 20 : d.evalEpisodes ?? 400,
+    measure: {
+      batches: quick ? 2 : 32, tasks: 8, groupSize: 8, seed: 2024, bootstrap: 2000,
+      sweep: quick ? { peakZ: [2], entropyQuantile: [0.8] } : { peakZ: [1, 1.5, 2, 2.5, 3], entropyQuantile: [0.5, 0.8, 0.95] },
+    },
+  };
+}
+
+/** `--task maze`: the demo's maze warm start (from the demo's cache when it is there) and its role credit. */
+export function mazeCredit(quick: boolean, cacheDir: string, onWarm?: (cached: boolean) => void) {
+  const t0 = performance.now();
+  const env = ENVIRONMENTS.maze!();
+  const c = mazeCreditConfig(quick);
+  // the demo's cache key for the same warm start, so either can reuse the other's
+  const key = warmKey({ env: env.name, settings: env.settings, vocab: env.vocab, policy: policyConfig(env), warm: c.warm, evalEpisodes: c.evalEpisodes });
+  let entry = readWarm(cacheDir, env.name, key);
+  onWarm?.(entry !== undefined);
+  if (!entry) {
+    entry = runWarmJob({ kind: 'warm', env: env.name, warm: c.warm, evalEpisodes: c.evalEpisodes, teacherEvalEpisodes: Math.max(1, Math.round(c.evalEpisodes / 2)) });
+    try { writeWarm(cacheDir, env.name, key, entry, { env: env.name, settings: env.settings, warm: c.warm }); } catch { /* a read-only cache is only slower */ }
+  }
+  const measurement = measureRoleCredit(env, entry.params, c.measure);
+  return { env, config: c, warmSuccess: entry.outcomes[env.outcomes[0]!]! / c.evalEpisodes, teacherSuccess: entry.teacherSuccess, measurement,
+    seconds: (performance.now() - t0) / 1000 };
 }
 
 const CREDIT_NOTE = 'Share of the batch\'s summed |A| and of its summed |A|·(1 − p) per decision category (p: the probability of the sampled action; a ' +
@@ -159,12 +214,13 @@ export function studyReport(r: StudyResult, command: string, machine: string): s
 }
 
 interface StudyArgs {
-  task: 'answer-chain' | 'vault'; quick: boolean; creditOnly: boolean; out: string;
+  task: 'answer-chain' | 'vault' | 'maze'; quick: boolean; creditOnly: boolean; out: string;
   seeds?: number; steps?: number; workers?: number;
 }
 
-const USAGE = 'usage: npm run study -- [--task answer-chain|vault] [--seeds n] [--steps n] [--workers 2] [--out study-output] [--quick] [--credit-only]\n' +
-  '  answer-chain (default): 32 seeds, 60 steps; vault: 30 seeds, 60 steps; --credit-only (vault): the warm-start credit table alone\n';
+const USAGE = 'usage: npm run study -- [--task answer-chain|vault|maze] [--seeds n] [--steps n] [--workers 2] [--out study-output] [--quick] [--credit-only]\n' +
+  '  answer-chain (default): 32 seeds, 60 steps; vault: 30 seeds, 60 steps; --credit-only (vault): the warm-start credit table alone;\n' +
+  '  maze: credit without training at the demo\'s maze warm start, against the roles of its tokens\n';
 
 function parseArgs(argv: string[]): StudyArgs {
   const args: StudyArgs = { task: 'answer-chain', quick: argv.includes('--quick'), creditOnly: false, out: 'study-output' };
@@ -173,7 +229,7 @@ function parseArgs(argv: string[]): StudyArgs {
     const int = () => { const n = Number(v); if (!Number.isInteger(n) || n < 1) throw new Error(`${a} expects a positive integer, got ${v}`); i++; return n; };
     if (a === '--quick') continue;
     else if (a === '--task') {
-      if (v !== 'answer-chain' && v !== 'vault') throw new Error(`--task expects answer-chain or vault, got ${v}`);
+      if (v !== 'answer-chain' && v !== 'vault' && v !== 'maze') throw new Error(`--task expects answer-chain, vault or maze, got ${v}`);
       args.task = v; i++;
     } else if (a === '--credit-only') args.creditOnly = true;
     else if (a === '--seeds') args.seeds = Math.max(2, int());
@@ -207,6 +263,27 @@ async function main(): Promise<void> {
     process.stdout.write(`\nWrote ${join(out, 'study.md')} and study.json\n`);
     return;
   }
+  if (args.task === 'maze') {
+    const cacheDir = new URL('../../node_modules/.cache/gear-rl-demo', import.meta.url).pathname;
+    const r = mazeCredit(args.quick, cacheDir, (cached) => process.stderr.write(`study: maze warm start ${cached ? 'from the cache' : `(${mazeCreditConfig(args.quick).warm.steps} steps)`}, then the credit measurement\n`));
+    const m = r.measurement.config;
+    const md = ['# Maze: credit without training, against the roles of the tokens, for both of GEAR\'s anchor signals', '',
+      `Command: \`${command}\``, '',
+      `Machine: ${machine}; ${r.seconds.toFixed(0)} s. Every number below is deterministic for the seeds.`, '',
+      `Task: ${r.env.title}. Warm start: the demo's (${r.config.warm.steps} steps of ${r.config.warm.batch} demonstrations, demonstrator noise ${r.config.warm.eps}), ` +
+        `held-out success ${r.warmSuccess.toFixed(3)} with the student's prompt, ${r.teacherSuccess.toFixed(3)} with the map. Teacher: the same checkpoint reading the map ` +
+        '(the frozen teacher at step 0). Ground truth: the role the environment gives each sampled token: wrong decisive (into the warned trap, a wall already ' +
+        'known, a malformed turn), right decisive (an exit), neutral (everything else). There is no true per-token advantage here (the answer chain\'s oracle), ' +
+        'so no gradient cosine.', '',
+      `${m.batches} batches of ${m.tasks} tasks × ${m.groupSize} rollouts; mean over batches [95 % percentile bootstrap interval over batches].`, '',
+      ...roleCreditTables(r.measurement)].join('\n');
+    mkdirSync(out, { recursive: true });
+    writeFileSync(join(out, 'maze-credit.md'), md);
+    writeFileSync(join(out, 'maze-credit.json'), JSON.stringify({ config: r.config, warmSuccess: r.warmSuccess, teacherSuccess: r.teacherSuccess, measurement: r.measurement, seconds: r.seconds },
+      (_k, x) => (typeof x === 'number' && !Number.isFinite(x) ? null : x), 1));
+    process.stdout.write(md + `\nWrote ${join(out, 'maze-credit.md')} and maze-credit.json\n`);
+    return;
+  }
   const config = studyConfig(args.quick);
   if (args.seeds) config.seeds = args.seeds;
   if (args.steps) config.run.steps = args.steps;
@@ -215,8 +292,11 @@ async function main(): Promise<void> {
     const c = vaultCreditOnly(config);
     const md = ['# Vault: where each method puts its credit at the warm start', '', `Command: \`${command}\``, '',
       `Machine: ${machine}; ${c.seconds.toFixed(0)} s. Warm start: ${config.warm.steps} steps of behaviour cloning (demonstrator noise ${config.warm.eps}), ` +
-      `held-out success ${c.warmSuccess.toFixed(3)}. GEAR: the self teacher, whose privileged context is the box holding the key.`, '',
-      CREDIT_NOTE, '', ...vaultCreditTable(c.credit, config.methods), ''].join('\n');
+      `held-out success ${c.warmSuccess.toFixed(3)}. GEAR: the self teacher, whose privileged context is the box holding the key, with the divergence D ` +
+      '(GEAR (self)) and with the log-ratio anchor signal s = max(0, ℓ_student − ℓ_teacher) of the sampled token (GEAR log-ratio (self)).', '',
+      CREDIT_NOTE, '', ...vaultCreditTable(c.credit, ['grpo', 'gigpo', 'gear', 'gear-lr']), '',
+      'How each anchor signal singles out the wrong decisions (wrong box, digit, turn or answer, and invalid actions) among all decisions, pooled over the same ' +
+      'batches, and where each GEAR variant puts its anchors:', '', ...vaultSignalTable(c.signals), ''].join('\n');
     mkdirSync(out, { recursive: true });
     writeFileSync(join(out, 'vault-credit.md'), md);
     process.stdout.write(md + `\nWrote ${join(out, 'vault-credit.md')}\n`);

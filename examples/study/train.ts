@@ -7,6 +7,7 @@
  */
 import * as rl from 'gear-rl';
 import { Rng, deriveSeed } from '../env/rng.js';
+import { auroc } from '../report/stats.js';
 import { Gru, type GruConfig, type GruRows } from './gru.js';
 import { VOCAB, makeTask, play, teacherPrompt, tok, Vault, type Episode, type VaultTask } from './env.js';
 
@@ -15,10 +16,10 @@ export const NET: GruConfig = { vocab: VOCAB.length, embed: 16, hidden: 48 };
 /** Held-out evaluation tasks come from this seed range; training tasks never do. */
 export const EVAL_SEED_BASE = 1_000_000_000;
 
-/** The methods the study compares. */
-export type StudyMethod = 'grpo' | 'gigpo' | 'gear';
+/** The methods the study compares (`gear-lr`: GEAR with the log-ratio anchor signal). */
+export type StudyMethod = 'grpo' | 'gigpo' | 'gear' | 'gear-lr';
 /** Display names. */
-export const STUDY_LABEL: Record<StudyMethod, string> = { grpo: 'GRPO', gigpo: 'GiGPO', gear: 'GEAR (self)' };
+export const STUDY_LABEL: Record<StudyMethod, string> = { grpo: 'GRPO', gigpo: 'GiGPO', gear: 'GEAR (self)', 'gear-lr': 'GEAR log-ratio (self)' };
 
 /** Settings of the warm start. */
 export interface WarmConfig {
@@ -148,13 +149,7 @@ function advantagesOf(method: StudyMethod, net: Gru, eps: Episode[], groups: num
   p: ReturnType<typeof packed>): Float32Array {
   const rewards = eps.map((e) => e.reward);
   if (method === 'grpo') return rl.segmentBroadcast(rl.grpo({ rewards, groups }), p.offsets, p.mask);
-  if (method === 'gear') {
-    const t = net.forward(rowsOf(eps, true));
-    return rl.gearFromLogits({
-      student: studentLogits, teacher: logitsOf(t.logits, t.rows), targets: p.targets,
-      advantages: rl.grpo({ rewards, groups }), offsets: p.offsets, mask: p.mask,
-    }).advantages;
-  }
+  if (method === 'gear' || method === 'gear-lr') return gearOf(method, net, eps, groups, studentLogits, p).advantages;
   // GiGPO: one step row per decision; the anchor is the situation it acted from, within its task group.
   const episodeRewards: number[] = [], stepRewards: number[] = [], trajectories: number[] = [], g: number[] = [], anchors: string[] = [];
   eps.forEach((e, i) => e.decisions.forEach((d, k) => {
@@ -166,6 +161,17 @@ function advantagesOf(method: StudyMethod, net: Gru, eps: Episode[], groups: num
   let row = 0;
   eps.forEach((e, i) => e.decisions.forEach((d) => { out[p.offsets[i]! + d.pos - 1] = res.advantages[row++]!; }));
   return out;
+}
+
+/** GEAR (self teacher) on a batch, with the divergence (`gear`) or the log-ratio anchor signal (`gear-lr`). */
+function gearOf(method: 'gear' | 'gear-lr', net: Gru, eps: Episode[], groups: number[], studentLogits: rl.Logits,
+  p: ReturnType<typeof packed>): rl.GearFromLogitsResult {
+  const t = net.forward(rowsOf(eps, true));
+  return rl.gearFromLogits({
+    student: studentLogits, teacher: logitsOf(t.logits, t.rows), targets: p.targets,
+    advantages: rl.grpo({ rewards: eps.map((e) => e.reward), groups }), offsets: p.offsets, mask: p.mask,
+    ...(method === 'gear-lr' ? { options: { anchorSignal: 'logratio' as const } } : {}),
+  });
 }
 
 /** One RL run from the warm-start weights. */
@@ -222,24 +228,9 @@ export type VaultCredit = Record<VaultCategory, { abs: number; grad: number }>;
  * |A|·(1 − p), p the probability of the sampled action (a token sampled with p ≈ 1 takes almost no gradient).
  */
 export function vaultCredit(net: Gru, cfg: { batches: number; tasks: number; groupSize: number; seed: number }): Record<StudyMethod, VaultCredit> {
-  const methods: StudyMethod[] = ['grpo', 'gigpo', 'gear'];
+  const methods: StudyMethod[] = ['grpo', 'gigpo', 'gear', 'gear-lr'];
   const sums = Object.fromEntries(methods.map((m) => [m, Object.fromEntries(VAULT_CATEGORIES.map((c) => [c, { abs: 0, grad: 0 }]))])) as Record<StudyMethod, VaultCredit>;
-  const taskRng = new Rng(deriveSeed(cfg.seed, 3)), sampleRng = new Rng(deriveSeed(cfg.seed, 4));
-  for (let b = 0; b < cfg.batches; b++) {
-    const eps: Episode[] = [], groups: number[] = [];
-    for (let i = 0; i < cfg.tasks; i++) {
-      const task = makeTask(taskRng.int(EVAL_SEED_BASE));
-      for (let k = 0; k < cfg.groupSize; k++) { eps.push(sampleEpisode(net, task, sampleRng)); groups.push(i); }
-    }
-    const p = packed(eps);
-    const fwd = net.forward(rowsOf(eps, false));
-    const logits = logitsOf(fwd.logits, fwd.rows);
-    const prob = rl.tokenStats(logits, p.targets).logprob.map(Math.exp);
-    // The category of each agent token (its decision).
-    const cat: (VaultCategory | undefined)[] = new Array(p.targets.length);
-    eps.forEach((e, i) => e.decisions.forEach((d) => {
-      cat[p.offsets[i]! + d.pos - 1] = d.kind === 'invalid' ? 'invalid' : `${d.kind} ${d.right ? 'right' : 'wrong'}` as VaultCategory;
-    }));
+  for (const { eps, groups, p, logits, prob, cat } of vaultBatches(net, cfg)) {
     for (const m of methods) {
       const a = advantagesOf(m, net, eps, groups, logits, p);
       for (let t = 0; t < a.length; t++) {
@@ -256,4 +247,62 @@ export function vaultCredit(net: Gru, cfg: { batches: number; tasks: number; gro
     for (const c of VAULT_CATEGORIES) sums[m][c] = { abs: abs > 0 ? sums[m][c].abs / abs : NaN, grad: grad > 0 ? sums[m][c].grad / grad : NaN };
   }
   return sums;
+}
+
+/** One sampled batch of the credit measurements: episodes, packed rows, student logits, p and each agent token's category. */
+function* vaultBatches(net: Gru, cfg: { batches: number; tasks: number; groupSize: number; seed: number }) {
+  const taskRng = new Rng(deriveSeed(cfg.seed, 3)), sampleRng = new Rng(deriveSeed(cfg.seed, 4));
+  for (let b = 0; b < cfg.batches; b++) {
+    const eps: Episode[] = [], groups: number[] = [];
+    for (let i = 0; i < cfg.tasks; i++) {
+      const task = makeTask(taskRng.int(EVAL_SEED_BASE));
+      for (let k = 0; k < cfg.groupSize; k++) { eps.push(sampleEpisode(net, task, sampleRng)); groups.push(i); }
+    }
+    const p = packed(eps);
+    const fwd = net.forward(rowsOf(eps, false));
+    const logits = logitsOf(fwd.logits, fwd.rows);
+    const prob = rl.tokenStats(logits, p.targets).logprob.map(Math.exp);
+    // The category of each agent token (its decision).
+    const cat: (VaultCategory | undefined)[] = new Array(p.targets.length);
+    eps.forEach((e, i) => e.decisions.forEach((d) => {
+      cat[p.offsets[i]! + d.pos - 1] = d.kind === 'invalid' ? 'invalid' : `${d.kind} ${d.right ? 'right' : 'wrong'}` as VaultCategory;
+    }));
+    yield { eps, groups, p, logits, prob, cat };
+  }
+}
+
+/** How GEAR's two anchor signals single out the vault's wrong decisions (and invalid actions), and where each puts its anchors. */
+export interface VaultSignals {
+  /** Per signal (D, s = max(0, −logratio)): AUROC of the wrong decisions against the right ones, mean value on each. */
+  signals: Record<'D' | 's', { auroc: number; meanWrong: number; meanRight: number }>;
+  /** Per GEAR method: anchors per episode, their share on wrong decisions (precision) and the share of wrong decisions holding one (recall). */
+  anchors: Record<'gear' | 'gear-lr', { perEpisode: number; precision: number; recall: number }>;
+}
+
+/** {@link VaultSignals} of a checkpoint over the same batches as {@link vaultCredit} (pooled over batches). */
+export function vaultSignals(net: Gru, cfg: { batches: number; tasks: number; groupSize: number; seed: number }): VaultSignals {
+  const sc: Record<'D' | 's', number[]> = { D: [], s: [] }, wrong: boolean[] = [];
+  const an = { gear: { n: 0, on: 0, found: 0 }, 'gear-lr': { n: 0, on: 0, found: 0 } };
+  let wrongTotal = 0, episodes = 0;
+  for (const { eps, groups, p, logits, cat } of vaultBatches(net, cfg)) {
+    episodes += eps.length;
+    const res = { gear: gearOf('gear', net, eps, groups, logits, p), 'gear-lr': gearOf('gear-lr', net, eps, groups, logits, p) };
+    const D = res.gear.signals.divergence, lr = res.gear.signals.logratio;
+    const isWrong = (t: number) => cat[t] !== undefined && (cat[t] === 'invalid' || cat[t]!.endsWith('wrong'));
+    for (let t = 0; t < cat.length; t++) {
+      if (!p.mask[t] || cat[t] === undefined) continue;
+      sc.D.push(D[t]!); sc.s.push(Math.max(0, -lr[t]!)); wrong.push(isWrong(t));
+      if (isWrong(t)) wrongTotal++;
+    }
+    for (const k of ['gear', 'gear-lr'] as const) {
+      const anchors = new Set(res[k].anchors);
+      an[k].n += anchors.size;
+      for (const a of anchors) if (isWrong(a)) an[k].on++;
+      for (let t = 0; t < cat.length; t++) if (p.mask[t] && isWrong(t) && anchors.has(t)) an[k].found++;
+    }
+  }
+  const mean = (xs: number[], keep: (i: number) => boolean) => { let s = 0, c = 0; xs.forEach((x, i) => { if (keep(i)) { s += x; c++; } }); return c ? s / c : NaN; };
+  const sig = (k: 'D' | 's') => ({ auroc: auroc(sc[k], wrong), meanWrong: mean(sc[k], (i) => wrong[i]!), meanRight: mean(sc[k], (i) => !wrong[i]) });
+  const anc = (k: 'gear' | 'gear-lr') => ({ perEpisode: an[k].n / episodes, precision: an[k].n ? an[k].on / an[k].n : NaN, recall: wrongTotal ? an[k].found / wrongTotal : NaN });
+  return { signals: { D: sig('D'), s: sig('s') }, anchors: { gear: anc('gear'), 'gear-lr': anc('gear-lr') } };
 }

@@ -8,7 +8,8 @@
  *
  * * for each teacher view (the same weights reading the answer, the full reference solution, or
  *   something privileged but irrelevant): the AUROC of the divergence D for the departure tokens, over
- *   every agent token and among decision tokens only, and the same for the sampled-token log-ratio;
+ *   every agent token and among decision tokens only, and the same for the sampled-token log-ratio and
+ *   for the log-ratio anchor signal `s = max(0, −logratio)` GEAR reads with `anchorSignal: 'logratio'`;
  * * for GRPO, GiGPO, GEAR with each teacher and every control: the cosine between the method's
  *   logit-space gradient `Σ_t Â_t (e_{y_t} − p_t)` and the oracle's `Σ_t A*_t (e_{y_t} − p_t)` (the
  *   logits of each position are their own coordinates, so the cosine weighs token t by
@@ -17,7 +18,8 @@
  * * for the methods that place anchors: anchor precision and recall at the departure (an anchor inside
  *   the departure's decisive unit counts), and the share of the doomed continuation inside segments
  *   (next to the share of on-track tokens inside segments);
- * * a sweep of GEAR's spike threshold `peakZ` and its extension threshold `entropyQuantile`.
+ * * a sweep of GEAR's spike threshold `peakZ` and its extension threshold `entropyQuantile`, with each
+ *   anchor signal.
  *
  * Every figure is then summarised over batches with a percentile bootstrap interval.
  *
@@ -66,6 +68,12 @@ export const CREDIT_METHODS = {
   'oracle-strong': 'oracle weights (α 3, raw)',
   'gear-strong': 'GEAR (α 3, raw)',
   'gear-strong-shuffled': 'GEAR (α 3, raw), shuffled',
+  'gear-lr-answer': 'GEAR log-ratio, answer teacher',
+  'gear-lr-solution': 'GEAR log-ratio, solution teacher',
+  'gear-lr-irrelevant': 'GEAR log-ratio, irrelevant teacher',
+  'gear-lr-shuffled': 'GEAR log-ratio, shuffled in rows',
+  'gear-lr-strong': 'GEAR log-ratio (α 3, raw)',
+  'gear-lr-strong-shuffled': 'GEAR log-ratio (α 3, raw), shuffled',
 } as const;
 /** A key of {@link CREDIT_METHODS}. */
 export type CreditMethod = keyof typeof CREDIT_METHODS;
@@ -109,8 +117,14 @@ export interface TeacherCredit {
   aurocLogratioAll: number;
   /** See {@link TeacherCredit.aurocLogratioAll}. */
   aurocLogratioDecision: number;
+  /** The same two for the log-ratio anchor signal `s = max(0, −logratio)` (ties at 0 count one half). */
+  aurocSignalAll: number;
+  /** See {@link TeacherCredit.aurocSignalAll}. */
+  aurocSignalDecision: number;
   /** Mean D per label. */
   meanDivergence: Record<LabelName, number>;
+  /** Mean s per label. */
+  meanSignal: Record<LabelName, number>;
 }
 
 /** Everything measured on one batch. */
@@ -127,6 +141,8 @@ export interface BatchCredit {
   methods: Record<CreditMethod, MethodCredit>;
   /** The sweep, keyed `z<peakZ>/q<entropyQuantile>`. */
   sweep: Record<string, AnchorMetrics & { cosine: number }>;
+  /** The same sweep with the log-ratio anchor signal. */
+  sweepLogratio: Record<string, AnchorMetrics & { cosine: number }>;
 }
 
 /** A {@link SequenceModel} over the demo's policy network. */
@@ -250,6 +266,11 @@ export function creditAdvantages(env: KnownCreditEnv, policy: Policy, b: PackedB
   }
   const answer = gear[views[0]!]!;
   const sig = answer.signals;
+  // The log-ratio anchor signal of a teacher view (its own log-ratio; the entropy is the student's either way).
+  const lrOf = (logratio: Float32Array, options: rl.GearOptions = {}) => rl.gearAdvantages({
+    advantages: row, offsets: conv.offsets, mask: conv.mask, entropy: sig.entropy, logratio, options: { ...options, anchorSignal: 'logratio' },
+  });
+  const shuffledLogratio = rl.shuffleWithinRows(sig.logratio, conv.offsets, { mask: conv.mask, seed: shuffleSeed });
   const withSignals = (divergence: Float32Array, options?: rl.GearOptions) => rl.gearAdvantages({
     advantages: row, offsets: conv.offsets, mask: conv.mask, divergence, entropy: sig.entropy, logratio: sig.logratio, ...(options ? { options } : {}),
   });
@@ -271,6 +292,12 @@ export function creditAdvantages(env: KnownCreditEnv, policy: Policy, b: PackedB
     'oracle-strong': { ...oracleOf(true), anchors: dep.start },
     'gear-strong': withSignals(sig.divergence, STRONG_FAMILY),
     'gear-strong-shuffled': withSignals(shuffledDivergence, STRONG_FAMILY),
+    'gear-lr-answer': lrOf(sig.logratio),
+    'gear-lr-solution': lrOf((gear.solution ?? answer).signals.logratio),
+    'gear-lr-irrelevant': lrOf((gear.irrelevant ?? answer).signals.logratio),
+    'gear-lr-shuffled': lrOf(shuffledLogratio),
+    'gear-lr-strong': lrOf(sig.logratio, STRONG_FAMILY),
+    'gear-lr-strong-shuffled': lrOf(shuffledLogratio, STRONG_FAMILY),
   };
   return { row, gear, shuffledDivergence, results };
 }
@@ -310,15 +337,17 @@ export function measureBatch(env: KnownCreditEnv, policy: Policy, b: PackedBatch
     };
     const agent = (i: number) => labels[i] !== LABEL.observation;
     const dec = (i: number) => isDecision[i] === 1;
-    const meanDivergence = Object.fromEntries(AGENT_LABELS.map((l) => {
-      let s = 0, c = 0;
-      for (let i = 0; i < N; i++) if (labels[i] === LABEL[l]) { s += D[i]!; c++; }
-      return [l, c ? s / c : NaN];
+    const s = (i: number) => Math.max(0, -lr[i]!);
+    const meanOf = (x: (i: number) => number) => Object.fromEntries(AGENT_LABELS.map((l) => {
+      let sum = 0, c = 0;
+      for (let i = 0; i < N; i++) if (labels[i] === LABEL[l]) { sum += x(i); c++; }
+      return [l, c ? sum / c : NaN];
     })) as Record<LabelName, number>;
     teachers[view] = {
       aurocAll: pick(agent, (i) => D[i]!), aurocDecision: pick(dec, (i) => D[i]!),
       aurocLogratioAll: pick(agent, (i) => -lr[i]!), aurocLogratioDecision: pick(dec, (i) => -lr[i]!),
-      meanDivergence,
+      aurocSignalAll: pick(agent, s), aurocSignalDecision: pick(dec, s),
+      meanDivergence: meanOf((i) => D[i]!), meanSignal: meanOf(s),
     };
   }
   const sig = gear[(env.views ?? ['answer'])[0]!]!.signals;
@@ -332,15 +361,17 @@ export function measureBatch(env: KnownCreditEnv, policy: Policy, b: PackedBatch
     if (r.anchors && r.segmentId && k !== 'token-only') m.anchors = anchorMetrics(r.anchors, r.segmentId, labels, inUnit, unitOf, dep.start.length, R);
     methods[k] = m;
   }
-  const sweep: BatchCredit['sweep'] = {};
+  const sweep: BatchCredit['sweep'] = {}, sweepLogratio: BatchCredit['sweepLogratio'] = {};
   for (const z of cfg.sweep.peakZ) {
     for (const q of cfg.sweep.entropyQuantile) {
-      const r = withSignals({ peakZ: z, entropyQuantile: q });
-      sweep[sweepKey(z, q)] = { ...anchorMetrics(r.anchors, r.segmentId, labels, inUnit, unitOf, dep.start.length, R), cosine: agentCosine(r.advantages, truth, g, labels) };
+      for (const [out, options] of [[sweep, {}], [sweepLogratio, { anchorSignal: 'logratio' }]] as const) {
+        const r = withSignals({ peakZ: z, entropyQuantile: q, ...options });
+        out[sweepKey(z, q)] = { ...anchorMetrics(r.anchors, r.segmentId, labels, inUnit, unitOf, dep.start.length, R), cosine: agentCosine(r.advantages, truth, g, labels) };
+      }
     }
   }
   const wins = b.trajectories.filter((t) => t.reward === 1).length;
-  return { success: wins / R, counts, truth: labelShares(truth, onePlus, labels), teachers, methods, sweep };
+  return { success: wins / R, counts, truth: labelShares(truth, onePlus, labels), teachers, methods, sweep, sweepLogratio };
 }
 
 /** The sweep's key of one threshold pair. */

@@ -1,8 +1,9 @@
 /**
  * Per-token advantages for each compared method, from one packed batch: the outcome and step estimators
  * through the library's registry (`rl.computeAdvantages`, broadcast over the batch's own layout), GEAR
- * from the student and teacher logits in one call (`rl.gearFromLogits`), and the controls of the GEAR
- * experiments (`rl.shuffleWithinRows`, `rl.gearFromSegments`).
+ * from the student and teacher logits in one call (`rl.gearFromLogits`), with the paper's divergence or
+ * the log-ratio anchor signal (`anchorSignal: 'logratio'`), and the controls of the GEAR experiments
+ * (`rl.shuffleWithinRows`, `rl.gearFromSegments`).
  *
  * @module
  */
@@ -12,16 +13,21 @@ import type { PackedBatch } from './rollout.js';
 
 /** The methods the demo compares. */
 export type Method = 'grpo' | 'gigpo' | 'gear' | 'gear-frozen' | 'gear-ema' | 'drgrpo' | 'rloo'
-  | 'gear-shuffled' | 'oracle' | 'oracle-strong' | 'gear-strong' | 'gear-strong-shuffled';
+  | 'gear-shuffled' | 'oracle' | 'oracle-strong' | 'gear-strong' | 'gear-strong-shuffled'
+  | 'gear-lr' | 'gear-lr-frozen' | 'gear-lr-shuffled' | 'gear-lr-self-shuffled' | 'gear-lr-strong' | 'gear-lr-strong-shuffled';
 /** Every method, in display order. */
 export const METHODS: readonly Method[] = ['grpo', 'gigpo', 'gear', 'gear-frozen', 'gear-ema', 'drgrpo', 'rloo',
-  'gear-shuffled', 'oracle', 'oracle-strong', 'gear-strong', 'gear-strong-shuffled'];
+  'gear-shuffled', 'oracle', 'oracle-strong', 'gear-strong', 'gear-strong-shuffled',
+  'gear-lr', 'gear-lr-frozen', 'gear-lr-shuffled', 'gear-lr-self-shuffled', 'gear-lr-strong', 'gear-lr-strong-shuffled'];
 /** Display names. */
 export const METHOD_LABEL: Record<Method, string> = {
   grpo: 'GRPO', gigpo: 'GiGPO', gear: 'GEAR (self)', 'gear-frozen': 'GEAR (frozen)', 'gear-ema': 'GEAR (ema)',
   drgrpo: 'Dr.GRPO', rloo: 'RLOO', 'gear-shuffled': 'GEAR (frozen, shuffled)', oracle: 'oracle weights',
   'oracle-strong': 'oracle weights (α 3, raw)', 'gear-strong': 'GEAR (frozen, α 3, raw)',
   'gear-strong-shuffled': 'GEAR (frozen, α 3, raw, shuffled)',
+  'gear-lr': 'GEAR log-ratio (self)', 'gear-lr-frozen': 'GEAR log-ratio (frozen)', 'gear-lr-shuffled': 'GEAR log-ratio (frozen, shuffled)',
+  'gear-lr-self-shuffled': 'GEAR log-ratio (self, shuffled)', 'gear-lr-strong': 'GEAR log-ratio (frozen, α 3, raw)',
+  'gear-lr-strong-shuffled': 'GEAR log-ratio (frozen, α 3, raw, shuffled)',
 };
 
 /**
@@ -30,10 +36,17 @@ export const METHOD_LABEL: Record<Method, string> = {
  */
 export const STRONG_FAMILY = { alpha: 3, normalize: 'none' } as const;
 
-/** Methods whose divergence is shuffled within each row before GEAR reads it (the no-location control). */
-const SHUFFLED: readonly Method[] = ['gear-shuffled', 'gear-strong-shuffled'];
+/** Methods whose anchor signal is shuffled within each row before GEAR reads it (the no-location control). */
+const SHUFFLED: readonly Method[] = ['gear-shuffled', 'gear-strong-shuffled', 'gear-lr-shuffled', 'gear-lr-self-shuffled', 'gear-lr-strong-shuffled'];
 /** Methods that use {@link STRONG_FAMILY}. */
-const STRONG: readonly Method[] = ['oracle-strong', 'gear-strong', 'gear-strong-shuffled'];
+const STRONG: readonly Method[] = ['oracle-strong', 'gear-strong', 'gear-strong-shuffled', 'gear-lr-strong', 'gear-lr-strong-shuffled'];
+/** Methods whose anchor signal is the sampled-token log-ratio (`anchorSignal: 'logratio'`). */
+const LOGRATIO: readonly Method[] = ['gear-lr', 'gear-lr-frozen', 'gear-lr-shuffled', 'gear-lr-self-shuffled', 'gear-lr-strong', 'gear-lr-strong-shuffled'];
+
+/** True for the methods that read the log-ratio anchor signal. */
+export function usesLogratio(m: Method): boolean {
+  return LOGRATIO.includes(m);
+}
 
 /**
  * GEAR's teacher: the privileged prompt read by `self` (the current weights), `frozen` (the warm-start
@@ -43,8 +56,9 @@ export type TeacherKind = 'self' | 'frozen' | 'ema';
 
 /** The teacher of a GEAR method, `undefined` for the others. */
 export function teacherOf(m: Method): TeacherKind | undefined {
-  if (m === 'gear') return 'self';
-  if (m === 'gear-frozen' || m === 'gear-shuffled' || m === 'gear-strong' || m === 'gear-strong-shuffled') return 'frozen';
+  if (m === 'gear' || m === 'gear-lr' || m === 'gear-lr-self-shuffled') return 'self';
+  if (m === 'gear-frozen' || m === 'gear-shuffled' || m === 'gear-strong' || m === 'gear-strong-shuffled' ||
+    m === 'gear-lr-frozen' || m === 'gear-lr-shuffled' || m === 'gear-lr-strong' || m === 'gear-lr-strong-shuffled') return 'frozen';
   return m === 'gear-ema' ? 'ema' : undefined;
 }
 
@@ -116,26 +130,37 @@ export function advantages(method: Method, inp: AdvantageInputs): AdvantageResul
     case 'gear-ema':
     case 'gear-shuffled':
     case 'gear-strong':
-    case 'gear-strong-shuffled': {
+    case 'gear-strong-shuffled':
+    case 'gear-lr':
+    case 'gear-lr-frozen':
+    case 'gear-lr-shuffled':
+    case 'gear-lr-self-shuffled':
+    case 'gear-lr-strong':
+    case 'gear-lr-strong-shuffled': {
       if (!inp.teacher) throw new Error('advantages: GEAR needs the teacher logits');
       const row = rl.grpo(outcome);
-      const options: rl.GearOptions = { ...inp.gearOptions, ...(STRONG.includes(method) ? STRONG_FAMILY : {}) };
+      const lr = LOGRATIO.includes(method);
+      const options: rl.GearOptions = {
+        ...inp.gearOptions, ...(STRONG.includes(method) ? STRONG_FAMILY : {}), ...(lr ? { anchorSignal: 'logratio' as const } : {}),
+      };
       // Reverse KL(student || teacher), student entropy and the sampled-token log-ratio in one pass, then GEAR.
       const g = rl.gearFromLogits({
         student: inp.student, teacher: inp.teacher, targets: conv.tokenIds, advantages: row, offsets: conv.offsets, mask: conv.mask,
         ...(Object.keys(options).length ? { options } : {}),
       });
       let result: rl.GearResult = g;
-      let divergence = g.signals.divergence;
+      let divergence = g.signals.divergence, logratio = g.signals.logratio;
       if (SHUFFLED.includes(method)) {
-        divergence = rl.shuffleWithinRows(divergence, conv.offsets, { mask: conv.mask, seed: inp.shuffleSeed ?? 0 });
+        // the anchor signal's values permuted within each row: the same spikes at random places
+        const shuffle = (x: Float32Array) => rl.shuffleWithinRows(x, conv.offsets, { mask: conv.mask, seed: inp.shuffleSeed ?? 0 });
+        if (lr) logratio = shuffle(logratio); else divergence = shuffle(divergence);
         result = rl.gearAdvantages({
-          advantages: row, offsets: conv.offsets, mask: conv.mask, divergence, entropy: g.signals.entropy, logratio: g.signals.logratio,
+          advantages: row, offsets: conv.offsets, mask: conv.mask, divergence, entropy: g.signals.entropy, logratio,
           ...(Object.keys(options).length ? { options } : {}),
         });
       }
       const input: rl.GearInput = {
-        advantages: row, offsets: conv.offsets, mask: conv.mask, divergence, entropy: g.signals.entropy, logratio: g.signals.logratio,
+        advantages: row, offsets: conv.offsets, mask: conv.mask, divergence, entropy: g.signals.entropy, logratio,
         ...(Object.keys(options).length ? { options } : {}),
       };
       const dg = result.diagnostics;

@@ -2,7 +2,7 @@
 // interval of a mean, the weighted cosine, and the declared decision rules applied to paired AUCs.
 import { describe, expect, it } from 'vitest';
 import { Rng } from '../../examples/env/rng.js';
-import { DECISION_ARMS, decide } from '../../examples/report/decision.js';
+import { DECISION_ARMS, LOGRATIO_ARMS, decide } from '../../examples/report/decision.js';
 import { auroc, bootstrapMean, weightedCosine } from '../../examples/report/stats.js';
 
 /** Standard normal CDF (Abramowitz–Stegun 7.1.26 on erf, |error| < 1.5e-7). */
@@ -126,6 +126,36 @@ describe('the declared decision rules', () => {
     expect(w.ceiling!.tie).toBe(false);
     expect(w.h2!.read).toBe(false);
     expect(w.lines.join('\n')).toMatch(/reported although the ceiling check did not tie/);
+  });
+
+  it('H3: the log-ratio signal is recommended for a teacher only when it beats GRPO, its shuffled control and GEAR with D', () => {
+    const A = DECISION_ARMS, F = LOGRATIO_ARMS.frozen, S = LOGRATIO_ARMS.self, G = LOGRATIO_ARMS.strong;
+    const lr = plus(0.05, 0.01);
+    const d = run({
+      [A.baseline]: base, [F.gear]: lr, [F.shuffled]: plus(0, 0.01), [F.divergence]: plus(-0.02, 0.01),
+      // self: beats GRPO and its control, ties with D
+      [S.gear]: plus(0.03, 0.01), [S.shuffled]: plus(0, 0.01), [S.divergence]: plus(0.03, 0.01),
+      // stronger family: beats D, but not GRPO
+      [G.gear]: plus(0, 0.01), [G.shuffled]: plus(-0.03, 0.01), [G.divergence]: plus(-0.05, 0.01),
+    });
+    expect(d.h3!.frozen!.recommended).toBe(true);
+    expect(d.h3!.self!.helps).toBe(true);
+    expect(d.h3!.self!.beatsDivergence).toBe(false);
+    expect(d.h3!.self!.recommended).toBe(false);
+    expect(d.h3!.strong!.helps).toBe(false);
+    expect(d.h3!.strong!.beatsDivergence).toBe(true);
+    const text = d.lines.join('\n');
+    expect(text).toMatch(/H3 outcome \(frozen answer teacher\): recommended/);
+    expect(text).toMatch(/H3 outcome \(self teacher\): it helps .* not recommended over D/);
+    expect(text).toMatch(/H3 outcome \(stronger family.*\): it does not help \(not ahead of GRPO beyond 2 se\); it is ahead of GEAR with D beyond 2 se, but not recommended \(GRPO\)/);
+    // the rules H1 and H2 read their own arms only: H3's arms alone leave them untested
+    expect(d.h1).toBeUndefined();
+    // without GEAR with D, H3 is read without the comparison to it, and nothing is recommended
+    const noD = run({ [A.baseline]: base, [F.gear]: lr, [F.shuffled]: plus(0, 0.01) });
+    expect(noD.h3!.frozen!.helps).toBe(true);
+    expect(noD.h3!.frozen!.vsDivergence).toBeUndefined();
+    expect(noD.h3!.frozen!.recommended).toBe(false);
+    expect(run({ [A.baseline]: base }).h3).toBeUndefined();
   });
 
   it('the paired numbers are the paired statistics of the per-seed differences (hand-computed)', () => {

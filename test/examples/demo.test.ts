@@ -357,9 +357,10 @@ describe('demo on the answer chain (tiny settings): credit measurement, controls
     for (const c of ra.credit) {
       expect(c.measurement.batches.length).toBe(2);
       const batch = c.measurement.batches[0];
-      expect(Object.keys(batch.methods)).toHaveLength(13);
+      expect(Object.keys(batch.methods)).toHaveLength(19); // 13, and the 6 log-ratio methods
       expect(Object.keys(batch.teachers)).toEqual(['answer', 'solution', 'irrelevant']);
       expect(Object.keys(batch.sweep)).toHaveLength(9);
+      expect(Object.keys(batch.sweepLogratio)).toHaveLength(9);
     }
     expect(ra.credit[1].key).toBe(ra.warmStart.key); // the learning level is the learning warm-start
     expect(ra.decision.lines.length).toBeGreaterThan(3);
@@ -411,7 +412,7 @@ describe('demo command line', () => {
     expect(r.stderr).toMatch(/^demo: unknown option --bogus/);
     r = bad('--methods', 'grpo,ppo');
     expect(r.status).toBe(2);
-    expect(r.stderr).toMatch(/--methods: expected some of grpo,gigpo,gear,gear-frozen,gear-ema,drgrpo,rloo,gear-shuffled,oracle,oracle-strong,gear-strong,gear-strong-shuffled, got ppo/);
+    expect(r.stderr).toMatch(/--methods: expected some of grpo,gigpo,gear,gear-frozen,gear-ema,drgrpo,rloo,gear-shuffled,oracle,oracle-strong,gear-strong,gear-strong-shuffled,gear-lr,gear-lr-frozen,gear-lr-shuffled,gear-lr-self-shuffled,gear-lr-strong,gear-lr-strong-shuffled, got ppo/);
     r = bad('--methods', 'grpo,grpo');
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/listed twice/);

@@ -202,6 +202,26 @@ describe('controls on a real batch: each changes what it should and nothing else
     expect(Array.from(gs.weights)).not.toEqual(Array.from(gear.weights));
   });
 
+  it('the log-ratio methods: anchors where the teacher disbelieves the sampled token, their own shuffled control, the strong family', () => {
+    const lr = R['gear-lr-answer'] as rl.GearResult, lrs = R['gear-lr-shuffled'] as rl.GearResult, lrStrong = R['gear-lr-strong'] as rl.GearResult;
+    const sig = c.gear.answer!.signals;
+    const s = Float32Array.from(sig.logratio, (x) => Math.max(0, -x));
+    // the same as the divergence path fed s
+    const viaD = rl.gearAdvantages({ advantages: c.row, offsets: conv.offsets, mask: conv.mask, divergence: s, entropy: sig.entropy });
+    expect(Array.from(lr.advantages)).toEqual(Array.from(viaD.advantages));
+    expect(lr.anchors.length).toBeGreaterThan(0);
+    for (const a of Array.from(lr.anchors)) expect(s[a]!).toBeGreaterThanOrEqual(0.25); // peakMinKl reads s
+    // the shuffle permutes the log-ratio within rows: as many spikes, other places
+    expect(lrs.diagnostics.peaks).toBe(lr.diagnostics.peaks);
+    expect(Array.from(lrs.anchors)).not.toEqual(Array.from(lr.anchors));
+    expect(Array.from(lrStrong.segmentId)).toEqual(Array.from(lr.segmentId));
+    expect(lrStrong.diagnostics.weightMin).toBeGreaterThanOrEqual(1);
+    // each teacher view's own log-ratio
+    const irr = R['gear-lr-irrelevant'] as rl.GearResult;
+    expect(Array.from(irr.advantages)).toEqual(Array.from(rl.gearAdvantages({ advantages: c.row, offsets: conv.offsets, mask: conv.mask,
+      entropy: sig.entropy, logratio: c.gear.irrelevant!.signals.logratio, options: { anchorSignal: 'logratio' } }).advantages));
+  });
+
   it('the teachers differ only in their prompt: the student side (entropy) is the same for every view', () => {
     expect(c.gear.solution!.signals.entropy).toEqual(c.gear.answer!.signals.entropy);
     expect(c.gear.irrelevant!.signals.divergence).not.toEqual(c.gear.answer!.signals.divergence);
@@ -211,6 +231,7 @@ describe('controls on a real batch: each changes what it should and nothing else
     const cfg = { batches: 1, tasks: 3, groupSize: 4, rollouts: 2, seed: 3, sweep: { peakZ: [2], entropyQuantile: [0.8] }, bootstrap: 10 };
     const m1 = measureCredit(env as unknown as KnownCreditEnv, policy.params, cfg);
     expect(measureCredit(env as unknown as KnownCreditEnv, policy.params, cfg)).toEqual(m1);
-    expect(Object.keys(m1.batches[0]!.methods)).toHaveLength(13);
+    expect(Object.keys(m1.batches[0]!.methods)).toHaveLength(19); // 13, and the 6 log-ratio methods
+    expect(Object.keys(m1.batches[0]!.sweepLogratio)).toEqual(Object.keys(m1.batches[0]!.sweep));
   });
 });

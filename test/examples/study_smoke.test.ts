@@ -5,9 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CHAIN_STUDY_METHODS, chainStudyCli, chainStudyReport, runChainStudy } from '../../examples/study/chain.js';
-import { VAULT_CREDIT_BATCHES, runStudy, studyConfig, studyReport } from '../../examples/study/study.js';
+import { VAULT_CREDIT_BATCHES, mazeCredit, runStudy, studyConfig, studyReport, vaultSignalTable } from '../../examples/study/study.js';
 import { paired } from '../../examples/study/stats.js';
-import { VAULT_CATEGORIES, vaultCredit, warmStart } from '../../examples/study/train.js';
+import { VAULT_CATEGORIES, vaultCredit, vaultSignals, warmStart } from '../../examples/study/train.js';
+import { ROLE_METHODS, roleAnchors, roleCreditTables } from '../../examples/trainer/role_credit.js';
 
 describe('study runner', () => {
   it('runs a tiny paired study and reports every method', async () => {
@@ -42,7 +43,7 @@ describe('study runner', () => {
     // A warm start that reaches the chest now and then, so the shares are defined.
     const net = warmStart({ steps: 200, batch: 16, eps: 0.05, lr: 1e-2, seed: 1 });
     const c = vaultCredit(net, { ...VAULT_CREDIT_BATCHES, batches: 2 });
-    for (const m of ['grpo', 'gigpo', 'gear'] as const) {
+    for (const m of ['grpo', 'gigpo', 'gear', 'gear-lr'] as const) {
       const abs = VAULT_CATEGORIES.reduce((a, k) => a + c[m][k].abs, 0), grad = VAULT_CATEGORIES.reduce((a, k) => a + c[m][k].grad, 0);
       expect(abs).toBeCloseTo(1, 9);
       expect(grad).toBeCloseTo(1, 9);
@@ -50,7 +51,49 @@ describe('study runner', () => {
     // GRPO gives every action of a row the same |A|: its |A| shares are the rows' action counts weighted by |A_row|, so
     // every category a sampled episode has gets a share.
     expect(VAULT_CATEGORIES.filter((k) => c.grpo[k].abs > 0).length).toBeGreaterThan(3);
+    // both anchor signals: an AUROC of the wrong decisions, anchors on them or not
+    const sig = vaultSignals(net, { ...VAULT_CREDIT_BATCHES, batches: 2 });
+    for (const k of ['D', 's'] as const) {
+      expect(sig.signals[k].auroc).toBeGreaterThanOrEqual(0);
+      expect(sig.signals[k].auroc).toBeLessThanOrEqual(1);
+    }
+    for (const k of ['gear', 'gear-lr'] as const) expect(sig.anchors[k].perEpisode).toBeGreaterThanOrEqual(0);
+    const table = vaultSignalTable(sig).join('\n');
+    expect(table).toMatch(/\| log-ratio signal s \| \d\.\d{3} \|/);
+    expect(table).toMatch(/\| GEAR log-ratio \(self\) \| \d+\.\d{2} \|/);
   }, 120_000);
+
+  it('the maze credit (--task maze --quick): the warm start, then both signals against the roles', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gear-maze-credit-'));
+    try {
+      const r = mazeCredit(true, join(dir, 'cache'));
+      expect(r.measurement.batches).toHaveLength(2);
+      for (const b of r.measurement.batches) {
+        expect(Object.keys(b.methods).sort()).toEqual(Object.keys(ROLE_METHODS).sort());
+        expect(b.counts.wrong + b.counts.right + b.counts.neutral).toBeGreaterThan(0);
+        for (const k of ['gear-d', 'gear-s'] as const) expect(b.methods[k].anchors).toBeDefined();
+      }
+      const md = roleCreditTables(r.measurement).join('\n');
+      for (const h of ['| divergence D |', '| log-ratio signal s |', '| GEAR, s shuffled in rows |', 'Threshold sensitivity']) expect(md).toContain(h);
+      // the cache is written: a second call reads it
+      let cached = false;
+      mazeCredit(true, join(dir, 'cache'), (c) => { cached = c; });
+      expect(cached).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+
+  it('roleAnchors by hand: precision on wrong decisive tokens, recall of them, masked tokens left out', () => {
+    // tokens 0..7; roles: wrong at 2 and 6 (6 masked out), right at 4
+    const roles = [0, 0, -1, 0, 1, 0, -1, 0], mask = [1, 1, 1, 1, 1, 1, 0, 1];
+    const a = roleAnchors([2, 4, 5], 3, 6, roles, mask, 2);
+    expect(a).toEqual({ perEpisode: 1.5, precision: 1 / 3, recall: 1, segmentLength: 2 });
+    const none = roleAnchors([], 0, 0, roles, mask, 2);
+    expect(none.precision).toBeNaN();
+    expect(none.recall).toBe(0);
+    expect(none.segmentLength).toBeNaN();
+  });
 
   it('runs a tiny answer-chain study through the demo\'s pipeline and reports every section', async () => {
     const out = mkdtempSync(join(tmpdir(), 'gear-chain-study-'));
@@ -62,7 +105,13 @@ describe('study runner', () => {
       for (const h of ['## Decision rule', '## Credit without training', '## Learning', '### Decision', 'Threshold sensitivity']) expect(md).toContain(h);
       expect(md).toMatch(/^\* H1: GEAR \(frozen\) − GRPO AUC/m);
       expect(md).toMatch(/^\* H2 \(stronger family/m);
+      expect(md).toMatch(/^\* H3, frozen answer teacher: GEAR log-ratio \(frozen\) − GRPO AUC .*; GEAR log-ratio \(frozen\) − GEAR log-ratio \(frozen, shuffled\) AUC .*; GEAR log-ratio \(frozen\) − GEAR \(frozen\) AUC/m);
+      expect(md).toMatch(/^\* H3 outcome \(self teacher\): /m);
       expect(md).toContain('| GEAR (self) |');
+      expect(md).toContain('| GEAR log-ratio (frozen) |');
+      expect(md).toContain('| GEAR log-ratio, answer teacher |');
+      expect(md).toContain('The same with the log-ratio anchor signal s:');
+      expect(md).toMatch(/\| answer: s, decisions \|/);
     } finally {
       rmSync(out, { recursive: true, force: true });
     }

@@ -10,13 +10,15 @@ export const REF_DEFAULTS: RefOptions = {
   klCap: 20, peakRule: 'zscore', peakZ: 2, peakMinKl: 0.25, peakQuantile: 0.95, entropyQuantile: 0.8,
   segmentEnd: 'next_fork', entropyLowQuantile: 0.5, maxSegmentLength: 256, alpha: 1, dRefQuantile: 0.95,
   signMode: 'symmetric', epsW: 0.2, normalize: 'mean_one', ablation: 'none', seed: 0, fixedSegmentLength: 0,
+  anchorSignal: 'divergence',
 };
 
 export interface RefInput {
   advantages: ArrayLike<number>;
   offsets: ArrayLike<number>;
   mask?: ArrayLike<number>;
-  divergence: ArrayLike<number>;
+  /** Unread with `anchorSignal: 'logratio'`. */
+  divergence?: ArrayLike<number>;
   entropy: ArrayLike<number>;
   logratio?: ArrayLike<number>;
   options?: GearOptions;
@@ -61,9 +63,13 @@ export function gearReference(inp: RefInput): RefResult {
   const N = off[R]!;
   const valid = (t: number) => (inp.mask ? inp.mask[t] === 1 : true);
   const cap = Math.fround(o.klCap);
-  // float32 cap and clamps, as the spec's inputs are float32
+  // float32 cap and clamps, as the spec's inputs are float32. The anchor signal: D, or the log-ratio
+  // signal max(0, l_student - l_teacher) = max(0, -logratio) (-Infinity logratio: the cap; +Infinity: 0).
+  const raw = o.anchorSignal === 'logratio'
+    ? (t: number) => -Math.fround(inp.logratio![t]!)
+    : (t: number) => Math.fround(inp.divergence![t]!);
   const dc = (t: number) => {
-    const d = Math.fround(inp.divergence[t]!);
+    const d = raw(t);
     return d <= 0 ? 0 : d > cap ? cap : d;
   };
   const hc = (t: number) => {

@@ -29,6 +29,7 @@ const FILES = [
   'test/losses/policy_loss.native.test.ts',
   'test/optim/clip.test.ts',
   'test/gear/from_logits.test.ts',
+  'test/gear/anchor_signal.test.ts',
 ];
 const scratch = mkdtempSync(join(tmpdir(), 'gear-rl-avx2-cpu-'));
 

@@ -15,6 +15,7 @@ const CASES: [string, (r: unknown) => unknown][] = [
   ['openai/chat_stream.json', (r) => rl.parseOpenAIChat(r, { tokenMap: BYTE_VOCAB, tokenKeys: 'bytes' })],
   ['openai/completion_legacy.json', (r) => rl.parseOpenAICompletion(r, { tokenMap: LEGACY_VOCAB })],
   ['openai/completion_stream.json', (r) => rl.parseOpenAICompletion(r, { tokenMap: LEGACY_VOCAB })],
+  ['openai/completion_echo.json', (r) => rl.parseOpenAIPromptLogprobs(r, { tokenMap: (t: string) => t.length + 100, length: 4 })],
   ['vllm/chat_token_ids.json', (r) => rl.parseVllm(r)],
   ['vllm/completion_prompt_logprobs.json', (r) => rl.parseVllmPromptLogprobs(r, { length: 3 })],
   ['vllm/request_output.json', (r) => rl.parseVllmOutputs(r)],

@@ -6,6 +6,10 @@
  * docs/gear.md ("From server log-probs (sparse)") measures how far its segments and weights move from
  * the full-logit path.
  *
+ * With the log-ratio anchor signal (`options.anchorSignal: 'logratio'`) GEAR needs no teacher top-k: the
+ * chosen token's log-prob on each side gives the anchor signal exactly, and the student's top-k gives the
+ * entropy bound. That is GEAR from server log-probs alone (docs/server.md).
+ *
  * @module
  */
 import { fail } from '../core/errors.js';
@@ -13,6 +17,8 @@ import * as v from '../core/validate.js';
 import { sparseDivergence } from '../ops/sparse_divergence.js';
 import type { SparseDivergence, SparseSupport } from '../ops/sparse_divergence.js';
 import type { SparseTopK } from '../server/common.js';
+import { checkModesMatch, readLogprobMode } from '../server/mode.js';
+import type { LogprobMode } from '../server/mode.js';
 import { gearAdvantages, resolveGearOptions } from './gear.js';
 import type { GearOptions, GearResult } from './gear.js';
 
@@ -23,12 +29,30 @@ import type { GearOptions, GearResult } from './gear.js';
 export interface GearFromSparseInput {
   /** The student's (rollout policy's) top-k log-probs, one token per packed position: `n = offsets[R]`. */
   student: SparseTopK;
-  /** The ground-truth-conditioned teacher's top-k log-probs at the same positions. */
-  teacher: SparseTopK;
-  /** Student log-prob of each sampled token (Float32Array of `n`); with `teacherLogprob`, gives the `logratio` signal. */
+  /**
+   * The ground-truth-conditioned teacher's top-k log-probs at the same positions. Optional with
+   * `options.anchorSignal: 'logratio'`, which reads only the chosen tokens' log-probs (then `signals.divergence`
+   * is absent).
+   */
+  teacher?: SparseTopK;
+  /**
+   * Student log-prob of each sampled token (Float32Array of `n`, finite on valid tokens); with
+   * `teacherLogprob`, gives the `logratio` signal.
+   */
   studentLogprob?: Float32Array;
-  /** Teacher log-prob of each sampled token (Float32Array of `n`). */
+  /**
+   * Teacher log-prob of each sampled token (Float32Array of `n`): NaN or `+Infinity` on a valid token is
+   * `ERR_NON_FINITE`; `−Infinity` (the teacher rules the token out) gives the largest log-ratio signal,
+   * capped at `klCap`.
+   */
   teacherLogprob?: Float32Array;
+  /**
+   * How each side's log-probs were computed (from the parsers' `mode`, or a packed batch's `logprobMode` /
+   * `teacherLogprobMode`). When both are given they must match (`logprobModesMatch`), else `ERR_OPTION`:
+   * a log-ratio of a raw and a processed log-prob, or of two temperatures, is not a log-ratio of one
+   * distribution.
+   */
+  modes?: { student?: LogprobMode | null; teacher?: LogprobMode | null };
   /** Per row of the batch: the trajectory-level (GRPO) advantage. */
   advantages: ArrayLike<number>;
   /** Packed-row offsets, length R+1. */
@@ -72,6 +96,27 @@ export interface GearFromSparseResult extends GearResult {
 }
 
 /**
+ * Result of {@link gearFromSparse} without a teacher top-k (`anchorSignal: 'logratio'`): no divergence.
+ * @category GEAR
+ */
+export interface GearFromSparseLogratioResult extends GearResult {
+  /** The per-token signals fed to `gear`. */
+  signals: {
+    /** No teacher top-k, no divergence. */
+    divergence?: undefined;
+    /** The chosen student-entropy estimate. */
+    entropy: Float32Array;
+    /** Teacher minus student log-prob of the sampled token. */
+    logratio: Float32Array;
+  };
+  /**
+   * The student's sparse pass alone (coverage, entropy bounds); its divergence and teacher fields are 0
+   * (it ran against an all-padding list).
+   */
+  stats: SparseDivergence;
+}
+
+/**
  * Server top-k log-probs to GEAR-proposed advantages in one call: `sparseDivergence(student, teacher,
  * { kind: 'reverse_kl', support, klCap })` gives D and the student-entropy bounds, the chosen tokens'
  * log-probs give the log-ratio, then `gearAdvantages(...)` reweights the advantages.
@@ -90,29 +135,42 @@ export interface GearFromSparseResult extends GearResult {
  *   student, teacher, advantages: [1], offsets: Int32Array.of(0, 3), vocab: 16,
  *   options: { peakMinKl: 0.1 },
  * });
- * console.log(r.advantages.length, r.signals.divergence[1] > r.signals.divergence[0]); // 3 true
+ * console.log(r.advantages.length, r.signals.divergence[1]! > r.signals.divergence[0]!); // 3 true
+ *
+ * // GEAR from the chosen tokens' log-probs alone (no teacher top-k): the log-ratio anchor signal
+ * const s = rl.gearFromSparse({
+ *   student, studentLogprob: lp(0.7, 0.3, 0.9), teacherLogprob: lp(0.6, 0.01, 0.8),
+ *   advantages: [-1], offsets: Int32Array.of(0, 3), vocab: 16, options: { anchorSignal: 'logratio', peakMinKl: 0.1 },
+ * });
+ * console.log(Array.from(s.anchors)); // [1]: the teacher disbelieves the second token
  * ```
  * @category GEAR
  */
-export function gearFromSparse(a: GearFromSparseInput): GearFromSparseResult {
+export function gearFromSparse(a: GearFromSparseInput & { teacher: SparseTopK }): GearFromSparseResult;
+export function gearFromSparse(a: GearFromSparseInput & { teacher?: undefined }): GearFromSparseLogratioResult;
+export function gearFromSparse(a: GearFromSparseInput): GearFromSparseResult | GearFromSparseLogratioResult;
+export function gearFromSparse(a: GearFromSparseInput): GearFromSparseResult | GearFromSparseLogratioResult {
   if (typeof a !== 'object' || a === null) fail('ERR_OPTION', 'gearFromSparse(a)', 'an object', a);
   v.knownKeys(a, 'gearFromSparse(a)', ['student', 'teacher', 'studentLogprob', 'teacherLogprob', 'advantages', 'offsets',
-    'mask', 'vocab', 'entropy', 'support', 'options']);
-  const o = resolveGearOptions(a.options);
-  const entropy = v.enumOpt(a.entropy, 'entropy', ['lower', 'upper', 'mid'] as const, 'lower');
-  if (entropy !== 'lower' && a.vocab === undefined) fail('ERR_OPTION', 'vocab', `a vocabulary size for entropy '${entropy}'`, a.vocab);
-  const stats = sparseDivergence(a.student, a.teacher,
-    { kind: 'reverse_kl', support: a.support ?? 'tail', klCap: o.klCap, ...(a.vocab === undefined ? {} : { vocab: a.vocab }) });
+    'mask', 'vocab', 'entropy', 'support', 'options', 'modes']);
+  // each argument read once, before anything is checked
+  const { student, teacher, studentLogprob, teacherLogprob, advantages, offsets, mask, vocab, entropy: which, support, options, modes } = a;
+  const o = resolveGearOptions(options);
+  const byLogratio = o.anchorSignal === 'logratio';
+  const entropy = v.enumOpt(which, 'entropy', ['lower', 'upper', 'mid'] as const, 'lower');
+  if (entropy !== 'lower' && vocab === undefined) fail('ERR_OPTION', 'vocab', `a vocabulary size for entropy '${entropy}'`, vocab);
+  if (teacher === undefined && !byLogratio) fail('ERR_OPTION', 'teacher', "the teacher's top-k (or options.anchorSignal 'logratio', which reads only the chosen log-probs)", undefined);
+  checkModes(modes);
+  const sparseOpts = { kind: 'reverse_kl' as const, support: support ?? 'tail', klCap: o.klCap, ...(vocab === undefined ? {} : { vocab }) };
+  // Without a teacher top-k, the student's pass alone (against an all-padding list) gives its entropy bounds.
+  const stats = sparseDivergence(student, teacher ?? paddingTopK(student), sparseOpts);
   const n = stats.value.length;
-  v.offsets(a.offsets, 'offsets', n);
+  v.offsets(offsets, 'offsets', n);
   let logratio: Float32Array | undefined;
-  if (a.studentLogprob !== undefined || a.teacherLogprob !== undefined) {
-    const sl = v.f32(a.studentLogprob, 'studentLogprob', n);
-    const tl = v.f32(a.teacherLogprob, 'teacherLogprob', n);
-    logratio = new Float32Array(n);
-    for (let t = 0; t < n; t++) logratio[t] = tl[t]! - sl[t]!;
-  } else if (o.signMode === 'rlsd') {
-    fail('ERR_OPTION', 'studentLogprob / teacherLogprob', "the chosen tokens' log-probs for signMode 'rlsd'", undefined);
+  if (studentLogprob !== undefined || teacherLogprob !== undefined) {
+    logratio = sampledLogratio(studentLogprob, teacherLogprob, mask, n);
+  } else if (o.signMode === 'rlsd' || byLogratio) {
+    fail('ERR_OPTION', 'studentLogprob / teacherLogprob', `the chosen tokens' log-probs for ${byLogratio ? "anchorSignal 'logratio'" : "signMode 'rlsd'"}`, undefined);
   }
   let h = stats.entropyLower;
   if (entropy === 'upper') h = stats.entropyUpper;
@@ -120,9 +178,47 @@ export function gearFromSparse(a: GearFromSparseInput): GearFromSparseResult {
     h = new Float32Array(n);
     for (let t = 0; t < n; t++) h[t] = 0.5 * (stats.entropyLower[t]! + stats.entropyUpper[t]!);
   }
+  const divergence = teacher === undefined ? undefined : stats.value;
   const res = gearAdvantages({
-    advantages: a.advantages, offsets: a.offsets, mask: a.mask, divergence: stats.value, entropy: h,
-    ...(logratio ? { logratio } : {}), options: a.options,
-  });
-  return { ...res, signals: { divergence: stats.value, entropy: h, ...(logratio ? { logratio } : {}) }, stats };
+    advantages, offsets, mask, entropy: h, ...(divergence ? { divergence } : {}), ...(logratio ? { logratio } : {}), options,
+  } as Parameters<typeof gearAdvantages>[0]);
+  return { ...res, signals: { ...(divergence ? { divergence } : {}), entropy: h, ...(logratio ? { logratio } : {}) }, stats } as GearFromSparseResult;
+}
+
+/** An all-padding top-1 list of the student's length (the student's sparse pass without a teacher). */
+function paddingTopK(student: SparseTopK): SparseTopK {
+  const k = typeof student === 'object' && student !== null && Number.isInteger(student.k) && student.k > 0 ? student.k : 1;
+  const n = student?.ids instanceof Int32Array ? Math.floor(student.ids.length / k) : 0;
+  return { k: 1, ids: new Int32Array(n).fill(-1), logprobs: new Float32Array(n).fill(-Infinity) };
+}
+
+/** `modes`: each side's mode checked, and the two matched when both are given. */
+function checkModes(modes: GearFromSparseInput['modes']): void {
+  if (modes === undefined) return;
+  v.knownKeys(modes, 'modes', ['student', 'teacher']);
+  const s = modes.student == null ? null : readLogprobMode(modes.student, 'modes.student');
+  const t = modes.teacher == null ? null : readLogprobMode(modes.teacher, 'modes.teacher');
+  if (s && t) checkModesMatch(s, t, 'modes', ['student', 'teacher']);
+}
+
+/**
+ * `teacherLogprob − studentLogprob` per token, the log-probs checked on valid tokens: the student's
+ * finite (it sampled the token), the teacher's neither NaN nor `+Infinity` (`−Infinity` passes: GEAR caps
+ * the signal it gives at `klCap`).
+ */
+function sampledLogratio(sl0: unknown, tl0: unknown, mask: unknown, n: number): Float32Array {
+  const sl = v.f32(sl0, 'studentLogprob', n);
+  const tl = v.f32(tl0, 'teacherLogprob', n);
+  // an invalid mask is reported by gear; here it only spares masked tokens the checks
+  const m = mask instanceof Uint8Array && mask.length === n ? mask : undefined;
+  const out = new Float32Array(n);
+  for (let t = 0; t < n; t++) {
+    const s = sl[t]!, q = tl[t]!;
+    if (!(m && m[t] === 0)) {
+      if (!Number.isFinite(s)) fail('ERR_NON_FINITE', `studentLogprob[${t}]`, 'a finite log-prob (the student sampled this token)', s);
+      if (Number.isNaN(q) || q === Infinity) fail('ERR_NON_FINITE', `teacherLogprob[${t}]`, 'a log-prob (a number < +Infinity; -Infinity is capped)', q);
+    }
+    out[t] = q - s;
+  }
+  return out;
 }

@@ -12,7 +12,8 @@
  * What is ours (the paper's rules, thresholds and hyperparameters are not public): the z-score / quantile
  * spike test, the entropy boundary rules, the weight function `1 + alpha * min(D_anchor / D_ref, 1)`, the
  * sign modes, the per-row normalisation that keeps the trajectory's total credit equal to GRPO's, the
- * ablations and every default value. Each is a switch of {@link GearOptions}.
+ * ablations, the log-ratio anchor signal (`anchorSignal: 'logratio'`) and every default value. Each is a
+ * switch of {@link GearOptions}.
  *
  * @module
  */
@@ -54,13 +55,16 @@ export interface GearScanOptions {
   entropyLowQuantile: number;
   /** Absent: the batch entropyLowQuantile quantile. */
   entropyLowThreshold?: number;
+  /** 0 divergence, 1 logratio (absent: 0). */
+  anchorSignal?: 0 | 1;
 }
 /** @internal */
 export interface GearScanParams {
   advantages: Float64Array;
   offsets: Int32Array;
   mask?: Uint8Array | null;
-  divergence: Float32Array;
+  /** Absent with anchorSignal 1 (the logratio then sets N). */
+  divergence?: Float32Array | null;
   entropy: Float32Array;
   logratio?: Float32Array | null;
   options: GearScanOptions;
@@ -135,6 +139,13 @@ export type GearNormalize = 'mean_one' | 'none';
  * @category GEAR
  */
 export type GearAblation = 'none' | 'random_anchors' | 'fixed_length' | 'token_only';
+/**
+ * The per-token signal that places anchors and sets their weights: the reverse KL `D` (the paper's), or
+ * the sampled-token log-ratio signal `s = max(0, ℓ_student(y) − ℓ_teacher(y))` (GEAR-proposed).
+ *
+ * @category GEAR
+ */
+export type GearAnchorSignal = 'divergence' | 'logratio';
 
 /**
  * Every switch of the GEAR-proposed design (docs/gear.md, "What is ours"), camelCase, with the same
@@ -257,6 +268,12 @@ export interface GearOptions {
    * @defaultValue `0` (the batch mean segment length)
    */
   fixedSegmentLength?: number;
+  /**
+   * The signal the spike rule, `peakMinKl`, `dRefQuantile` and the weights read (GEAR-proposed): `'divergence'` (default, the paper's reverse KL `D`) or `'logratio'`, `s_t = max(0, −logratio_t) = max(0, ℓ_student(y_t) − ℓ_teacher(y_t))` (the teacher disbelieves the sampled token), capped at `klCap` as `D` is; needs `logratio`, and `divergence` may be left out. Segments and the entropy rules are unchanged.
+   *
+   * @defaultValue `'divergence'`
+   */
+  anchorSignal?: GearAnchorSignal;
 }
 
 /**
@@ -284,6 +301,7 @@ export interface ResolvedGearOptions {
   /** See {@link GearOptions.ablation}. */ ablation: GearAblation;
   /** See {@link GearOptions.seed}. */ seed: number;
   /** See {@link GearOptions.fixedSegmentLength}. */ fixedSegmentLength: number;
+  /** See {@link GearOptions.anchorSignal}. */ anchorSignal: GearAnchorSignal;
 }
 
 /**
@@ -311,6 +329,7 @@ export const GEAR_DEFAULTS: Readonly<ResolvedGearOptions> = Object.freeze({
   ablation: 'none',
   seed: 0,
   fixedSegmentLength: 0,
+  anchorSignal: 'divergence',
 });
 
 /**
@@ -364,6 +383,7 @@ export function resolveGearOptions(options?: GearOptions): ResolvedGearOptions {
     seed: v.numOpt(o.seed, 'options.seed', 0, { min: 0, max: 4294967295, int: true }),
     fixedSegmentLength: v.numOpt(o.fixedSegmentLength, 'options.fixedSegmentLength', 0,
       { min: 0, max: 2147483647, int: true }),
+    anchorSignal: v.enumOpt(o.anchorSignal, 'options.anchorSignal', ['divergence', 'logratio'] as const, 'divergence'),
   };
 }
 
@@ -383,12 +403,30 @@ export interface GearInput {
   divergence: Float32Array;
   /** Per token: the student's entropy, finite and >= 0 (same tolerance). */
   entropy: Float32Array;
-  /** Per token: teacher minus student log-prob of the sampled token (needed by `signMode: 'rlsd'`; NaN rejected). */
+  /**
+   * Per token: teacher minus student log-prob of the sampled token (needed by `signMode: 'rlsd'` and `anchorSignal: 'logratio'`; NaN rejected).
+   * The log-ratio anchor signal is `max(0, −logratio)`: `−Infinity` (a teacher log-prob of `−Infinity`) is capped at `klCap`, `+Infinity` gives 0.
+   */
   logratio?: Float32Array;
   /** GEAR options; see {@link GearOptions}. */
   options?: GearOptions;
   /** Output arrays to fill instead of allocating (length N each, three distinct buffers); reuse them across steps. */
   out?: { advantages?: Float32Array; weights?: Float32Array; segmentId?: Int32Array };
+}
+
+/**
+ * Inputs of {@link gear} with the log-ratio anchor signal: `logratio` is required and `divergence` may be
+ * left out (the signal never reads it; when given, only its length is checked).
+ *
+ * @category GEAR
+ */
+export interface GearLogratioInput extends Omit<GearInput, 'divergence' | 'logratio' | 'options'> {
+  /** Unused by the log-ratio anchor signal (optional; its length is checked when given). */
+  divergence?: Float32Array;
+  /** Per token: teacher minus student log-prob of the sampled token; the anchor signal is `max(0, −logratio)`. */
+  logratio: Float32Array;
+  /** GEAR options with `anchorSignal: 'logratio'`. */
+  options: GearOptions & { anchorSignal: 'logratio' };
 }
 
 /**
@@ -439,14 +477,14 @@ export interface GearDiagnostics {
     entropy: number;
     /** eta_low: entropy below which a continuation has settled (`'entropy_settles'`). */
     entropyLow: number;
-    /** D_ref: the divergence that maps to the full weight `1 + alpha`. */
+    /** D_ref: the divergence (or log-ratio signal) that maps to the full weight `1 + alpha`. */
     dRef: number;
-    /** The batch `peakQuantile` quantile of D (used by `peakRule: 'quantile'`). */
+    /** The batch `peakQuantile` quantile of D or the log-ratio signal (used by `peakRule: 'quantile'`). */
     peakKl: number;
     /** Segment length used by `ablation: 'fixed_length'` (0 otherwise). */
     fixedSegmentLength: number;
   };
-  /** Quantiles of the capped divergence over valid tokens. */
+  /** Quantiles of the capped anchor signal over valid tokens: the divergence, or with `anchorSignal: 'logratio'` the log-ratio signal. */
   klQuantiles: GearQuantiles;
   /** Quantiles of the student entropy over valid tokens. */
   entropyQuantiles: GearQuantiles;
@@ -473,7 +511,7 @@ export interface GearResult {
 /** The arguments of {@link gear}, as its advantage-estimator entry declares them (each checked by gear itself). */
 const GEAR_INPUT = {
   advantages: { type: 'any', required: true }, offsets: { type: 'any', required: true }, mask: { type: 'any' },
-  divergence: { type: 'any', required: true }, entropy: { type: 'any', required: true }, logratio: { type: 'any' },
+  divergence: { type: 'any' }, entropy: { type: 'any', required: true }, logratio: { type: 'any' },
   options: { type: 'object' }, out: { type: 'object' },
 } as const satisfies OptionsSchema;
 const INPUT_KEYS = Object.keys(GEAR_INPUT);
@@ -483,6 +521,7 @@ const ENUM_CODES = {
   signMode: { symmetric: 0, negative_only: 1, rlsd: 2 },
   normalize: { mean_one: 0, none: 1 },
   ablation: { none: 0, random_anchors: 1, fixed_length: 2, token_only: 3 },
+  anchorSignal: { divergence: 0, logratio: 1 },
 } as const;
 
 /** Resolved options in the native form: enumerations as their codes. @internal */
@@ -491,7 +530,7 @@ export function gearParams(o: ResolvedGearOptions): GearScanOptions {
     ...o,
     peakRule: ENUM_CODES.peakRule[o.peakRule], segmentEnd: ENUM_CODES.segmentEnd[o.segmentEnd],
     signMode: ENUM_CODES.signMode[o.signMode], normalize: ENUM_CODES.normalize[o.normalize],
-    ablation: ENUM_CODES.ablation[o.ablation],
+    ablation: ENUM_CODES.ablation[o.ablation], anchorSignal: ENUM_CODES.anchorSignal[o.anchorSignal],
   };
 }
 
@@ -521,6 +560,9 @@ export function gearParams(o: ResolvedGearOptions): GearScanOptions {
  *    `[(1-epsW)/(1+epsW), (1+epsW)/(1-epsW)]`). Equal unit weights give exactly 1 (GRPO).
  * 5. Output `A * weight` per valid token, 0 on masked tokens.
  *
+ * With `anchorSignal: 'logratio'` (GEAR-proposed, not the paper's), steps 1 and 3 read the sampled-token
+ * log-ratio signal `s = max(0, −logratio)` in D's place (capped at `klCap`); `divergence` may be left out.
+ *
  * Batch quantiles are exact (torch.quantile-style linear interpolation over valid tokens). The scan and
  * the scatter run natively, multithreaded over rows, with bit-identical results for any thread count.
  * Masked tokens are never read for values (their divergence / entropy may hold anything).
@@ -528,8 +570,9 @@ export function gearParams(o: ResolvedGearOptions): GearScanOptions {
  * @param a advantages, packed-row layout, per-token signals and options (see {@link GearInput})
  * @returns per-token advantages, weights, segment ids, anchors and diagnostics
  * @throws GearError `ERR_SHAPE` / `ERR_DTYPE` / `ERR_OFFSETS` on mismatched inputs, `ERR_NON_FINITE` on
- *   NaN divergence, non-finite entropy or advantages, `ERR_TARGET_RANGE` on divergence or entropy below
- *   -1e-6, `ERR_OPTION` on unknown or out-of-range options (or `'rlsd'` without `logratio`).
+ *   NaN divergence or logratio, non-finite entropy or advantages, `ERR_TARGET_RANGE` on divergence or
+ *   entropy below -1e-6, `ERR_OPTION` on unknown or out-of-range options (or `'rlsd'` or
+ *   `anchorSignal: 'logratio'` without `logratio`).
  *
  * @example
  * ```ts
@@ -546,7 +589,7 @@ export function gearParams(o: ResolvedGearOptions): GearScanOptions {
  * ```
  * @category GEAR
  */
-export function gearAdvantages(a: GearInput): GearResult {
+export function gearAdvantages(a: GearInput | GearLogratioInput): GearResult {
   if (typeof a !== 'object' || a === null) fail('ERR_OPTION', 'gear(a)', 'an object', a);
   v.knownKeys(a, 'gear(a)', INPUT_KEYS);
   // each argument read once, in a fixed order, before anything is checked
@@ -554,13 +597,17 @@ export function gearAdvantages(a: GearInput): GearResult {
   const o = resolveGearOptions(options);
   v.knownKeys(out, 'out', ['advantages', 'weights', 'segmentId']);
   const outA = out?.advantages, outW = out?.weights, outS = out?.segmentId;
-  const div = v.f32(divergence, 'divergence');
-  const n = div.length;
+  // The log-ratio anchor signal never reads the divergence: without one, the logratio sets N.
+  const lrOnly = o.anchorSignal === 'logratio' && divergence === undefined;
+  if (lrOnly && logratio === undefined) fail('ERR_OPTION', 'logratio', "a Float32Array (anchorSignal 'logratio')", undefined);
+  const div = lrOnly ? undefined : v.f32(divergence, 'divergence');
+  const n = div ? div.length : v.f32(logratio, 'logratio').length;
   const rows = v.offsets(offsets, 'offsets', n);
   const ent = v.f32(entropy, 'entropy', n);
   const adv = gearAdvantagesArg(advantages, rows);
   const m = gearMaskArg(mask, n);
   const lr = logratio === undefined ? undefined : v.f32(logratio, 'logratio', n);
+  if (o.anchorSignal === 'logratio' && lr === undefined) fail('ERR_OPTION', 'logratio', "a Float32Array (anchorSignal 'logratio')", undefined);
   if (o.signMode === 'rlsd' && lr === undefined) fail('ERR_OPTION', 'logratio', "a Float32Array (signMode 'rlsd')", undefined);
   const oa = outA === undefined ? null : v.f32(outA, 'out.advantages', n);
   const ow = outW === undefined ? null : v.f32(outW, 'out.weights', n);
@@ -584,7 +631,7 @@ export function gearMaskArg(mask: unknown, n: number): Uint8Array | undefined {
 /** @internal Checked inputs of one {@link gear} call. */
 export interface GearChecked {
   adv: Float64Array; offsets: Int32Array; rows: number; mask: Uint8Array | undefined;
-  div: Float32Array; ent: Float32Array; lr: Float32Array | undefined; o: ResolvedGearOptions;
+  div: Float32Array | undefined; ent: Float32Array; lr: Float32Array | undefined; o: ResolvedGearOptions;
   out: { advantages: Float32Array | null; weights: Float32Array | null; segmentId: Int32Array | null };
 }
 
@@ -637,7 +684,7 @@ export function gearChecked(p: GearChecked): GearResult {
  * ```
  * @category GEAR
  */
-export function gear(a: GearInput): GearResult {
+export function gear(a: GearInput | GearLogratioInput): GearResult {
   return gearAdvantages(a);
 }
 

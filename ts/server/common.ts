@@ -9,6 +9,8 @@ import * as v from '../core/validate.js';
 import { arenaTake, isArena } from './arena.js';
 import type { ParseArena } from './arena.js';
 import type { SparseTopK } from '../ops/sparse_divergence.js';
+import { readLogprobMode } from './mode.js';
+import type { LogprobMode, LogprobModeInput } from './mode.js';
 
 // The packed top-k layout is the sparse op's input type, declared with the op (ts/ops, below ts/server).
 export type { SparseTopK } from '../ops/sparse_divergence.js';
@@ -32,6 +34,12 @@ export interface ServerSequence {
   text?: string;
   /** The server's finish reason, when given (`'stop'`, `'length'`, ...). */
   finishReason?: string | null;
+  /**
+   * How the log-probs were computed, as the parser was told (`options.mode`; the prompt-log-prob parsers
+   * take raw at temperature 1, what servers compute for prompt positions, when none is given). Absent
+   * when not stated.
+   */
+  mode?: LogprobMode;
 }
 
 /**
@@ -74,6 +82,15 @@ export interface ParseOptions {
    * @defaultValue `true`
    */
   topLogprobs?: boolean;
+  /**
+   * How the server computed these log-probs (raw or processed, with the request's temperature, top-k and
+   * top-p): recorded on every sequence as `mode`, so that a log-ratio or an importance ratio of two
+   * sources can refuse to mix modes. A server does not say it in its response; docs/server.md lists what
+   * each server and setting returns.
+   *
+   * @defaultValue unstated (the prompt-log-prob parsers: `{ kind: 'raw', temperature: 1 }`)
+   */
+  mode?: LogprobModeInput;
   /**
    * Allocate the sequence's arrays from this arena (from {@link createParseArena}) instead of a fresh
    * `ArrayBuffer`: a training loop that resets it each step reuses the same memory. The sequence is
@@ -152,11 +169,11 @@ export function sparse(n: number, k: number): SparseTopK {
 
 /** Checks parser options and returns them resolved. @internal */
 export function parseOptions(o: ParseOptions | undefined, what: string, extra: readonly string[] = []):
-  Required<Omit<ParseOptions, 'tokenMap' | 'arena'>> & { tokenMap?: TokenMap; arena?: ParseArena } {
+  Required<Omit<ParseOptions, 'tokenMap' | 'arena' | 'mode'>> & { tokenMap?: TokenMap; arena?: ParseArena; mode?: LogprobMode } {
   if (o === undefined) return { tokenKeys: 'text', topLogprobs: true };
   if (!isObj(o)) bad('ERR_OPTION', `${what}: options`, 'an options object', o);
   for (const key of Object.keys(o)) {
-    if (!['tokenMap', 'tokenKeys', 'topLogprobs', 'arena', ...extra].includes(key)) {
+    if (!['tokenMap', 'tokenKeys', 'topLogprobs', 'arena', 'mode', ...extra].includes(key)) {
       bad('ERR_OPTION', `${what}: options.${key}`, 'a known option', key);
     }
   }
@@ -169,7 +186,17 @@ export function parseOptions(o: ParseOptions | undefined, what: string, extra: r
   const top = o.topLogprobs ?? true;
   if (typeof top !== 'boolean') bad('ERR_OPTION', `${what}: options.topLogprobs`, 'a boolean', top);
   if (o.arena !== undefined && !isArena(o.arena)) bad('ERR_OPTION', `${what}: options.arena`, 'an arena from createParseArena()', o.arena);
-  return { tokenMap: m as TokenMap | undefined, tokenKeys: keys, topLogprobs: top, arena: o.arena };
+  const mode = o.mode === undefined ? undefined : readLogprobMode(o.mode, `${what}: options.mode`);
+  return { tokenMap: m as TokenMap | undefined, tokenKeys: keys, topLogprobs: top, arena: o.arena, ...(mode ? { mode } : {}) };
+}
+
+/** The mode of prompt (input) log-probs when the caller states none: raw, at temperature 1. @internal */
+export const PROMPT_MODE: LogprobMode = readLogprobMode({ kind: 'raw' }, 'mode');
+
+/** Records `mode` on each sequence (when there is one) and returns them. @internal */
+export function withMode<T extends ServerSequence | ServerSequence[]>(seqs: T, mode: LogprobMode | undefined): T {
+  if (mode) for (const s of Array.isArray(seqs) ? seqs : [seqs]) s.mode = mode;
+  return seqs;
 }
 
 // GPT-2 byte-level alphabet: printable bytes map to themselves, the rest to U+0100 onwards in order.

@@ -6,9 +6,12 @@
  */
 export type { SparseTopK, ServerSequence, TokenMap, TokenKeys, ParseOptions } from './common.js';
 export { byteLevelKey } from './common.js';
+export { logprobModesMatch, isSamplerLogprob } from './mode.js';
+export type { LogprobMode, LogprobModeInput } from './mode.js';
 export { createParseArena } from './arena.js';
 export type { ParseArena, ParseArenaOptions } from './arena.js';
-export { parseOpenAIChat, parseOpenAICompletion } from './openai.js';
+export { parseOpenAIChat, parseOpenAICompletion, parseOpenAIPromptLogprobs } from './openai.js';
+export type { OpenAIPromptOptions } from './openai.js';
 export { parseVllm, parseVllmOutputs, parseVllmPromptLogprobs } from './vllm.js';
 export type { VllmPromptOptions } from './vllm.js';
 export { parseSglang, parseSglangInputLogprobs } from './sglang.js';

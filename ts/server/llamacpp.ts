@@ -10,6 +10,7 @@
  */
 import {
   arr, bad, badLp, builder, done, idArray, IdResolver, isId, isLp, isObj, obj, parseOptions,
+  withMode,
 } from './common.js';
 import type { ParseOptions, PosFn, ServerSequence } from './common.js';
 import type { ParseArena } from './arena.js';
@@ -170,11 +171,11 @@ export function parseLlamaCpp(response: unknown, options?: LlamaCppOptions): Ser
     const seq = sequence(entries, (i) => `completion_probabilities[${i}]`, tokens, 'tokens', res, o.topLogprobs, 0, o.arena);
     if (typeof d.content === 'string') seq.text = d.content;
     if (typeof d.stop_type === 'string') seq.finishReason = d.stop_type;
-    return [seq];
+    return withMode([seq], o.mode);
   }
   const stream = streamOpt ?? response.some((c) => isObj(c) && c.stop === false);
   if (!stream) {
-    return response.map((r, ri) => {
+    return withMode(response.map((r, ri) => {
       const d = obj(r, `response[${ri}]`);
       checkError(d, `response[${ri}]`);
       if (d.completion_probabilities === undefined || d.completion_probabilities === null) missing(`response[${ri}]`);
@@ -185,7 +186,7 @@ export function parseLlamaCpp(response: unknown, options?: LlamaCppOptions): Ser
       if (typeof d.content === 'string') seq.text = d.content;
       if (typeof d.stop_type === 'string') seq.finishReason = d.stop_type;
       return seq;
-    });
+    }), o.mode);
   }
   // streamed: every chunk with tokens carries their probabilities; the last (`stop: true`) may repeat none
   const entries: unknown[] = [];
@@ -218,5 +219,5 @@ export function parseLlamaCpp(response: unknown, options?: LlamaCppOptions): Ser
   const seq = sequence(entries, (i) => where[i]!, tokens, 'chunks[*].tokens', res, o.topLogprobs, 0, o.arena);
   seq.text = text;
   if (finish !== undefined) seq.finishReason = finish;
-  return [seq];
+  return withMode([seq], o.mode);
 }

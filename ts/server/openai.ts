@@ -10,7 +10,7 @@
  * @module
  */
 import {
-  arr, bad, badLp, builder, done, idArray, IdResolver, isId, isLp, isObj, obj, parseOptions, tokenIdString,
+  arr, bad, badLp, builder, done, idArray, IdResolver, isId, isLp, isObj, obj, parseOptions, PROMPT_MODE, tokenIdString, withMode,
 } from './common.js';
 import type { ParseOptions, ServerSequence } from './common.js';
 import type { ParseArena } from './arena.js';
@@ -222,8 +222,13 @@ function completionSequence(acc: ChoiceAcc, res: IdResolver, top: boolean, arena
   // vLLM with echo: the logprobs cover prompt + completion while token_ids holds the completion only.
   if (acc.tokenIds !== null && acc.tokenIds.length < total) first = total - acc.tokenIds.length;
   const n = total - first;
+  return legacyEntries(acc, res, top, arena, first, n, responseIds(acc, n));
+}
+
+/** Entries `[first, first + n)` of a legacy completion's merged arrays as a sequence (ids from `given` when known). */
+function legacyEntries(acc: ChoiceAcc, res: IdResolver, top: boolean, arena: ParseArena | undefined, first: number, n: number,
+  given: Int32Array | null): ServerSequence {
   const posOf = (i: number) => acc.entryPos![first + i]!;
-  const given = responseIds(acc, n);
   let k = top ? 0 : -1;
   if (top) {
     for (let i = 0; i < n; i++) {
@@ -281,6 +286,101 @@ function completionSequence(acc: ChoiceAcc, res: IdResolver, top: boolean, arena
 }
 
 /**
+ * Options of {@link parseOpenAIPromptLogprobs}.
+ * @category Server ingestion
+ */
+export interface OpenAIPromptOptions extends ParseOptions {
+  /**
+   * First echoed position to read (default: `end - length` when `length` is given, else 1; `end` is the
+   * last prompt position: the echoed entries less the generated ones, known from vLLM's `token_ids`, else
+   * none, as with `max_tokens: 0`).
+   *
+   * @defaultValue `end - length`, or 1
+   */
+  start?: number;
+  /**
+   * Number of positions to read (default: to the end of the prompt).
+   *
+   * @defaultValue to the end of the prompt
+   */
+  length?: number;
+  /**
+   * Which choice to read (default 0).
+   *
+   * @defaultValue `0`
+   */
+  choice?: number;
+}
+
+/**
+ * Reads the prompt log-probs of an OpenAI-style legacy completion requested with `echo: true` and
+ * `logprobs: k`: the scores a model gave to the tokens it was fed, the third way (after vLLM's
+ * `prompt_logprobs` and SGLang's `input_token_logprobs`) to get a teacher's log-probs of the student's
+ * tokens. Send the teacher's prompt followed by the student's tokens, with `echo: true`, `logprobs: k`
+ * and `max_tokens: 0` where the server allows it (vLLM does; otherwise 1, and the generated token is
+ * left out through vLLM's `token_ids` or `options.start`), and read the last `length` positions. The
+ * first echoed position has no log-prob (`null`): it cannot be read. Ids come from vLLM's `token_id:N`
+ * strings, the response's `prompt_token_ids`, or `options.tokenMap`. The default mode is raw at
+ * temperature 1 (prompt positions are not sampled).
+ *
+ * @param response a parsed legacy completion (not streamed)
+ * @param options positions to read, which choice, token map, top-k switch, mode
+ * @returns the scored positions as one sequence (`index` 0)
+ * @throws GearError `ERR_SHAPE` (no log-probs, a range outside the echoed prompt, position 0),
+ *   `ERR_DTYPE`, `ERR_OPTION`, `ERR_TARGET_RANGE`, `ERR_NON_FINITE`
+ * @example
+ * ```ts
+ * import * as rl from 'gear-rl';
+ * const response = { choices: [{ index: 0, text: 'Say hi hi', logprobs: {
+ *   tokens: ['token_id:9', 'token_id:12', 'token_id:12'], token_logprobs: [null, -0.4, -2.5],
+ *   top_logprobs: [null, { 'token_id:12': -0.4 }, { 'token_id:7': -0.2, 'token_id:12': -2.5 }] } }] };
+ * const teacher = rl.parseOpenAIPromptLogprobs(response, { length: 2 });
+ * console.log(Array.from(teacher.tokenIds), Array.from(teacher.logprobs)); // [12, 12] [-0.4000000059604645, -2.5]
+ * ```
+ * @category Server ingestion
+ */
+export function parseOpenAIPromptLogprobs(response: unknown, options?: OpenAIPromptOptions): ServerSequence {
+  const o = parseOptions(options, 'parseOpenAIPromptLogprobs', ['start', 'length', 'choice']);
+  const opts = (options ?? {}) as OpenAIPromptOptions;
+  if (Array.isArray(response)) bad('ERR_DTYPE', 'response', 'one completion object (echoed prompts are not streamed)', 'an array');
+  const int = (x: unknown, name: string, max: number): number | undefined => {
+    if (x === undefined) return undefined;
+    if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x > max) bad('ERR_OPTION', `parseOpenAIPromptLogprobs: options.${name}`, `an integer in [0, ${max}]`, x);
+    return x;
+  };
+  const ci = int(opts.choice, 'choice', 2 ** 31 - 1) ?? 0;
+  const accs = collect(response, 'response', 'completion');
+  const acc = accs.find((a) => a.index === ci);
+  if (!acc) return bad('ERR_SHAPE', `choices (index ${ci})`, `a choice with index ${ci}`, `${accs.length} choices`);
+  requireLogprobs(acc, 'completion');
+  const total = acc.tokens.length;
+  // the echoed prompt ends where the generated tokens (vLLM's token_ids) begin
+  const end = acc.tokenIds !== null && acc.tokenIds.length <= total ? total - acc.tokenIds.length : total;
+  const length = int(opts.length, 'length', end);
+  const start = int(opts.start, 'start', end) ?? (length !== undefined ? end - length : Math.min(1, end));
+  const n = length ?? end - start;
+  if (start + n > end) bad('ERR_SHAPE', 'parseOpenAIPromptLogprobs: options.start + options.length', `at most the ${end} echoed prompt positions`, start + n);
+  for (let i = start; i < start + n; i++) {
+    if (acc.tokenLogprobs[i] === null) bad('ERR_SHAPE', `${acc.entryPos![i]!.replace(/\[(\d+)\]$/, '.token_logprobs[$1]')}`, 'a log-prob for this position (the first echoed position has none: start at 1 or later)', null);
+  }
+  // the prompt's ids when the response carries them (vLLM's prompt_token_ids, per choice or top level)
+  const doc = response as Record<string, unknown>;
+  const choice = (Array.isArray(doc.choices) ? doc.choices.find((c) => isObj(c) && (c.index ?? 0) === ci) : undefined) as Record<string, unknown> | undefined;
+  const pids = choice?.prompt_token_ids ?? doc.prompt_token_ids;
+  let given: Int32Array | null = null;
+  if (pids !== undefined && pids !== null) {
+    const all = idArray(pids, choice?.prompt_token_ids !== undefined ? `choices[${ci}].prompt_token_ids` : 'prompt_token_ids');
+    if (all.length !== end) bad('ERR_SHAPE', 'prompt_token_ids.length', `${end} (one id per echoed prompt position)`, all.length);
+    given = all.subarray(start, start + n);
+  }
+  const res = new IdResolver(o.tokenMap, o.tokenKeys, 'the response');
+  const seq = legacyEntries(acc, res, o.topLogprobs, o.arena, start, n, given);
+  delete seq.text;
+  delete seq.finishReason;
+  return withMode(seq, o.mode ?? PROMPT_MODE);
+}
+
+/**
  * Parses an OpenAI-compatible chat completion (or the chunks of a streamed one) into one
  * {@link ServerSequence} per choice, in `index` order (`n > 1` gives several; an empty `choices` gives
  * none). Token ids come from vLLM's `token_ids` or `token_id:N` token strings when present, else from
@@ -308,7 +408,7 @@ function completionSequence(acc: ChoiceAcc, res: IdResolver, top: boolean, arena
 export function parseOpenAIChat(response: unknown, options?: ParseOptions): ServerSequence[] {
   const o = parseOptions(options, 'parseOpenAIChat');
   const res = new IdResolver(o.tokenMap, o.tokenKeys, 'the response');
-  return collect(response, 'response', 'chat').map((acc) => chatSequence(acc, res, o.topLogprobs, o.arena));
+  return withMode(collect(response, 'response', 'chat').map((acc) => chatSequence(acc, res, o.topLogprobs, o.arena)), o.mode);
 }
 
 /**
@@ -336,5 +436,5 @@ export function parseOpenAIChat(response: unknown, options?: ParseOptions): Serv
 export function parseOpenAICompletion(response: unknown, options?: ParseOptions): ServerSequence[] {
   const o = parseOptions(options, 'parseOpenAICompletion');
   const res = new IdResolver(o.tokenMap, o.tokenKeys, 'the response');
-  return collect(response, 'response', 'completion').map((acc) => completionSequence(acc, res, o.topLogprobs, o.arena));
+  return withMode(collect(response, 'response', 'completion').map((acc) => completionSequence(acc, res, o.topLogprobs, o.arena)), o.mode);
 }

@@ -5,13 +5,15 @@
  *
  * @module
  */
-import { fail } from '../core/errors.js';
+import { GearError, fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
 import { buildRolloutBatch } from '../rollout/batch.js';
 import type { RolloutBatch, StepInput, TrajectoryInput } from '../rollout/batch.js';
 import type { GroupId } from '../advantages/groups.js';
 import { isObj, wasParsed } from './common.js';
 import type { ServerSequence, SparseTopK } from './common.js';
+import { describeMode, readLogprobMode } from './mode.js';
+import type { LogprobMode } from './mode.js';
 
 /**
  * An assistant turn: what the server generated (and, optionally, the teacher's scores of it).
@@ -128,6 +130,38 @@ export interface ServerRolloutBatch extends RolloutBatch {
   teacherLogprobs?: Float32Array;
   /** The teacher's top-k per token, when every assistant turn has a teacher. */
   teacherTopK?: SparseTopK;
+  /**
+   * How `logprobs` were computed, when the responses' sequences state it (the parsers' `mode`): present
+   * only then, and one mode for the whole batch (mixing modes is `ERR_OPTION`).
+   */
+  logprobMode?: LogprobMode;
+  /** How `teacherLogprobs` were computed, when the teacher sequences state it (the prompt-log-prob parsers do). */
+  teacherLogprobMode?: LogprobMode;
+}
+
+/** The one mode of a set of sequences: none stated, or the same on each (else `ERR_OPTION` at the first that differs). */
+class ModeOf {
+  private mode: LogprobMode | undefined;
+  private first = '';
+  private seen = 0;
+  constructor(private readonly what: string) {}
+  add(s: ServerSequence, pos: string): void {
+    const m = s.mode === undefined ? undefined : readLogprobMode(s.mode, `${pos}.mode`);
+    if (this.seen++ === 0) {
+      this.mode = m;
+      this.first = pos;
+      return;
+    }
+    const same = m === undefined ? this.mode === undefined
+      : this.mode !== undefined && m.kind === this.mode.kind && m.temperature === this.mode.temperature && m.topK === this.mode.topK && m.topP === this.mode.topP;
+    if (!same) {
+      const say = (x: LogprobMode | undefined) => (x ? describeMode(x) : 'not stated');
+      throw new GearError('ERR_OPTION', `${pos}.mode: expected one log-prob mode for every ${this.what} in a batch (${this.first}.mode: ${say(this.mode)}), got ${say(m)}`);
+    }
+  }
+  get(): LogprobMode | undefined {
+    return this.mode;
+  }
 }
 
 /** Buffers made by {@link packServerRollouts}: only those are reused through `out`. */
@@ -276,6 +310,7 @@ export function packServerRollouts(input: PackServerRolloutsInput): ServerRollou
   let kMax = 0;
   let tkMax = 0;
   let withTeacher = -1; // -1 unknown, 0 none, 1 all
+  const studentMode = new ModeOf('response'), teacherMode = new ModeOf('teacher');
   const rolloutTrajs: TrajectoryInput[] = trajs.map((t, ti) => {
     const w = `trajectories[${ti}]`;
     if (!isObj(t)) fail('ERR_DTYPE', w, 'a trajectory object', t);
@@ -294,12 +329,14 @@ export function packServerRollouts(input: PackServerRolloutsInput): ServerRollou
           if (!['role', 'response', 'teacher', 'reward', 'anchor'].includes(key)) fail('ERR_OPTION', `${wu}.${key}`, 'a known assistant-turn field', key);
         }
         const r = checkSeq(a.response, `${wu}.response`);
+        studentMode.add(r, `${wu}.response`);
         if (r.topK) kMax = Math.max(kMax, r.topK.k);
         const has = a.teacher !== undefined ? 1 : 0;
         if (withTeacher === -1) withTeacher = has;
         else if (withTeacher !== has) fail('ERR_OPTION', `${wu}.teacher`, withTeacher ? 'a teacher on every assistant turn (the earlier ones have one)' : 'no teacher (the earlier assistant turns have none)', a.teacher);
         if (a.teacher !== undefined) {
           const te = checkSeq(a.teacher, `${wu}.teacher`);
+          teacherMode.add(te, `${wu}.teacher`);
           if (te.tokenIds.length !== r.tokenIds.length) fail('ERR_SHAPE', `${wu}.teacher.tokenIds.length`, `${r.tokenIds.length} (the response's tokens)`, te.tokenIds.length);
           for (let i = 0; i < r.tokenIds.length; i++) {
             if (te.tokenIds[i] !== r.tokenIds[i]) fail('ERR_TARGET_RANGE', `${wu}.teacher.tokenIds[${i}]`, `${r.tokenIds[i]} (the response's token)`, te.tokenIds[i]);
@@ -378,6 +415,9 @@ export function packServerRollouts(input: PackServerRolloutsInput): ServerRollou
     out.teacherLogprobs = tLogprobs;
     out.teacherTopK = tTop;
   }
+  const sm = studentMode.get(), tm = teacher ? teacherMode.get() : undefined;
+  if (sm) out.logprobMode = sm;
+  if (tm) out.teacherLogprobMode = tm;
   return out;
 }
 

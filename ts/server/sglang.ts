@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { arr, bad, badLp, builder, done, isId, isLp, isObj, obj, parseOptions } from './common.js';
+import { arr, bad, badLp, builder, done, isId, isLp, isObj, obj, parseOptions, PROMPT_MODE, withMode } from './common.js';
 import type { ParseArena } from './arena.js';
 import type { ParseOptions, ServerSequence, SequenceBuilder } from './common.js';
 
@@ -16,7 +16,7 @@ import type { ParseOptions, ServerSequence, SequenceBuilder } from './common.js'
  * Options of {@link parseSglangInputLogprobs}.
  * @category Server ingestion
  */
-export interface SglangInputOptions extends Pick<ParseOptions, 'topLogprobs' | 'arena'> {
+export interface SglangInputOptions extends Pick<ParseOptions, 'topLogprobs' | 'arena' | 'mode'> {
   /**
    * First position of `input_token_logprobs` to read (default: `total - length` when `length` is
    * given, else the first position with a log-prob).
@@ -36,7 +36,7 @@ export interface SglangInputOptions extends Pick<ParseOptions, 'topLogprobs' | '
  * Options of {@link parseSglang}.
  * @category Server ingestion
  */
-export interface SglangOptions extends Pick<ParseOptions, 'topLogprobs' | 'arena'> {
+export interface SglangOptions extends Pick<ParseOptions, 'topLogprobs' | 'arena' | 'mode'> {
   /**
    * Treat an array as the SSE chunks of streamed responses (`stream: true`) rather than a batch of
    * finished ones (default: when an element is the `'[DONE]'` terminator or has
@@ -197,12 +197,12 @@ export function parseSglang(response: unknown, options?: SglangOptions): ServerS
   if (incOpt !== undefined && typeof incOpt !== 'boolean') bad('ERR_OPTION', 'parseSglang: options.incremental', 'a boolean', incOpt);
   if (Array.isArray(response)) {
     const stream = streamOpt ?? response.some((c) => c === DONE || (isObj(c) && isObj(c.meta_info) && c.meta_info.finish_reason === null));
-    if (stream) return parseStream(response, o.topLogprobs, incOpt, o.arena);
+    if (stream) return withMode(parseStream(response, o.topLogprobs, incOpt, o.arena), o.mode);
   } else if (streamOpt === true) {
-    return parseStream([response], o.topLogprobs, incOpt, o.arena);
+    return withMode(parseStream([response], o.topLogprobs, incOpt, o.arena), o.mode);
   }
   const list = Array.isArray(response) ? response : [response];
-  return list.map((r, ri) => {
+  return withMode(list.map((r, ri) => {
     const rp = Array.isArray(response) ? `response[${ri}]` : 'response';
     const m = metaInfo(r, rp);
     const mp = `${rp}.meta_info`;
@@ -216,7 +216,7 @@ export function parseSglang(response: unknown, options?: SglangOptions): ServerS
     const fr = finishOf(m);
     if (fr !== undefined) seq.finishReason = fr;
     return seq;
-  });
+  }), o.mode);
 }
 
 /** SGLang's SSE terminator (`data: [DONE]`). */
@@ -440,5 +440,5 @@ export function parseSglangInputLogprobs(response: unknown, options?: SglangInpu
   const tops = o.topLogprobs ? topList(m, 'input_top_logprobs', mp, total) : null;
   const b = fill(toks, tops, start, n, (i) => `${mp}.input_token_logprobs[${i}]`, (i) => `${mp}.input_top_logprobs[${i}]`,
     o.topLogprobs, o.arena);
-  return { index: 0, tokenIds: b.tokenIds, logprobs: b.logprobs, topK: done(b) };
+  return withMode({ index: 0, tokenIds: b.tokenIds, logprobs: b.logprobs, topK: done(b) }, o.mode ?? PROMPT_MODE);
 }

@@ -8,7 +8,7 @@
  * @module
  */
 import {
-  arr, bad, badLp, builder, done, idArray, isId, isLp, isObj, obj, parseOptions,
+  arr, bad, badLp, builder, done, idArray, isId, isLp, isObj, obj, parseOptions, PROMPT_MODE, withMode,
 } from './common.js';
 import type { ParseOptions, ServerSequence, SequenceBuilder } from './common.js';
 import { parseOpenAIChat, parseOpenAICompletion } from './openai.js';
@@ -17,7 +17,7 @@ import { parseOpenAIChat, parseOpenAICompletion } from './openai.js';
  * Options of {@link parseVllmPromptLogprobs}.
  * @category Server ingestion
  */
-export interface VllmPromptOptions extends Pick<ParseOptions, 'topLogprobs'> {
+export interface VllmPromptOptions extends Pick<ParseOptions, 'topLogprobs' | 'mode'> {
   /**
    * First prompt position to read (default: `total - length` when `length` is given, else 1).
    *
@@ -184,7 +184,7 @@ export function parseVllmPromptLogprobs(response: unknown, options?: VllmPromptO
     if (r === null || r === undefined) bad('ERR_SHAPE', `${pos}[${start + i}]`, 'log-probs for this position (position 0 has none: start at 1 or later)', r);
     keyedRow(r, where, prompt[start + i]!, b, i, Math.max(k, 0));
   }
-  return { index: 0, tokenIds: b.tokenIds, logprobs: b.logprobs, topK: done(b) };
+  return withMode({ index: 0, tokenIds: b.tokenIds, logprobs: b.logprobs, topK: done(b) }, o.mode ?? PROMPT_MODE);
 }
 
 /**
@@ -207,7 +207,7 @@ export function parseVllmPromptLogprobs(response: unknown, options?: VllmPromptO
  * ```
  * @category Server ingestion
  */
-export function parseVllmOutputs(output: unknown, options?: Pick<ParseOptions, 'topLogprobs'>): ServerSequence[] {
+export function parseVllmOutputs(output: unknown, options?: Pick<ParseOptions, 'topLogprobs' | 'mode'>): ServerSequence[] {
   const o = parseOptions(options, 'parseVllmOutputs');
   const outs = Array.isArray(output) ? output : arr(obj(output, 'output').outputs, 'outputs');
   const base = Array.isArray(output) ? 'output' : 'outputs';
@@ -229,7 +229,7 @@ export function parseVllmOutputs(output: unknown, options?: Pick<ParseOptions, '
     if (typeof s.finish_reason === 'string' || s.finish_reason === null) seq.finishReason = s.finish_reason as string | null;
     return seq;
   });
-  return seqs.sort((a, b) => a.index - b.index);
+  return withMode(seqs.sort((a, b) => a.index - b.index), o.mode);
 }
 
 /**

@@ -18,28 +18,30 @@ namespace {
 struct OptionSlot {
   const char* name;
   GearParamIndex slot;
-  bool optional;  // absent: NaN, "use the batch quantile instead"
+  bool optional;  // absent reads as `absent`
+  double absent;  // NaN for the absolute thresholds ("use the batch quantile instead")
 };
 constexpr OptionSlot kOptions[] = {
-    {"klCap", kKlCap, false},
-    {"peakRule", kPeakRule, false},
-    {"peakZ", kPeakZ, false},
-    {"peakMinKl", kPeakMinKl, false},
-    {"peakQuantile", kPeakQuantile, false},
-    {"entropyQuantile", kEntropyQuantile, false},
-    {"entropyThreshold", kEntropyThreshold, true},
-    {"segmentEnd", kSegmentEnd, false},
-    {"maxSegmentLength", kMaxSegmentLength, false},
-    {"alpha", kAlpha, false},
-    {"dRefQuantile", kDRefQuantile, false},
-    {"signMode", kSignMode, false},
-    {"epsW", kEpsW, false},
-    {"normalize", kNormalize, false},
-    {"ablation", kAblation, false},
-    {"seed", kSeed, false},
-    {"fixedSegmentLength", kFixedSegmentLength, false},
-    {"entropyLowQuantile", kEntropyLowQuantile, false},
-    {"entropyLowThreshold", kEntropyLowThreshold, true},
+    {"klCap", kKlCap, false, 0},
+    {"peakRule", kPeakRule, false, 0},
+    {"peakZ", kPeakZ, false, 0},
+    {"peakMinKl", kPeakMinKl, false, 0},
+    {"peakQuantile", kPeakQuantile, false, 0},
+    {"entropyQuantile", kEntropyQuantile, false, 0},
+    {"entropyThreshold", kEntropyThreshold, true, NAN},
+    {"segmentEnd", kSegmentEnd, false, 0},
+    {"maxSegmentLength", kMaxSegmentLength, false, 0},
+    {"alpha", kAlpha, false, 0},
+    {"dRefQuantile", kDRefQuantile, false, 0},
+    {"signMode", kSignMode, false, 0},
+    {"epsW", kEpsW, false, 0},
+    {"normalize", kNormalize, false, 0},
+    {"ablation", kAblation, false, 0},
+    {"seed", kSeed, false, 0},
+    {"fixedSegmentLength", kFixedSegmentLength, false, 0},
+    {"entropyLowQuantile", kEntropyLowQuantile, false, 0},
+    {"entropyLowThreshold", kEntropyLowThreshold, true, NAN},
+    {"anchorSignal", kAnchorSignal, true, 0},  // absent: the divergence (callers from before the option)
 };
 static_assert(sizeof(kOptions) / sizeof(kOptions[0]) == kGearParamCount, "one name per GEAR parameter");
 
@@ -87,13 +89,16 @@ static Napi::Value GearScan(const Napi::CallbackInfo& info) {
   if (off.length < 1) Throw(env, Code::Shape, "offsets.length: expected at least 1, got 0");
   const int64_t rows = off.length - 1;
   auto adv = p.F64("advantages", rows);
-  auto div = p.F32("divergence");
-  const int64_t n = div.length;
+  // The log-ratio anchor signal does not read the divergence: it may be left out (then the logratio sets N).
+  const bool lr_only = opt.OptNumber("anchorSignal", 0) == 1 && !p.Has("divergence");
+  Array<float> div = lr_only ? Array<float>{} : p.F32("divergence");
+  const auto lr0 = lr_only ? p.F32("logratio") : Array<float>{};
+  const int64_t n = lr_only ? lr0.length : div.length;
   auto ent = p.F32("entropy", n);
   const auto mask = p.OptU8("mask", n);
-  const auto lr = p.OptF32("logratio", n);
+  const auto lr = lr_only ? lr0 : p.OptF32("logratio", n);
   double raw[kGearParamCount];
-  for (const auto& o : kOptions) raw[o.slot] = o.optional ? opt.OptNumber(o.name, NAN) : opt.Number(o.name);
+  for (const auto& o : kOptions) raw[o.slot] = o.optional ? opt.OptNumber(o.name, o.absent) : opt.Number(o.name);
   GearParams gp;
   Check(env, gear_params_from_array(raw, kGearParamCount, &gp));
   // Optional caller-owned outputs (reused across steps, they skip allocation and first-touch faults).

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 
 #include "gear/segment.h"
@@ -38,6 +39,10 @@ inline uint32_t fkey(float x) {
 
 // Clamps to [+0, cap] (never -0: std::max(0, x) returns the first argument on ties). Inputs are not NaN.
 inline float cap_d(float d, float cap) { return std::min(std::max(0.0f, d), cap); }
+// The log-ratio anchor signal max(0, -logratio): +0 for a NaN logratio (std::max returns its first
+// argument when the comparison is false; pass A reports the NaN as the logratio's), +Infinity for
+// -Infinity (capped later, as D is).
+inline float lr_signal(float lr) { return std::max(0.0f, -lr); }
 inline float clamp_h(float h) { return std::max(0.0f, h); }
 // For values >= +0 the raw bits are already order-preserving.
 inline uint32_t pkey(float x) {
@@ -247,6 +252,7 @@ struct Scan {
   int64_t rows, n;
   const int32_t* off;
   const uint8_t* mask;
+  // The anchor signal every pass reads: the divergence, or (AnchorSignal::LogRatio) `sig`, written by pass A.
   const float* D;
   const float* H;
   const float* LR;
@@ -264,6 +270,7 @@ struct Scan {
   std::vector<int64_t> nvalid;
   std::vector<Scratch> scratch;
   int64_t valid = 0;
+  std::unique_ptr<float[]> sig;  // the log-ratio signal (AnchorSignal::LogRatio), n values
 
   Scan(const GearInputs& i, const GearParams& pr, GearOutputs* o, const ExecContext& c)
       : in(i), p(pr), out(o), ctx(c), rows(i.rows), n(i.n), off(i.offsets), mask(i.mask), D(i.divergence),
@@ -283,10 +290,13 @@ struct Thresholds {
 Status check_scan_args(const GearInputs& in, const GearParams& p) {
   Status st = check_offsets(in.offsets, in.rows, in.n);
   if (!st.is_ok()) return st;
-  if (in.n > 0 && (in.divergence == nullptr || in.entropy == nullptr))
+  const bool by_lr = p.anchor_signal == AnchorSignal::LogRatio;
+  if (in.n > 0 && ((in.divergence == nullptr && !by_lr) || in.entropy == nullptr))
     return error(Code::Shape, "divergence/entropy: expected arrays of length N, got null");
   if (p.sign_mode == SignMode::Rlsd && in.logratio == nullptr && in.n > 0)
     return error(Code::Option, "logratio: expected a Float32Array (signMode 'rlsd' needs it), got null");
+  if (by_lr && in.logratio == nullptr && in.n > 0)
+    return error(Code::Option, "logratio: expected a Float32Array (anchorSignal 'logratio' needs it), got null");
   for (int64_t r = 0; r < in.rows; ++r)
     if (!std::isfinite(in.advantages[r]))
       return error(Code::NonFinite,
@@ -316,7 +326,6 @@ Status pass_a_row_moments(Scan& S) {
   const int64_t rows = S.rows;
   const int32_t* off = S.off;
   const uint8_t* mask = S.mask;
-  const float* D = S.D;
   const float* H = S.H;
   const float* LR = S.LR;
   const float cap = S.cap;
@@ -328,6 +337,15 @@ Status pass_a_row_moments(Scan& S) {
     S.hists = S.qscr.hists.data();
   }
   uint32_t* hists = S.hists;
+  // The log-ratio signal replaces the divergence: written here row by row (before the row's checks),
+  // read as D by this and every later pass.
+  float* sig = nullptr;
+  if (S.p.anchor_signal == AnchorSignal::LogRatio) {
+    S.sig.reset(new float[static_cast<size_t>(S.n)]);
+    sig = S.sig.get();
+    S.D = sig;
+  }
+  const float* D = S.D;
   for (int64_t r = 0; r < rows; ++r) S.max_len = std::max<int64_t>(S.max_len, off[r + 1] - off[r]);
   const int64_t max_len = S.max_len;
   constexpr float kFltMax = std::numeric_limits<float>::max();  // slow path only
@@ -339,6 +357,8 @@ Status pass_a_row_moments(Scan& S) {
     float* vals = s.dc.data();
     for (int64_t r = rb; r < re; ++r) {
       const int64_t b = off[r], e = off[r + 1];
+      if (sig)
+        for (int64_t t = b; t < e; ++t) sig[t] = lr_signal(LR[t]);
       // Branch-free check of the whole row; only a bad row is rescanned for its first bad token.
       const bool bad = mask ? (LR ? row_has_bad<true, true>(mask, D, H, LR, b, e) : row_has_bad<true, false>(mask, D, H, LR, b, e))
                             : (LR ? row_has_bad<false, true>(mask, D, H, LR, b, e) : row_has_bad<false, false>(mask, D, H, LR, b, e));
@@ -743,6 +763,9 @@ Status gear_params_from_array(const double* p, int64_t count, GearParams* out) {
   if (std::isnan(p[kEntropyLowThreshold])) g.entropy_low_threshold = -1;
   else if (p[kEntropyLowThreshold] >= 0) g.entropy_low_threshold = p[kEntropyLowThreshold];
   else return bad("entropyLowThreshold", "a number >= 0 (NaN: use entropyLowQuantile)", p[kEntropyLowThreshold]);
+  if (p[kAnchorSignal] != 0 && p[kAnchorSignal] != 1)
+    return bad("anchorSignal", "0 (divergence) or 1 (logratio)", p[kAnchorSignal]);
+  g.anchor_signal = static_cast<AnchorSignal>(static_cast<int>(p[kAnchorSignal]));
   *out = g;
   return Status::ok();
 }

@@ -20,6 +20,10 @@ enum class SegmentEnd : int { NextFork = 0, EntropySettles = 1 };
 enum class SignMode : int { Symmetric = 0, NegativeOnly = 1, Rlsd = 2 };
 enum class Normalize : int { MeanOne = 0, None = 1 };
 enum class Ablation : int { None = 0, RandomAnchors = 1, FixedLength = 2, TokenOnly = 3 };
+// What the spike rule, peak_min_kl, d_ref and the unit weights read: the divergence D, or the sampled
+// token's log-ratio signal s_t = max(0, -logratio_t) = max(0, l_student(y_t) - l_teacher(y_t)) (the
+// teacher disbelieves what was sampled), capped at kl_cap as D is. Segments and entropy rules are the same.
+enum class AnchorSignal : int { Divergence = 0, LogRatio = 1 };
 
 // Layout of the Float64Array the binding receives (index -> field). NaN in an "absolute threshold" slot
 // means "use the batch quantile instead"; 0 in kFixedSegmentLength means "match the adaptive rule's batch
@@ -27,7 +31,7 @@ enum class Ablation : int { None = 0, RandomAnchors = 1, FixedLength = 2, TokenO
 enum GearParamIndex : int {
   kKlCap = 0, kPeakRule, kPeakZ, kPeakMinKl, kPeakQuantile, kEntropyQuantile, kEntropyThreshold,
   kSegmentEnd, kMaxSegmentLength, kAlpha, kDRefQuantile, kSignMode, kEpsW, kNormalize, kAblation, kSeed,
-  kFixedSegmentLength, kEntropyLowQuantile, kEntropyLowThreshold, kGearParamCount
+  kFixedSegmentLength, kEntropyLowQuantile, kEntropyLowThreshold, kAnchorSignal, kGearParamCount
 };
 
 struct GearParams {
@@ -50,6 +54,7 @@ struct GearParams {
   int64_t fixed_segment_length = 0;  // 0: auto
   double entropy_low_quantile = 0.5;
   double entropy_low_threshold = -1; // < 0: use entropy_low_quantile
+  AnchorSignal anchor_signal = AnchorSignal::Divergence;
 };
 
 // Reads and range-checks the parameter array (kGearParamCount doubles).
@@ -80,9 +85,9 @@ struct GearInputs {
   int64_t rows = 0;
   int64_t n = 0;
   const uint8_t* mask = nullptr;       // n, or null (every token valid)
-  const float* divergence = nullptr;   // n
+  const float* divergence = nullptr;   // n (unread, and may be null, with AnchorSignal::LogRatio)
   const float* entropy = nullptr;      // n
-  const float* logratio = nullptr;     // n, or null (required by SignMode::Rlsd)
+  const float* logratio = nullptr;     // n, or null (required by SignMode::Rlsd and AnchorSignal::LogRatio)
 };
 
 struct GearOutputs {
@@ -96,7 +101,9 @@ struct GearOutputs {
 // Runs the whole GEAR-proposed reweighting. Input values are checked on valid tokens only (masked tokens
 // are never read for values): divergence and entropy must not be NaN, must be >= -1e-6 (tiny negatives
 // from rounding are clamped to 0), entropy and advantages must be finite; +Infinity divergence is capped
-// at kl_cap; logratio must not be NaN.
+// at kl_cap; logratio must not be NaN. With AnchorSignal::LogRatio the signal max(0, -logratio) takes
+// the divergence's place everywhere (a -Infinity logratio, a teacher log-prob of -Infinity, is capped at
+// kl_cap; +Infinity gives 0) and the divergence is not read.
 Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, const ExecContext& ctx);
 
 // Exact quantiles of the float32 values (mask != 0 only) at levels qs[0..nq), torch.quantile-style linear
