@@ -37,7 +37,7 @@ template <typename T>
 struct Array {
   T* data = nullptr;
   int64_t length = 0;
-  Napi::Value value;  // keeps the JS object for async jobs
+  Napi::Value value;  // the JS array (Params records it for async jobs)
   // Set by the *Copy readers: data points into this private copy, which the job's lambda keeps alive.
   std::shared_ptr<std::vector<T>> copy;
 };
