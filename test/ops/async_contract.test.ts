@@ -286,3 +286,26 @@ describe('every public async op: ERR_BUSY and abort through one path', () => {
     });
   }
 });
+
+describe('an op without an async form claims through the same path: gear', () => {
+  const offsets = Int32Array.of(0, 4, 7);
+  const args = () => ({ advantages: [1, -1], offsets, divergence: Float32Array.of(0.01, 3.5, 0.02, 0.01, 0.2, 0, 4),
+    entropy: Float32Array.of(0.3, 2, 0.1, 0.1, 1.5, 0, 0.2) });
+
+  it('reading a buffer a pending call writes is ERR_BUSY', async () => {
+    const a = args();
+    const w = rl.segmentBroadcastAsync([1], Int32Array.of(0, 7), undefined, { out: a.divergence });
+    const code = await outcome(() => rl.gearAdvantages(a));
+    await w;
+    expect(code).toBe('ERR_BUSY');
+  });
+
+  it('writing a buffer a pending call reads is ERR_BUSY', async () => {
+    const weights = new Float32Array(7);
+    const r = rl.segmentReduceAsync(weights, offsets, 'sum');
+    const code = await outcome(() => rl.gearAdvantages({ ...args(), out: { weights } }));
+    await r;
+    expect(code).toBe('ERR_BUSY');
+    expect(await outcome(() => rl.gearAdvantages({ ...args(), out: { weights } }))).toBe('ok');
+  });
+});

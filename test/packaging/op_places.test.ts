@@ -30,10 +30,10 @@ const familyOf = (op: string) => {
   expect(drivers, `the CPU driver of ${op}`).toHaveLength(1);
   return drivers[0]!.replace(/\.cc$/, '');
 };
-/** The TypeScript file that calls native.<name>. */
+/** The TypeScript file that declares the op <name> (asyncOp('<name>', ...) or syncOp: ts/core/invoke.ts). */
 const wrapperOf = (name: string) => {
-  const files = walk('ts').filter((f) => f.endsWith('.ts') && new RegExp(`native\\.${name}\\b`).test(code(f)));
-  expect(files.length, `the wrapper calling native.${name}`).toBeGreaterThanOrEqual(1);
+  const files = walk('ts').filter((f) => f.endsWith('.ts') && new RegExp(`\\b(?:async|sync)Op\\(\\s*'${name}'`).test(code(f)));
+  expect(files, `the wrapper declaring ${name}`).toHaveLength(1);
   return files[0]!;
 };
 

@@ -5,7 +5,7 @@
  */
 import { GearError, fail } from './errors.js';
 import { cudaUnavailable, native } from './addon.js';
-import { callAsync, callSync } from './invoke.js';
+import { asyncOp } from './invoke.js';
 import type { AsyncControl, AsyncOp, DTypeCode, NativeTensor, NativeTensorRef } from './addon_types.js';
 import type { LogitsDType } from './dtype.js';
 
@@ -32,6 +32,8 @@ declare module './addon_types.js' {
     cudaDispose?: (params: CudaDisposeParams) => void;
   }
 }
+// Writes `out` (ts/core/invoke.ts); the tensor itself is claimed by the addon.
+const cudaDownloadOp = asyncOp('cudaDownload', { writes: ['out'] });
 
 const DTYPES: readonly LogitsDType[] = ['float32', 'bfloat16', 'float16'];
 
@@ -142,9 +144,7 @@ export class DeviceLogits<D extends LogitsDType = LogitsDType> {
   async download(opts?: { out?: HostArray<D>; signal?: AbortSignal }): Promise<HostArray<D>> {
     const ref = this.ref('download');
     const out = opts?.out ?? null;
-    const r = await callAsync({ writes: [['out', out]] }, opts?.signal, (abort) =>
-      native.cudaDownload!({ ...ref, out, async: true, abort }) as Promise<{ data: Float32Array | Uint16Array }>);
-    return r.data as HostArray<D>;
+    return (await cudaDownloadOp.callAsync({ ...ref, out }, opts?.signal)).data as HostArray<D>;
   }
 
   /**
@@ -163,7 +163,7 @@ export class DeviceLogits<D extends LogitsDType = LogitsDType> {
   downloadSync(opts?: { out?: HostArray<D> }): HostArray<D> {
     const ref = this.ref('downloadSync');
     const out = opts?.out ?? null;
-    return callSync({ writes: [['out', out]] }, () => native.cudaDownload!({ ...ref, out }).data) as HostArray<D>;
+    return cudaDownloadOp.call({ ...ref, out }).data as HostArray<D>;
   }
 
   /**

@@ -28,7 +28,7 @@
  */
 import { fail } from '../core/errors.js';
 import { cudaUnavailable, native } from '../core/addon.js';
-import { callAsync, callSync } from '../core/invoke.js';
+import { asyncOp } from '../core/invoke.js';
 import * as v from '../core/validate.js';
 import { type Logits, checkLogits } from '../core/logits.js';
 import type { LogitsDType } from '../core/logits.js';
@@ -90,6 +90,8 @@ declare module '../core/addon_types.js' {
     cudaBandwidth?: (params: CudaDeviceParams & { mode: 0 | 1 | 2 | 3 | 4; bytes: number; reps: number }) => Float64Array;
   }
 }
+// Reads the host logits (ts/core/invoke.ts): the copy it makes is a device tensor of its own.
+const cudaUploadOp = asyncOp('cudaUpload');
 
 /**
  * A CUDA device (or a host device of `GEAR_RL_VARIANT=host-device`).
@@ -266,9 +268,7 @@ function uploadArgs(logits: Logits, opts: UploadOptions | undefined) {
  */
 export async function upload<D extends LogitsDType = 'float32'>(logits: Logits, opts?: UploadOptions): Promise<DeviceLogits<D>> {
   const a = uploadArgs(logits, opts);
-  const t = await callAsync({ reads: [['logits.data', a.l.data]] }, opts?.signal, (abort) =>
-    native.cudaUpload!({ logits: a.l.native as never, device: a.device, async: true, abort }));
-  return adoptTensor<D>(t);
+  return adoptTensor<D>(await cudaUploadOp.callAsync({ logits: a.l.native as never, device: a.device }, opts?.signal));
 }
 
 /**
@@ -287,8 +287,7 @@ export async function upload<D extends LogitsDType = 'float32'>(logits: Logits, 
  */
 export function uploadSync<D extends LogitsDType = 'float32'>(logits: Logits, opts?: Omit<UploadOptions, 'signal'>): DeviceLogits<D> {
   const a = uploadArgs(logits, opts);
-  return adoptTensor<D>(callSync({ reads: [['logits.data', a.l.data]] }, () =>
-    native.cudaUpload!({ logits: a.l.native as never, device: a.device })));
+  return adoptTensor<D>(cudaUploadOp.call({ logits: a.l.native as never, device: a.device }));
 }
 
 /**

@@ -18,7 +18,7 @@
  * @module
  */
 import { fail } from '../core/errors.js';
-import { native } from '../core/addon.js';
+import { syncOp } from '../core/invoke.js';
 import * as v from '../core/validate.js';
 import type { AdvantageEstimatorDefinition } from '../advantages/registry.js';
 import type { OptionsSchema } from '../registry/schema.js';
@@ -108,6 +108,8 @@ declare module '../core/addon_types.js' {
     gearScan(params: GearScanParams): GearScanResult;
   }
 }
+// Writes `out` (every other array of its parameter object is read: ts/core/invoke.ts).
+const gearScanOp = syncOp('gearScan', { writes: ['out'] });
 
 /**
  * How departure points (divergence spikes) are detected.
@@ -638,7 +640,7 @@ export interface GearChecked {
 /** @internal {@link gear} over checked inputs: the native scan, then the diagnostics. */
 export function gearChecked(p: GearChecked): GearResult {
   const { rows } = p;
-  const r = native.gearScan({ advantages: p.adv, offsets: p.offsets, mask: p.mask, divergence: p.div, entropy: p.ent,
+  const r = gearScanOp.call({ advantages: p.adv, offsets: p.offsets, mask: p.mask, divergence: p.div, entropy: p.ent,
     logratio: p.lr, options: gearParams(p.o), out: p.out });
   const s = r.diagnostics;
   const valid = s.validTokens, peaks = s.peaks, segments = s.segments, inSeg = s.tokensInSegments;

@@ -18,9 +18,8 @@
  * @module
  */
 import { fail } from '../core/errors.js';
-import { native } from '../core/addon.js';
 import * as v from '../core/validate.js';
-import { type AsyncOptions, callAsync, callSync } from '../core/invoke.js';
+import { type AsyncOptions, asyncOp } from '../core/invoke.js';
 import type { AsyncControl, AsyncOp, DeviceControl, NativeLogits, NativeTensor, NativeTensorRef } from '../core/addon_types.js';
 import { type AnyLogits, type Logits, checkLogits, checkTemperature } from '../core/logits.js';
 import { type Device, DeviceLogits, adoptTensor, callDevice } from '../core/device.js';
@@ -74,6 +73,9 @@ declare module '../core/addon_types.js' {
     divergenceBackward: AsyncOp<DivergenceBackwardParams, DivergenceBackwardResult>;
   }
 }
+// The parameters each writes (every other array of its parameter object is read: ts/core/invoke.ts).
+const divergenceOp = asyncOp('divergence', { writes: ['out'] });
+const divergenceBackwardOp = asyncOp('divergenceBackward', { writes: ['out'] });
 
 /**
  * Which divergence {@link divergence} computes.
@@ -193,10 +195,9 @@ function commonArgs(student: AnyLogits, teacher: AnyLogits, opts: DivergenceComm
 /** The parameters shared by the forward and the backward, in native form. */
 // The parameter objects are built as one literal each (no spread): the addon reads their properties
 // through Node-API, which is several times slower on the shapes a spread leaves behind.
-function divergenceParams<Async extends boolean>(a: ReturnType<typeof forwardArgs>, async: Async,
-  abort: Int32Array | null = null): DivergenceParams & { async: Async } {
+function divergenceParams(a: ReturnType<typeof forwardArgs>, async: boolean): DivergenceParams {
   return { student: a.s.native, teacher: a.t.native, kind: a.kind, beta: a.beta, temperature: a.temperature,
-    klCap: a.klCap, device: a.device, targets: a.targets, out: a.outs, async, abort };
+    klCap: a.klCap, device: a.device, targets: a.targets, out: a.outs, async, abort: null };
 }
 
 const OUT_KEYS = ['value', 'studentEntropy', 'studentLogsumexp', 'teacherLogsumexp', 'studentLogprob', 'teacherLogprob'] as const;
@@ -209,7 +210,6 @@ function forwardArgs(student: AnyLogits, teacher: AnyLogits, opts: DivergenceOpt
   const out = opts?.out;
   v.knownKeys(out, 'out', OUT_KEYS);
   const outs: Partial<Divergence> = {};
-  const writes: [string, Float32Array][] = [];
   for (const k of OUT_KEYS) {
     const a = out?.[k];
     if (a === undefined) continue;
@@ -217,10 +217,8 @@ function forwardArgs(student: AnyLogits, teacher: AnyLogits, opts: DivergenceOpt
       fail('ERR_OPTION', `out.${k}`, 'targets to be given', 'no targets');
     }
     outs[k] = v.f32(a, `out.${k}`, c.s.rows);
-    writes.push([`out.${k}`, outs[k]!]);
   }
-  const reads: [string, ArrayBufferView | null][] = [['student.data', c.s.data], ['teacher.data', c.t.data], ['targets', targets]];
-  return { ...c, targets, outs, reads, writes };
+  return { ...c, targets, outs };
 }
 
 /**
@@ -248,7 +246,7 @@ function forwardArgs(student: AnyLogits, teacher: AnyLogits, opts: DivergenceOpt
  */
 export function divergence(student: AnyLogits, teacher: AnyLogits, opts?: DivergenceOptions): Divergence {
   const a = forwardArgs(student, teacher, opts);
-  return callSync(a, () => native.divergence(divergenceParams(a, false)));
+  return divergenceOp.call(divergenceParams(a, false));
 }
 
 /**
@@ -267,8 +265,7 @@ export function divergence(student: AnyLogits, teacher: AnyLogits, opts?: Diverg
  */
 export async function divergenceAsync(student: AnyLogits, teacher: AnyLogits, opts?: DivergenceOptions & AsyncOptions): Promise<Divergence> {
   const a = forwardArgs(student, teacher, opts);
-  return callAsync(a, opts?.signal, (abort) =>
-    native.divergence(divergenceParams(a, true, abort)));
+  return divergenceOp.callAsync(divergenceParams(a, true), opts?.signal);
 }
 
 function backwardArgs(student: AnyLogits, teacher: AnyLogits, grad: Float32Array, opts: DivergenceBackwardOptions | undefined) {
@@ -302,15 +299,13 @@ function backwardArgs(student: AnyLogits, teacher: AnyLogits, grad: Float32Array
       fail('ERR_OPTION', 'out', 'a buffer other than the student or teacher logits', out);
     }
   }
-  const reads: [string, ArrayBufferView | null][] = [['student.data', c.s.data], ['teacher.data', c.t.data], ['grad', g],
-    ['stats.value', value], ['stats.studentLogsumexp', sl], ['stats.teacherLogsumexp', tl]];
-  return { ...c, g, value, sl, tl, out, outTensor, reads, writes: [['out', out]] as [string, Float32Array | null][] };
+  return { ...c, g, value, sl, tl, out, outTensor };
 }
 
-function backwardParams<Async extends boolean>(a: ReturnType<typeof backwardArgs>, async: Async, abort: Int32Array | null = null) {
+function backwardParams(a: ReturnType<typeof backwardArgs>, async: boolean): DivergenceBackwardParams {
   return { student: a.s.native, teacher: a.t.native, kind: a.kind, beta: a.beta, temperature: a.temperature,
     klCap: a.klCap, device: a.device, grad: a.g, stats: { value: a.value, studentLogsumexp: a.sl, teacherLogsumexp: a.tl },
-    out: a.outTensor ? a.outTensor.ref('out') : a.out, async, abort };
+    out: a.outTensor ? a.outTensor.ref('out') : a.out, async, abort: null };
 }
 
 /** The gradient a backward returns: the host array, or the device tensor (new, or the `out` given). */
@@ -361,7 +356,7 @@ export function divergenceBackward(student: AnyLogits, teacher: AnyLogits, grad:
 export function divergenceBackward(student: AnyLogits, teacher: AnyLogits, grad: Float32Array,
   opts?: DivergenceBackwardOptions): Float32Array | DeviceLogits<'float32'> {
   const a = backwardArgs(student, teacher, grad, opts);
-  return gradResult(a, callSync(a, () => native.divergenceBackward(backwardParams(a, false)).gradStudent));
+  return gradResult(a, divergenceBackwardOp.call(backwardParams(a, false)).gradStudent);
 }
 
 /**
@@ -391,6 +386,5 @@ export async function divergenceBackwardAsync(student: AnyLogits, teacher: AnyLo
 export async function divergenceBackwardAsync(student: AnyLogits, teacher: AnyLogits, grad: Float32Array,
   opts?: DivergenceBackwardOptions & AsyncOptions): Promise<Float32Array | DeviceLogits<'float32'>> {
   const a = backwardArgs(student, teacher, grad, opts);
-  return gradResult(a, await callAsync(a, opts?.signal, async (abort) =>
-    (await native.divergenceBackward(backwardParams(a, true, abort))).gradStudent));
+  return gradResult(a, (await divergenceBackwardOp.callAsync(backwardParams(a, true), opts?.signal)).gradStudent);
 }

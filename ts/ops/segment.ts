@@ -4,9 +4,9 @@
  * @module
  */
 import { fail } from '../core/errors.js';
-import { native } from '../core/addon.js';
 import type { AsyncControl, AsyncOp } from '../core/addon_types.js';
 import * as v from '../core/validate.js';
+import { type AsyncOptions, asyncOp } from '../core/invoke.js';
 
 // ---- native contract: packed rows ----
 // What this file calls in the addon; the `declare module` block adds it to NativeAddon (ts/core/addon_types.ts).
@@ -43,6 +43,9 @@ declare module '../core/addon_types.js' {
     segmentBroadcast: AsyncOp<SegmentBroadcastParams, SegmentBroadcastResult>;
   }
 }
+// The parameters each writes (every other array of its parameter object is read: ts/core/invoke.ts).
+const segmentReduceOp = asyncOp('segmentReduce', { writes: ['out'] });
+const segmentBroadcastOp = asyncOp('segmentBroadcast', { writes: ['out'] });
 
 /**
  * Reduction applied by {@link segmentReduce}.
@@ -51,8 +54,6 @@ declare module '../core/addon_types.js' {
  */
 export type SegmentOp = 'sum' | 'mean' | 'max' | 'min' | 'count';
 const OPS: readonly SegmentOp[] = ['sum', 'mean', 'max', 'min', 'count'];
-
-import { type AsyncOptions, callAsync, callSync } from '../core/invoke.js';
 
 function reduceArgs(values: unknown, offsets: Int32Array, op: unknown, mask: unknown) {
   if (!(v.isTyped(values, Float32Array) || v.isTyped(values, Float64Array))) {
@@ -63,10 +64,6 @@ function reduceArgs(values: unknown, offsets: Int32Array, op: unknown, mask: unk
   const opIndex = OPS.indexOf(v.enumOpt(op, 'op', OPS, 'sum')) as SegmentOpCode;
   // The kernel checks the mask values (0/1) in its own pass over the tokens.
   return { values, opIndex, mask: v.optMaskShape(mask, 'mask', values.length) ?? null };
-}
-
-function reduceUse(a: ReturnType<typeof reduceArgs>, offsets: Int32Array) {
-  return { reads: [['values', a.values], ['offsets', offsets], ['mask', a.mask]] as [string, ArrayBufferView | null][] };
 }
 
 /**
@@ -94,8 +91,7 @@ export function segmentReduce(
   values: Float32Array | Float64Array, offsets: Int32Array, op: SegmentOp, mask?: Uint8Array,
 ): Float64Array {
   const a = reduceArgs(values, offsets, op, mask);
-  return callSync(reduceUse(a, offsets), () =>
-    native.segmentReduce({ values: a.values, offsets, mask: a.mask, op: a.opIndex }).rowValues);
+  return segmentReduceOp.call({ values: a.values, offsets, mask: a.mask, op: a.opIndex }).rowValues;
 }
 
 /**
@@ -117,8 +113,7 @@ export async function segmentReduceAsync(
 ): Promise<Float64Array> {
   v.knownKeys(opts, 'options', ['signal']);
   const a = reduceArgs(values, offsets, op, mask);
-  return callAsync(reduceUse(a, offsets), opts.signal, async (abort) =>
-    (await native.segmentReduce({ values: a.values, offsets, mask: a.mask, op: a.opIndex, async: true, abort })).rowValues);
+  return (await segmentReduceOp.callAsync({ values: a.values, offsets, mask: a.mask, op: a.opIndex }, opts.signal)).rowValues;
 }
 
 /**
@@ -155,13 +150,6 @@ function broadcastArgs(rowValues: unknown, offsets: Int32Array, mask: unknown, o
   };
 }
 
-function broadcastUse(a: ReturnType<typeof broadcastArgs>, offsets: Int32Array) {
-  return {
-    reads: [['rowValues', a.vals], ['offsets', offsets], ['mask', a.mask]] as [string, ArrayBufferView | null][],
-    writes: [['out', a.out]] as [string, ArrayBufferView | null][],
-  };
-}
-
 /**
  * Broadcasts one value per row to every token of the row (float32), writing 0 where `mask` is 0 —
  * how row-level advantages become per-token advantages.
@@ -189,8 +177,7 @@ export function segmentBroadcast(
 ): Float32Array {
   v.knownKeys(opts, 'options', ['out']);
   const a = broadcastArgs(rowValues, offsets, mask, opts.out);
-  return callSync(broadcastUse(a, offsets), () =>
-    native.segmentBroadcast({ rowValues: a.vals, offsets, mask: a.mask, out: a.out }).tokenValues);
+  return segmentBroadcastOp.call({ rowValues: a.vals, offsets, mask: a.mask, out: a.out }).tokenValues;
 }
 
 /**
@@ -210,6 +197,5 @@ export async function segmentBroadcastAsync(
 ): Promise<Float32Array> {
   v.knownKeys(opts, 'options', ['out', 'signal']);
   const a = broadcastArgs(rowValues, offsets, mask, opts.out);
-  return callAsync(broadcastUse(a, offsets), opts.signal, async (abort) =>
-    (await native.segmentBroadcast({ rowValues: a.vals, offsets, mask: a.mask, out: a.out, async: true, abort })).tokenValues);
+  return (await segmentBroadcastOp.callAsync({ rowValues: a.vals, offsets, mask: a.mask, out: a.out }, opts.signal)).tokenValues;
 }

@@ -32,9 +32,8 @@
  * @module
  */
 import { fail } from '../core/errors.js';
-import { native } from '../core/addon.js';
 import * as v from '../core/validate.js';
-import { type AsyncOptions, callAsync, callSync } from '../core/invoke.js';
+import { type AsyncOptions, asyncOp } from '../core/invoke.js';
 import type { AsyncControl, AsyncOp } from '../core/addon_types.js';
 import type { DivergenceKind, DivergenceKindCode } from './divergence.js';
 
@@ -97,6 +96,9 @@ declare module '../core/addon_types.js' {
     sparseDivergenceBackward: AsyncOp<SparseDivergenceBackwardParams, SparseDivergenceBackwardResult>;
   }
 }
+// Both read every array of their parameter objects (ts/core/invoke.ts) and write only results of their own.
+const sparseDivergenceOp = asyncOp('sparseDivergence');
+const sparseDivergenceBackwardOp = asyncOp('sparseDivergenceBackward');
 
 /**
  * How the mass outside the shared ids is treated (see the module notes).
@@ -235,9 +237,7 @@ function commonArgs(student: SparseTopK, teacher: SparseTopK, opts: SparseDiverg
     vocab: v.numOpt(opts?.vocab, 'vocab', 0, { min: 1, max: 2 ** 31, int: true }),
     klCap: v.numOpt(opts?.klCap, 'klCap', Infinity, { min: 0, minOpen: true }),
   };
-  const reads: [string, ArrayBufferView][] = [['student.ids', s.s.ids], ['student.logprobs', s.s.logprobs],
-    ['teacher.ids', t.s.ids], ['teacher.logprobs', t.s.logprobs]];
-  return { params, reads };
+  return { params };
 }
 
 /**
@@ -269,7 +269,7 @@ function commonArgs(student: SparseTopK, teacher: SparseTopK, opts: SparseDiverg
  */
 export function sparseDivergence(student: SparseTopK, teacher: SparseTopK, opts?: SparseDivergenceOptions): SparseDivergence {
   const a = commonArgs(student, teacher, opts, []);
-  return callSync(a, () => native.sparseDivergence(a.params));
+  return sparseDivergenceOp.call(a.params);
 }
 
 /**
@@ -293,7 +293,7 @@ export function sparseDivergence(student: SparseTopK, teacher: SparseTopK, opts?
 export async function sparseDivergenceAsync(student: SparseTopK, teacher: SparseTopK,
   opts?: SparseDivergenceOptions & AsyncOptions): Promise<SparseDivergence> {
   const a = commonArgs(student, teacher, opts, ['signal']);
-  return callAsync(a, opts?.signal, (abort) => native.sparseDivergence({ ...a.params, async: true, abort }));
+  return sparseDivergenceOp.callAsync(a.params, opts?.signal);
 }
 
 function backwardArgs(student: SparseTopK, teacher: SparseTopK, grad: Float32Array, opts: SparseDivergenceOptions | undefined,
@@ -301,7 +301,7 @@ function backwardArgs(student: SparseTopK, teacher: SparseTopK, grad: Float32Arr
   const a = commonArgs(student, teacher, opts, extra);
   const g = v.f32(grad, 'grad', a.params.n);
   v.allFinite(g, 'grad');
-  return { params: { ...a.params, grad: g }, reads: [...a.reads, ['grad', g]] as [string, ArrayBufferView][] };
+  return { params: { ...a.params, grad: g } };
 }
 
 /**
@@ -332,7 +332,7 @@ function backwardArgs(student: SparseTopK, teacher: SparseTopK, grad: Float32Arr
 export function sparseDivergenceBackward(student: SparseTopK, teacher: SparseTopK, grad: Float32Array,
   opts?: SparseDivergenceOptions): Float32Array {
   const a = backwardArgs(student, teacher, grad, opts, []);
-  return callSync(a, () => native.sparseDivergenceBackward(a.params).gradStudent);
+  return sparseDivergenceBackwardOp.call(a.params).gradStudent;
 }
 
 /**
@@ -357,8 +357,7 @@ export function sparseDivergenceBackward(student: SparseTopK, teacher: SparseTop
 export async function sparseDivergenceBackwardAsync(student: SparseTopK, teacher: SparseTopK, grad: Float32Array,
   opts?: SparseDivergenceOptions & AsyncOptions): Promise<Float32Array> {
   const a = backwardArgs(student, teacher, grad, opts, ['signal']);
-  return callAsync(a, opts?.signal, async (abort) =>
-    (await native.sparseDivergenceBackward({ ...a.params, async: true, abort })).gradStudent);
+  return (await sparseDivergenceBackwardOp.callAsync(a.params, opts?.signal)).gradStudent;
 }
 
 /**

@@ -16,9 +16,8 @@
  * @module
  */
 import { GearError, fail } from '../core/errors.js';
-import { native } from '../core/addon.js';
 import * as v from '../core/validate.js';
-import { type AsyncOptions, type BufferUse, callAsync, callSync } from '../core/invoke.js';
+import { type AsyncOptions, asyncOp } from '../core/invoke.js';
 import type { AsyncControl, AsyncOp, DeviceControl, NativeLogits, NativeTensor, NativeTensorRef } from '../core/addon_types.js';
 import { type AnyLogits, type Logits, type LogitsDType, checkLogits, checkTemperature } from '../core/logits.js';
 import { type Device, DeviceLogits, adoptTensor, callDevice } from '../core/device.js';
@@ -98,6 +97,11 @@ declare module '../core/addon_types.js' {
     mergeTokenStats: AsyncOp<MergeTokenStatsParams, MergeTokenStatsResult>;
   }
 }
+// The parameters each writes (every other array of its parameter object is read: ts/core/invoke.ts).
+const tokenStatsOp = asyncOp('tokenStats', { writes: ['out'] });
+const tokenStatsBackwardOp = asyncOp('tokenStatsBackward', { writes: ['out', ['logits.data', 'inPlace']] });
+const tokenStatsPartialOp = asyncOp('tokenStatsPartial');
+const mergeTokenStatsOp = asyncOp('mergeTokenStats');
 
 /**
  * Per-row statistics returned by {@link tokenStats}, each a Float32Array of length `rows`.
@@ -222,13 +226,9 @@ function statsArgs(logits: AnyLogits, targets: Int32Array, opts: TokenStatsOptio
   return { l, t, temperature, device, lp, en, ls };
 }
 
-function statsCall(a: ReturnType<typeof statsArgs>): { use: BufferUse; params: Omit<TokenStatsParams, 'async' | 'abort'> } {
-  return {
-    use: { reads: [['logits.data', a.l.data], ['targets', a.t]],
-      writes: [['out.logprob', a.lp], ['out.entropy', a.en], ['out.logsumexp', a.ls]] },
-    params: { logits: a.l.native, targets: a.t, temperature: a.temperature, device: a.device,
-      out: { logprob: a.lp, entropy: a.en, logsumexp: a.ls } },
-  };
+function statsParams(a: ReturnType<typeof statsArgs>): TokenStatsParams {
+  return { logits: a.l.native, targets: a.t, temperature: a.temperature, device: a.device,
+    out: { logprob: a.lp, entropy: a.en, logsumexp: a.ls } };
 }
 
 /**
@@ -255,8 +255,7 @@ function statsCall(a: ReturnType<typeof statsArgs>): { use: BufferUse; params: O
  * @category Logits kernels
  */
 export function tokenStats(logits: AnyLogits, targets: Int32Array, opts?: TokenStatsOptions): TokenStats {
-  const c = statsCall(statsArgs(logits, targets, opts));
-  return callSync(c.use, () => native.tokenStats(c.params));
+  return tokenStatsOp.call(statsParams(statsArgs(logits, targets, opts)));
 }
 
 /**
@@ -279,8 +278,7 @@ export function tokenStats(logits: AnyLogits, targets: Int32Array, opts?: TokenS
 export async function tokenStatsAsync(
   logits: AnyLogits, targets: Int32Array, opts?: TokenStatsOptions & AsyncOptions,
 ): Promise<TokenStats> {
-  const c = statsCall(statsArgs(logits, targets, opts));
-  return callAsync(c.use, opts?.signal, (abort) => native.tokenStats({ ...c.params, async: true, abort }));
+  return tokenStatsOp.callAsync(statsParams(statsArgs(logits, targets, opts)), opts?.signal);
 }
 
 function backwardArgs(logits: AnyLogits, targets: Int32Array | undefined, grad: TokenStatsGrad,
@@ -324,15 +322,10 @@ function backwardArgs(logits: AnyLogits, targets: Int32Array | undefined, grad: 
   return { l, t, gl, ge, temperature, device, lse, ent, inPlace, out, outTensor };
 }
 
-function backwardCall(a: ReturnType<typeof backwardArgs>) {
-  const reads: [string, ArrayBufferView | null][] = [['targets', a.t], ['grad.logprob', a.gl], ['grad.entropy', a.ge],
-    ['stats.logsumexp', a.lse], ['stats.entropy', a.ent]];
-  if (!a.inPlace) reads.push(['logits.data', a.l.data]);
-  const use: BufferUse = { reads, writes: [[a.inPlace ? 'logits.data (inPlace)' : 'out', a.inPlace ? a.l.data : a.out]] };
-  const params = { logits: a.l.native, targets: a.t, grad: { logprob: a.gl, entropy: a.ge },
+function backwardParams(a: ReturnType<typeof backwardArgs>): TokenStatsBackwardParams {
+  return { logits: a.l.native, targets: a.t, grad: { logprob: a.gl, entropy: a.ge },
     temperature: a.temperature, device: a.device, stats: { logsumexp: a.lse, entropy: a.ent },
     out: a.outTensor ? a.outTensor.ref('out') : a.out, inPlace: a.inPlace };
-  return { use, params };
 }
 
 /** The gradient a backward returns: the host array, or the device tensor (new, `out`, or the logits in place). */
@@ -381,8 +374,7 @@ export function tokenStatsBackward(logits: AnyLogits, targets: Int32Array | unde
 export function tokenStatsBackward(logits: AnyLogits, targets: Int32Array | undefined, grad: TokenStatsGrad,
   opts?: TokenStatsBackwardOptions): Float32Array | DeviceLogits<'float32'> {
   const a = backwardArgs(logits, targets, grad, opts);
-  const c = backwardCall(a);
-  return gradResult(a, callSync(c.use, () => native.tokenStatsBackward(c.params).gradLogits));
+  return gradResult(a, tokenStatsBackwardOp.call(backwardParams(a)).gradLogits);
 }
 
 /**
@@ -412,9 +404,7 @@ export async function tokenStatsBackwardAsync(logits: AnyLogits, targets: Int32A
 export async function tokenStatsBackwardAsync(logits: AnyLogits, targets: Int32Array | undefined, grad: TokenStatsGrad,
   opts?: TokenStatsBackwardOptions & AsyncOptions): Promise<Float32Array | DeviceLogits<'float32'>> {
   const a = backwardArgs(logits, targets, grad, opts);
-  const c = backwardCall(a);
-  return gradResult(a, await callAsync(c.use, opts?.signal, async (abort) =>
-    (await native.tokenStatsBackward({ ...c.params, async: true, abort })).gradLogits));
+  return gradResult(a, (await tokenStatsBackwardOp.callAsync(backwardParams(a), opts?.signal)).gradLogits);
 }
 
 /**
@@ -445,7 +435,7 @@ function partialArgs(shard: AnyLogits, targets: Int32Array, opts: TokenStatsPart
   return { l, t, vocabStart, temperature: checkTemperature(opts.temperature), device: callDevice(opts.device, l.device) };
 }
 
-function partialParams(a: ReturnType<typeof partialArgs>) {
+function partialParams(a: ReturnType<typeof partialArgs>): TokenStatsPartialParams {
   return { shard: a.l.native, targets: a.t, vocabStart: a.vocabStart, temperature: a.temperature, device: a.device };
 }
 
@@ -474,8 +464,7 @@ function partialResult(a: ReturnType<typeof partialArgs>, r: Omit<PartialStats, 
  */
 export function tokenStatsPartial(shard: AnyLogits, targets: Int32Array, opts: TokenStatsPartialOptions): PartialStats {
   const a = partialArgs(shard, targets, opts);
-  return partialResult(a, callSync({ reads: [['shard.data', a.l.data], ['targets', a.t]] }, () =>
-    native.tokenStatsPartial(partialParams(a))));
+  return partialResult(a, tokenStatsPartialOp.call(partialParams(a)));
 }
 
 /**
@@ -495,9 +484,7 @@ export function tokenStatsPartial(shard: AnyLogits, targets: Int32Array, opts: T
 export async function tokenStatsPartialAsync(shard: AnyLogits, targets: Int32Array,
   opts: TokenStatsPartialOptions & AsyncOptions): Promise<PartialStats> {
   const a = partialArgs(shard, targets, opts);
-  const r = await callAsync({ reads: [['shard.data', a.l.data], ['targets', a.t]] }, opts.signal, (abort) =>
-    native.tokenStatsPartial({ ...partialParams(a), async: true, abort }));
-  return partialResult(a, r);
+  return partialResult(a, await tokenStatsPartialOp.callAsync(partialParams(a), opts.signal));
 }
 
 function mergeArgs(parts: PartialStats[]) {
@@ -536,10 +523,6 @@ function mergeArgs(parts: PartialStats[]) {
   return { sorted, rows: first.rows, temperature: first.temperature };
 }
 
-function mergeReads(a: ReturnType<typeof mergeArgs>): [string, ArrayBufferView][] {
-  return a.sorted.flatMap((p, i) => (['max', 'sumExp', 'sumExpX', 'targetLogit'] as const)
-    .map((k) => [`parts[${i}].${k}`, p[k]] as [string, ArrayBufferView]));
-}
 
 /**
  * Merges the shard statistics of {@link tokenStatsPartial} (any order; they must tile the vocabulary)
@@ -565,7 +548,7 @@ function mergeReads(a: ReturnType<typeof mergeArgs>): [string, ArrayBufferView][
  */
 export function mergeTokenStats(parts: PartialStats[]): TokenStats {
   const a = mergeArgs(parts);
-  return callSync({ reads: mergeReads(a) }, () => native.mergeTokenStats({ parts: a.sorted, rows: a.rows, temperature: a.temperature }));
+  return mergeTokenStatsOp.call({ parts: a.sorted, rows: a.rows, temperature: a.temperature });
 }
 
 /**
@@ -584,6 +567,5 @@ export function mergeTokenStats(parts: PartialStats[]): TokenStats {
  */
 export async function mergeTokenStatsAsync(parts: PartialStats[], opts?: AsyncOptions): Promise<TokenStats> {
   const a = mergeArgs(parts);
-  return callAsync({ reads: mergeReads(a) }, opts?.signal, (abort) =>
-    native.mergeTokenStats({ parts: a.sorted, rows: a.rows, temperature: a.temperature, async: true, abort }));
+  return mergeTokenStatsOp.callAsync({ parts: a.sorted, rows: a.rows, temperature: a.temperature }, opts?.signal);
 }

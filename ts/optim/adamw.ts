@@ -4,9 +4,9 @@
  * @module
  */
 import { GearError, describe } from '../core/errors.js';
-import { native } from '../core/addon.js';
+import { asyncOp } from '../core/invoke.js';
 import * as v from '../core/validate.js';
-import { Optimizer } from './optimizer.js';
+import { type NativeStep, Optimizer, stepOf } from './optimizer.js';
 import { asStateError, boolOpt, checkLr, nonNeg, requireFields, stateBuffers, stateHeader } from './state.js';
 import type { AdamState } from './state.js';
 import type { AsyncControl, AsyncOp } from '../core/addon_types.js';
@@ -40,6 +40,8 @@ declare module '../core/addon_types.js' {
     adamStep: AsyncOp<AdamStepParams, StepResult>;
   }
 }
+// A step writes the parameters and the state (every other array of its parameter object is read: ts/core/invoke.ts).
+const adamStepOp = asyncOp('adamStep', { writes: ['params', 'expAvg', 'expAvgSq', 'maxExpAvgSq'] });
 
 /**
  * Options of {@link AdamW} and {@link Adam} (defaults are PyTorch's).
@@ -188,16 +190,13 @@ abstract class AdamBase extends Optimizer {
     this.setStepCount(s.step as number);
   }
 
-  protected override stateBuffers(): Float32Array[] {
-    return [...this.#m, ...this.#v, ...(this.#vmax ?? [])];
-  }
-
-  protected override runNative(grads: Float32Array[], async: boolean, abort: Int32Array | null): unknown {
+  /** @internal */
+  protected override nativeStep(grads: Float32Array[]): NativeStep {
     const h = this.#h;
-    return native.adamStep({
+    return stepOf(adamStepOp, {
       params: this.params, grads, expAvg: this.#m, expAvgSq: this.#v, maxExpAvgSq: this.#vmax, lr: this.lr,
       beta1: h.betas[0], beta2: h.betas[1], eps: h.eps, weightDecay: h.weightDecay, step: this.stepCount + 1,
-      decoupled: this.#decoupled, amsgrad: h.amsgrad, maximize: h.maximize, async, abort,
+      decoupled: this.#decoupled, amsgrad: h.amsgrad, maximize: h.maximize, async: false, abort: null,
     });
   }
 }

@@ -3,8 +3,7 @@
  *
  * @module
  */
-import { native } from '../core/addon.js';
-import { callAsync, callSync } from '../core/invoke.js';
+import { asyncOp, syncOp } from '../core/invoke.js';
 import * as v from '../core/validate.js';
 import { checkDisjoint } from './state.js';
 import { fail } from '../core/errors.js';
@@ -37,6 +36,9 @@ declare module '../core/addon_types.js' {
     clipGradNorm: AsyncOp<ClipGradNormParams, NormResult>;
   }
 }
+// The parameters each writes (every other array of its parameter object is read: ts/core/invoke.ts).
+const gradNormOp = syncOp('gradNorm');
+const clipGradNormOp = asyncOp('clipGradNorm', { writes: ['grads', 'out'] });
 
 /**
  * Options of {@link clipGradNorm}.
@@ -78,11 +80,6 @@ function args(grads: unknown, maxNorm: unknown, opts: ClipGradNormAsyncOptions |
   return { grads: list, max, err: e ?? true, signal };
 }
 
-/** The gradients are written in place. */
-function use(a: ReturnType<typeof args>) {
-  return { writes: a.grads.map((g, i) => [`grads[${i}]`, g] as [string, Float32Array]) };
-}
-
 /**
  * Scales all gradients in place so that their total L2 norm (over every tensor, as if concatenated) is
  * at most `maxNorm`, with PyTorch's arithmetic: `coef = min(1, maxNorm / (norm + 1e-6))` evaluated in
@@ -113,7 +110,7 @@ function use(a: ReturnType<typeof args>) {
  */
 export function clipGradNorm(grads: Float32Array[], maxNorm: number, opts?: ClipGradNormOptions): number {
   const a = args(grads, maxNorm, opts);
-  return callSync(use(a), () => native.clipGradNorm({ grads: a.grads, maxNorm: a.max, errorIfNonfinite: a.err }).norm);
+  return clipGradNormOp.call({ grads: a.grads, maxNorm: a.max, errorIfNonfinite: a.err }).norm;
 }
 
 /**
@@ -137,9 +134,7 @@ export async function clipGradNormAsync(
   grads: Float32Array[], maxNorm: number, opts?: ClipGradNormAsyncOptions,
 ): Promise<number> {
   const a = args(grads, maxNorm, opts);
-  const r = await callAsync(use(a), a.signal, (abort) =>
-    native.clipGradNorm({ grads: a.grads, maxNorm: a.max, errorIfNonfinite: a.err, async: true, abort }));
-  return r.norm;
+  return (await clipGradNormOp.callAsync({ grads: a.grads, maxNorm: a.max, errorIfNonfinite: a.err }, a.signal)).norm;
 }
 
 /**
@@ -157,5 +152,5 @@ export async function clipGradNormAsync(
  */
 export function gradNorm(grads: Float32Array[]): number {
   const list = v.f32List(grads, 'grads');
-  return callSync({ reads: list.map((g, i) => [`grads[${i}]`, g] as [string, Float32Array]) }, () => native.gradNorm({ grads: list }).norm);
+  return gradNormOp.call({ grads: list }).norm;
 }

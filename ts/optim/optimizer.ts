@@ -6,14 +6,25 @@
  */
 import { GearError, fail } from '../core/errors.js';
 import { f32List, knownKeys } from '../core/validate.js';
-import { type BufferUse, callAsync, callSync } from '../core/invoke.js';
+import type { AsyncNativeOp } from '../core/invoke.js';
 import { checkGrads, checkLr, checkParams } from './state.js';
 import type { OptimizerState } from './state.js';
 
-/** What every optimizer's native step (`runNative`) returns. @internal */
+/** What every optimizer's native step returns. @internal */
 export interface StepResult {
   /** Parameters updated. */
   tensors: number;
+}
+
+/** A step's native call, in either form: an optimizer's op with the step's parameter object. @internal */
+export interface NativeStep {
+  call(): StepResult;
+  callAsync(signal: AbortSignal | undefined): Promise<StepResult>;
+}
+
+/** @internal The native step `op` runs over `params` (what an optimizer's {@link Optimizer.nativeStep} returns). */
+export function stepOf<P>(op: AsyncNativeOp<P, StepResult>, params: P): NativeStep {
+  return { call: () => op.call(params), callAsync: (signal) => op.callAsync(params, signal) };
 }
 
 /**
@@ -100,7 +111,7 @@ export abstract class Optimizer {
   step(grads: Float32Array[]): void {
     this.#checkIdle();
     const g = checkGrads(grads, this.params);
-    callSync(this.#use(g), () => this.runNative(g, false, null));
+    this.nativeStep(g).call();
     this.#step++;
   }
 
@@ -117,7 +128,7 @@ export abstract class Optimizer {
     const g = checkGrads(grads, this.params);
     this.#busy = true;
     try {
-      await callAsync(this.#use(g), opts.signal, (abort) => this.runNative(g, true, abort) as Promise<unknown>);
+      await this.nativeStep(g).callAsync(opts.signal);
       this.#step++;
     } finally {
       this.#busy = false;
@@ -127,22 +138,12 @@ export abstract class Optimizer {
   /** A deep copy of the optimizer's hyper-parameters, step count and buffers, for checkpoints. */
   abstract state(): OptimizerState;
 
-  /** The optimizer's state tensors (moments, momentum buffers), written by every step. */
-  protected stateBuffers(): Float32Array[] {
-    return [];
-  }
-
-  /** A step writes the parameters and the state and reads the gradients (`ERR_BUSY` rules). */
-  #use(grads: Float32Array[]): BufferUse {
-    return {
-      reads: grads.map((g, i) => [`grads[${i}]`, g]),
-      writes: [...this.params.map((p, i) => [`params[${i}]`, p] as [string, Float32Array]),
-        ...this.stateBuffers().map((b, i) => [`state[${i}]`, b] as [string, Float32Array])],
-    };
-  }
-
-  /** Calls the native step (sync: returns after the update; async: returns a Promise). */
-  protected abstract runNative(grads: Float32Array[], async: boolean, flag: Int32Array | null): unknown;
+  /**
+   * The native step over `grads` (its op declares what the step writes: the parameters and the state;
+   * the gradients are read).
+   * @internal
+   */
+  protected abstract nativeStep(grads: Float32Array[]): NativeStep;
 
   /** Throws ERR_BUSY while an async step is pending. */
   protected checkIdle(): void {

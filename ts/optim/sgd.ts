@@ -5,9 +5,9 @@
  * @module
  */
 import { GearError, fail } from '../core/errors.js';
-import { native } from '../core/addon.js';
+import { asyncOp } from '../core/invoke.js';
 import * as v from '../core/validate.js';
-import { Optimizer } from './optimizer.js';
+import { type NativeStep, Optimizer, stepOf } from './optimizer.js';
 import { asStateError, boolOpt, checkLr, nonNeg, requireFields, stateBuffers, stateHeader } from './state.js';
 import type { SGDState } from './state.js';
 import type { AsyncControl, AsyncOp } from '../core/addon_types.js';
@@ -36,6 +36,8 @@ declare module '../core/addon_types.js' {
     sgdStep: AsyncOp<SgdStepParams, StepResult>;
   }
 }
+// A step writes the parameters and the momentum (every other array of its parameter object is read: ts/core/invoke.ts).
+const sgdStepOp = asyncOp('sgdStep', { writes: ['params', 'momentumBuffer'] });
 
 /**
  * Options of {@link SGD} (defaults are PyTorch's; as there, `lr` is required).
@@ -178,15 +180,12 @@ export class SGD extends Optimizer {
     return opt;
   }
 
-  protected override stateBuffers(): Float32Array[] {
-    return this.#buf ?? [];
-  }
-
-  protected override runNative(grads: Float32Array[], async: boolean, abort: Int32Array | null): unknown {
-    return native.sgdStep({
+  /** @internal */
+  protected override nativeStep(grads: Float32Array[]): NativeStep {
+    return stepOf(sgdStepOp, {
       params: this.params, grads, momentumBuffer: this.#buf, lr: this.lr, momentum: this.#momentum,
       dampening: this.#dampening, weightDecay: this.#weightDecay, nesterov: this.#nesterov, maximize: this.#maximize,
-      firstStep: this.stepCount === 0, async, abort,
+      firstStep: this.stepCount === 0, async: false, abort: null,
     });
   }
 }

@@ -78,6 +78,12 @@ Array<T> Typed(const Napi::Value& v, const std::string& what, int64_t len, napi_
   a.value = v;
   return a;
 }
+
+Array<int32_t> CopyOf(Array<int32_t> a) {
+  a.copy = std::make_shared<std::vector<int32_t>>(a.data, a.data + a.length);
+  a.data = a.copy->empty() ? nullptr : a.copy->data();
+  return a;
+}
 }  // namespace
 
 std::shared_ptr<EnvJobs> JobsOf(Napi::Env env) { return Data(env)->jobs; }
@@ -138,19 +144,6 @@ Napi::Value SetErrorClass(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
-Array<float> F32(const Napi::Value& v, const std::string& w, int64_t len) { return Typed<float>(v, w, len, napi_float32_array, "Float32Array"); }
-Array<double> F64(const Napi::Value& v, const std::string& w, int64_t len) { return Typed<double>(v, w, len, napi_float64_array, "Float64Array"); }
-Array<int32_t> I32(const Napi::Value& v, const std::string& w, int64_t len) { return Typed<int32_t>(v, w, len, napi_int32_array, "Int32Array"); }
-Array<uint8_t> U8(const Napi::Value& v, const std::string& w, int64_t len) { return Typed<uint8_t>(v, w, len, napi_uint8_array, "Uint8Array"); }
-Array<uint16_t> U16(const Napi::Value& v, const std::string& w, int64_t len) { return Typed<uint16_t>(v, w, len, napi_uint16_array, "Uint16Array"); }
-
-Array<int32_t> I32Copy(const Napi::Value& v, const std::string& what, int64_t len) {
-  Array<int32_t> a = I32(v, what, len);
-  a.copy = std::make_shared<std::vector<int32_t>>(a.data, a.data + a.length);
-  a.data = a.copy->empty() ? nullptr : a.copy->data();
-  return a;
-}
-
 std::vector<Napi::Value> ListValues(const Napi::Value& v, const std::string& what, int64_t len) {
   if (!v.IsArray()) Throw(v.Env(), Code::DType, what + ": expected an array, got " + Describe(v));
   auto arr = v.As<Napi::Array>();
@@ -191,33 +184,26 @@ std::string String(const Napi::Value& v, const std::string& what) {
   return v.As<Napi::String>().Utf8Value();
 }
 
-const std::atomic<int32_t>* AbortFlag(const Napi::Value& v) {
-  if (IsNullish(v)) return nullptr;
-  auto a = I32(v, "abort flag");
-  if (a.length < 1) Throw(v.Env(), Code::Shape, "abort flag: expected an Int32Array of length >= 1, got length 0");
-  static_assert(sizeof(std::atomic<int32_t>) == sizeof(int32_t), "lock-free int32 atomics");
-  return reinterpret_cast<const std::atomic<int32_t>*>(a.data);
-}
-
 // ---- Params ----
 
-Params::Params(const Napi::CallbackInfo& info, std::initializer_list<const char*> names) : Params(info.Env(), "") {
+Params::Params(const Napi::CallbackInfo& info, std::initializer_list<const char*> names)
+    : Params(info.Env(), "", std::make_shared<std::vector<Napi::Value>>()) {
   const Napi::Value v = info[0];
   if (!v.IsObject() || v.IsArray() || v.IsTypedArray())
     Throw(env_, Code::Option, "params: expected one object of named parameters, got " + Describe(v));
   ReadAll(v.As<Napi::Object>(), std::vector<const char*>(names));
 }
 
-Params::Params(const Napi::Value& obj, std::string what, const std::vector<const char*>& names)
-    : Params(obj.Env(), std::move(what)) {
+Params::Params(const Napi::Value& obj, std::string what, const std::vector<const char*>& names, Used arrays)
+    : Params(obj.Env(), std::move(what), std::move(arrays)) {
   if (!obj.IsObject() || obj.IsArray() || obj.IsTypedArray())
     Throw(env_, Code::DType, prefix_ + ": expected an object, got " + Describe(obj));
   ReadAll(obj.As<Napi::Object>(), names);
 }
 
-Params Params::Absent(Napi::Env env, std::string what, const std::vector<const char*>& names) {
-  Params p(env, std::move(what));
-  for (const char* n : names) p.values_.emplace_back(n, env.Undefined());
+Params Params::Absent(std::string what, const std::vector<const char*>& names) const {
+  Params p(env_, std::move(what), arrays_);
+  for (const char* n : names) p.values_.emplace_back(n, env_.Undefined());
   return p;
 }
 
@@ -234,8 +220,40 @@ Napi::Value Params::Get(const char* name) const {
 
 Params Params::Object(const char* name, const std::vector<const char*>& names, bool optional) const {
   const Napi::Value v = Get(name);
-  if (optional && IsNullish(v)) return Absent(env_, Name(name), names);
-  return Params(v, Name(name), names);
+  if (optional && IsNullish(v)) return Absent(Name(name), names);
+  return Params(v, Name(name), names, arrays_);
+}
+
+Params Params::Item(const Napi::Value& item, std::string what, const std::vector<const char*>& names) const {
+  return Params(item, std::move(what), names, arrays_);
+}
+
+Array<float> Params::F32Item(const Napi::Value& item, const std::string& what, int64_t len) const {
+  return Record(Typed<float>(item, what, len, napi_float32_array, "Float32Array"));
+}
+Array<double> Params::F64(const char* name, int64_t len) const {
+  return Record(Typed<double>(Get(name), Name(name), len, napi_float64_array, "Float64Array"));
+}
+Array<int32_t> Params::I32(const char* name, int64_t len) const {
+  return Record(Typed<int32_t>(Get(name), Name(name), len, napi_int32_array, "Int32Array"));
+}
+Array<uint8_t> Params::U8(const char* name, int64_t len) const {
+  return Record(Typed<uint8_t>(Get(name), Name(name), len, napi_uint8_array, "Uint8Array"));
+}
+Array<uint16_t> Params::U16(const char* name, int64_t len) const {
+  return Record(Typed<uint16_t>(Get(name), Name(name), len, napi_uint16_array, "Uint16Array"));
+}
+// The copy is what the work reads; the caller's array is recorded all the same (held and marked like the
+// others), so what an async call holds does not depend on which reader a binding used.
+Array<int32_t> Params::I32Copy(const char* name, int64_t len) const { return CopyOf(I32(name, len)); }
+
+const std::atomic<int32_t>* Params::Abort(const char* name) const {
+  const Napi::Value v = Get(name);
+  if (IsNullish(v)) return nullptr;
+  auto a = Record(Typed<int32_t>(v, "abort flag", -1, napi_int32_array, "Int32Array"));
+  if (a.length < 1) Throw(env_, Code::Shape, "abort flag: expected an Int32Array of length >= 1, got length 0");
+  static_assert(sizeof(std::atomic<int32_t>) == sizeof(int32_t), "lock-free int32 atomics");
+  return reinterpret_cast<const std::atomic<int32_t>*>(a.data);
 }
 
 }  // namespace gear::addon

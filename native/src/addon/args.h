@@ -37,21 +37,10 @@ template <typename T>
 struct Array {
   T* data = nullptr;
   int64_t length = 0;
-  Napi::Value value;  // keeps the JS object for async jobs
+  Napi::Value value;  // the JS array (Params records it for async jobs)
   // Set by the *Copy readers: data points into this private copy, which the job's lambda keeps alive.
   std::shared_ptr<std::vector<T>> copy;
 };
-
-// Typed-array readers: `what` names the argument in messages. `len` < 0 means any length.
-Array<float> F32(const Napi::Value& v, const std::string& what, int64_t len = -1);
-Array<double> F64(const Napi::Value& v, const std::string& what, int64_t len = -1);
-Array<int32_t> I32(const Napi::Value& v, const std::string& what, int64_t len = -1);
-Array<uint8_t> U8(const Napi::Value& v, const std::string& what, int64_t len = -1);
-Array<uint16_t> U16(const Napi::Value& v, const std::string& what, int64_t len = -1);
-// Index arrays the kernels check once and then read again (offsets, targets) are copied before the work
-// starts: JS (a getter, another thread writing a SharedArrayBuffer, code running while an async job is
-// in flight) can change the caller's array, never the copy the kernel reads.
-Array<int32_t> I32Copy(const Napi::Value& v, const std::string& what, int64_t len = -1);
 
 // The most elements a list argument (an array of tensors or of partial statistics) may have: a sparse
 // array of length 2^30 is refused at once instead of being walked.
@@ -77,22 +66,20 @@ int64_t Int(const Napi::Value& v, const std::string& what, int64_t min, int64_t 
 bool Bool(const Napi::Value& v, const std::string& what);
 std::string String(const Napi::Value& v, const std::string& what);
 
-// The optional abort flag (an Int32Array of length >= 1 that JS sets to 1 through Atomics.store).
-const std::atomic<int32_t>* AbortFlag(const Napi::Value& v);
-
 // One parameter object, its named properties read up front (see the note at the top of this file).
 // Readers look properties up by name; a name the constructor did not read is a bug in the binding and
 // throws ERR_NATIVE instead of reading late.
+//
+// The typed-array readers are Params' own (the free readers are private to args.cc), and every array one
+// of them hands out a pointer for is recorded, in one list per call that the call's nested objects and
+// list elements share: Run (invoke.h) holds exactly those arrays for an async job and marks their
+// buffers untransferable (ownership.h). A binding therefore cannot leave out an array its work uses.
+// Arrays a binding allocates itself (a result's outputs) are not recorded: the caller sees them only
+// once the work is done.
 class Params {
  public:
   // info[0], which must be an object; `what` names it in messages ("" for the call's own parameters).
   Params(const Napi::CallbackInfo& info, std::initializer_list<const char*> names);
-  // A nested object (`out`, `logits`, a list element): `what` prefixes its property names in messages.
-  Params(const Napi::Value& obj, std::string what, std::initializer_list<const char*> names)
-      : Params(obj, std::move(what), std::vector<const char*>(names)) {}
-  Params(const Napi::Value& obj, std::string what, const std::vector<const char*>& names);
-  // Not an object: every property reads as undefined (an optional nested object left out).
-  static Params Absent(Napi::Env env, std::string what, const std::vector<const char*>& names);
 
   Napi::Env Env() const { return env_; }
   Napi::Value Get(const char* name) const;
@@ -100,13 +87,18 @@ class Params {
   // The message name of a property: "out.logprob".
   std::string Name(const char* name) const { return prefix_.empty() ? name : prefix_ + "." + name; }
 
-  Array<float> F32(const char* name, int64_t len = -1) const { return addon::F32(Get(name), Name(name), len); }
-  Array<double> F64(const char* name, int64_t len = -1) const { return addon::F64(Get(name), Name(name), len); }
-  Array<int32_t> I32(const char* name, int64_t len = -1) const { return addon::I32(Get(name), Name(name), len); }
-  Array<uint8_t> U8(const char* name, int64_t len = -1) const { return addon::U8(Get(name), Name(name), len); }
-  Array<int32_t> I32Copy(const char* name, int64_t len = -1) const {
-    return addon::I32Copy(Get(name), Name(name), len);
-  }
+  // Typed arrays by property name. `len` < 0 means any length.
+  Array<float> F32(const char* name, int64_t len = -1) const { return F32Item(Get(name), Name(name), len); }
+  Array<double> F64(const char* name, int64_t len = -1) const;
+  Array<int32_t> I32(const char* name, int64_t len = -1) const;
+  Array<uint8_t> U8(const char* name, int64_t len = -1) const;
+  Array<uint16_t> U16(const char* name, int64_t len = -1) const;
+  // Index arrays the kernels check once and then read again (offsets, targets) are copied before the work
+  // starts: JS (a getter, another thread writing a SharedArrayBuffer, code running while an async job is
+  // in flight) can change the caller's array, never the copy the kernel reads.
+  Array<int32_t> I32Copy(const char* name, int64_t len = -1) const;
+  // A list element (from List) read as a Float32Array; `what` names it ("grads[3]").
+  Array<float> F32Item(const Napi::Value& item, const std::string& what, int64_t len = -1) const;
   // Optional arrays: an empty Array (data == nullptr) when the property is null or undefined.
   Array<float> OptF32(const char* name, int64_t len) const { return Has(name) ? F32(name, len) : Array<float>{}; }
   Array<uint8_t> OptU8(const char* name, int64_t len) const { return Has(name) ? U8(name, len) : Array<uint8_t>{}; }
@@ -122,18 +114,35 @@ class Params {
   bool OptBool(const char* name) const { return Has(name) && Bool(name); }
   std::string String(const char* name) const { return addon::String(Get(name), Name(name)); }
   std::vector<Napi::Value> List(const char* name, int64_t len = -1) const { return ListValues(Get(name), Name(name), len); }
-  // The call's `abort` flag (optional).
-  const std::atomic<int32_t>* Abort(const char* name = "abort") const { return AbortFlag(Get(name)); }
-  // A nested parameter object (optional when `optional`: absent reads as all-undefined).
+  // The call's optional abort flag: an Int32Array of length >= 1 that JS sets to 1 through Atomics.store.
+  const std::atomic<int32_t>* Abort(const char* name = "abort") const;
+  // A nested parameter object (`out`, `logits`): `what` prefixes its property names in messages; optional
+  // when `optional` (absent reads as all-undefined).
   Params Object(const char* name, const std::vector<const char*>& names, bool optional = false) const;
+  // A list element read as a nested parameter object ("parts[2]").
+  Params Item(const Napi::Value& item, std::string what, const std::vector<const char*>& names) const;
+  // Not an object: every property reads as undefined (an optional nested object left out).
+  Params Absent(std::string what, const std::vector<const char*>& names) const;
+
+  // Every array of the caller's a reader handed out a pointer for, in this call (nested objects included).
+  const std::vector<Napi::Value>& Arrays() const { return *arrays_; }
 
  private:
-  Params(Napi::Env env, std::string what) : env_(env), prefix_(std::move(what)) {}
+  using Used = std::shared_ptr<std::vector<Napi::Value>>;
+  Params(Napi::Env env, std::string what, Used arrays) : env_(env), prefix_(std::move(what)), arrays_(std::move(arrays)) {}
+  // A nested object of this call.
+  Params(const Napi::Value& obj, std::string what, const std::vector<const char*>& names, Used arrays);
   void ReadAll(const Napi::Object& o, const std::vector<const char*>& names);
+  template <typename T>
+  Array<T> Record(Array<T> a) const {
+    arrays_->push_back(a.value);
+    return a;
+  }
 
   Napi::Env env_;
   std::string prefix_;
   std::vector<std::pair<const char*, Napi::Value>> values_;
+  Used arrays_;
 };
 
 }  // namespace gear::addon

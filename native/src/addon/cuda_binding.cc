@@ -101,7 +101,7 @@ static Napi::Value CudaUpload(const Napi::CallbackInfo& info) {
   auto made = std::make_shared<NewTensor>();
   made->device = dev, made->rows = l.rows, made->vocab = l.vocab, made->dtype = l.dtype;
   Napi::Object result = Napi::Object::New(env);
-  return Run(env, async, {lp.Get("data"), p.Get("abort")},
+  return Run(p, async,
              [=](const ExecContext& ctx) { return rt().upload(dev, l.data, made->bytes(), &made->ptr, ctx); }, result,
              abort, [=](Napi::Object r) {
                const Napi::Object o = AdoptTensor(r.Env(), *made);
@@ -123,7 +123,7 @@ static Napi::Value CudaDownload(const Napi::CallbackInfo& info) {
     dst = n > 0 ? a.Data() : nullptr;
     out = a;
   } else if (p.Has("out")) {
-    auto a = U16(p.Get("out"), "out", n);
+    auto a = p.U16("out", n);
     dst = a.data;
     out = p.Get("out");
   } else {
@@ -136,7 +136,7 @@ static Napi::Value CudaDownload(const Napi::CallbackInfo& info) {
   const auto* abort = p.Abort();
   Napi::Object result = Napi::Object::New(env);
   result.Set("data", out);
-  return Run(env, async, {p.Get("out"), p.Get("abort")},
+  return Run(p, async,
              [=](const ExecContext& ctx) {
                (void)claims;
                return rt().download(dev, dst, l.data, bytes, ctx);

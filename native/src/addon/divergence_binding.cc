@@ -66,9 +66,7 @@ static Napi::Value Divergence(const Napi::CallbackInfo& info) {
     o.student_logprob = field(4);
     o.teacher_logprob = field(5);
   }
-  return Run(env, async,
-             {sp.Get("data"), tp.Get("data"), p.Get("targets"), out.Get(kKeys[0]), out.Get(kKeys[1]),
-              out.Get(kKeys[2]), out.Get(kKeys[3]), out.Get(kKeys[4]), out.Get(kKeys[5]), p.Get("abort")},
+  return Run(p, async,
              [=](const ExecContext& c) {
                (void)claims;  // held until the work has ended
                return divergence(a.s, a.t, a.kind, a.beta, a.temperature, a.kl_cap, tg.data, o, OnDevice(c, a.device, false));
@@ -96,9 +94,7 @@ static Napi::Value DivergenceBackward(const Napi::CallbackInfo& info) {
   Put(result, "gradStudent", grad_value);
   auto made = std::make_shared<NewTensor>();
   made->device = a.device, made->rows = a.s.rows, made->vocab = a.s.vocab;
-  return Run(env, async,
-             {sp.Get("data"), tp.Get("data"), p.Get("grad"), stats.Get("value"), stats.Get("studentLogsumexp"),
-              stats.Get("teacherLogsumexp"), go.keep, p.Get("abort")},
+  return Run(p, async,
              [=](const ExecContext& c) {
                (void)claims;
                float* o = go.host != nullptr ? go.host : go.device_ptr;

@@ -18,8 +18,8 @@ class Job : public Napi::AsyncWorker {
       : Napi::AsyncWorker(env, "gear-rl"), deferred_(Napi::Promise::Deferred::New(env)),
         work_(std::move(work)), finish_(std::move(finish)), abort_(abort), jobs_(JobsOf(env)) {
     result_ = Napi::Persistent(result);
-    for (const auto& v : keep)
-      if (!v.IsEmpty() && v.IsObject()) keep_.push_back(Napi::Persistent(v.As<Napi::Object>()));
+    keep_.reserve(keep.size());
+    for (const auto& v : keep) keep_.push_back(Napi::Persistent(v.As<Napi::Object>()));
   }
   Napi::Promise Promise() { return deferred_.Promise(); }
 
@@ -81,20 +81,21 @@ class Job : public Napi::AsyncWorker {
 };
 }  // namespace
 
-Napi::Value Run(Napi::Env env, bool async, const std::vector<Napi::Value>& keep,
-                std::function<Status(const ExecContext&)> work, Napi::Object result,
+Napi::Value Run(const Params& p, bool async, std::function<Status(const ExecContext&)> work, Napi::Object result,
                 const std::atomic<int32_t>* abort, Finish finish) {
+  const Napi::Env env = p.Env();
   if (!async) {
     ExecContext ctx{&global_pool(), abort};
     Check(env, work(ctx));
     if (finish) finish(result);
     return result;
   }
+  const std::vector<Napi::Value>& keep = p.Arrays();
   HoldForAsync(env, keep);  // throws (nothing queued) when a buffer cannot be held
   auto* job = new Job(env, keep, std::move(work), result, abort, std::move(finish));
-  Napi::Promise p = job->Promise();
+  Napi::Promise promise = job->Promise();
   job->Queue();
-  return p;
+  return promise;
 }
 
 }  // namespace gear::addon

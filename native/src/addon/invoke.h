@@ -16,6 +16,8 @@
 
 namespace gear::addon {
 
+class Params;  // args.h
+
 // What the async jobs of one JS environment (the main thread or a worker) share with its teardown: a
 // cancel flag the kernels poll, and the count of jobs whose Execute is running. The environment's
 // cleanup hook sets the flag and waits for the count to reach 0, so no job touches that environment's
@@ -41,14 +43,13 @@ using Finish = std::function<void(Napi::Object result)>;
 
 // Runs `work` on the addon thread pool, synchronously (returns `result`) or, when `async` is true, on a
 // libuv worker thread (returns a Promise resolved with `result` or rejected with the kernel's error).
-// `result` is built before the work starts (the output arrays the kernel fills); `keep` holds the caller's
-// objects alive for the life of the job and must name every array of the caller's that the work reads
-// or writes in place (inputs, `out` arrays, the abort flag): for an async call their ArrayBuffers are
-// marked untransferable before the work is queued (HoldForAsync, ownership.h). Arrays the binding
-// allocated for the result need no mark (the caller sees them only once the promise settles).
-// `abort` is the call's abort flag (or null).
-Napi::Value Run(Napi::Env env, bool async, const std::vector<Napi::Value>& keep,
-                std::function<Status(const ExecContext&)> work, Napi::Object result,
+// `result` is built before the work starts (the output arrays the kernel fills). `p` is the call's
+// parameter object: every array of the caller's that its readers handed out a pointer for (inputs, `out`
+// arrays, the abort flag; Params::Arrays) is held alive for the life of an async job, and its
+// ArrayBuffer is marked untransferable before the work is queued (HoldForAsync, ownership.h). Arrays
+// the binding allocated for the result need no mark (the caller sees them only once the promise
+// settles). `abort` is the call's abort flag (or null).
+Napi::Value Run(const Params& p, bool async, std::function<Status(const ExecContext&)> work, Napi::Object result,
                 const std::atomic<int32_t>* abort, Finish finish = nullptr);
 
 }  // namespace gear::addon

@@ -55,7 +55,7 @@ inline LogitsView ReadLogits(const Params& p, const Claims& claims, int* device,
     l.data = a.data;
     l.length = a.length;
   } else {
-    auto a = U16(p.Get("data"), p.Name("data"));
+    auto a = p.U16("data");
     l.data = a.data;
     l.length = a.length;
   }
@@ -114,7 +114,6 @@ struct GradOut {
   bool make = false;                // allocate a new device tensor
   int device = -1;
   int64_t rows = 0, vocab = 0;
-  Napi::Value keep;                 // the host array, held by an async job
 };
 
 // The { tensor } property of a backward's `out` when it is a device tensor object (a typed array or an
@@ -122,7 +121,7 @@ struct GradOut {
 inline Params OutTensorParams(const Params& p) {
   const Napi::Value v = p.Get("out");
   if (v.IsObject() && !v.IsTypedArray() && !v.IsArray()) return p.Object("out", {"tensor"});
-  return Params::Absent(p.Env(), p.Name("out"), {"tensor"});
+  return p.Absent(p.Name("out"), {"tensor"});
 }
 
 // Reads a backward's `out` (with `in_place`) for logits `l` (on device `ldev`, -1 for host memory) of a
@@ -148,7 +147,6 @@ inline GradOut ReadGradOut(const Params& p, const Params& lp, const Params& op, 
       *result_out = p.Get("logits");
     } else {
       g.host = total > 0 ? const_cast<float*>(static_cast<const float*>(l.data)) : nullptr;
-      g.keep = lp.Get("data");
       *result_out = lp.Get("data");
     }
     return g;
@@ -156,7 +154,6 @@ inline GradOut ReadGradOut(const Params& p, const Params& lp, const Params& op, 
   if (outv.IsTypedArray() || (p.Has("out") && !op.Has("tensor"))) {
     auto a = p.F32("out", total);
     g.host = total > 0 ? a.data : nullptr;
-    g.keep = outv;
     *result_out = outv;
     return g;
   }

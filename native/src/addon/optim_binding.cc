@@ -41,7 +41,8 @@ Napi::Object StepResult(Napi::Env env, size_t tensors) {
   return r;
 }
 
-std::vector<Array<float>> F32s(Napi::Env env, const ListArg& l, const std::vector<Array<float>>* like) {
+std::vector<Array<float>> F32s(const Params& p, const ListArg& l, const std::vector<Array<float>>* like) {
+  Napi::Env env = p.Env();
   const int64_t count = static_cast<int64_t>(l.items.size());
   if (like != nullptr && count != static_cast<int64_t>(like->size()))
     Throw(env, Code::Shape, l.what + ".length: expected " + std::to_string(like->size()) + " (one per parameter), got " +
@@ -51,13 +52,9 @@ std::vector<Array<float>> F32s(Napi::Env env, const ListArg& l, const std::vecto
   for (int64_t i = 0; i < count; ++i) {
     const std::string name = l.what + "[" + std::to_string(i) + "]";
     const int64_t len = like ? (*like)[static_cast<size_t>(i)].length : -1;
-    out.push_back(F32(l.items[static_cast<size_t>(i)], name.c_str(), len));
+    out.push_back(p.F32Item(l.items[static_cast<size_t>(i)], name, len));
   }
   return out;
-}
-
-void Keep(std::vector<Napi::Value>& keep, const std::vector<Array<float>>& list) {
-  for (const auto& a : list) keep.push_back(a.value);
 }
 
 Status Aborted() { return error(Code::Aborted, "aborted: the AbortSignal fired before the step started"); }
@@ -72,12 +69,12 @@ static Napi::Value AdamStep(const Napi::CallbackInfo& info) {
   // Every list's elements are read (getters run) before any pointer is taken from any list.
   const ListArg lp = List(p, "params"), lg = List(p, "grads"), lm = List(p, "expAvg"), lv = List(p, "expAvgSq"),
                 lx = amsgrad ? List(p, "maxExpAvgSq") : ListArg{};
-  auto params = F32s(env, lp, nullptr);
-  auto grads = F32s(env, lg, &params);
-  auto m = F32s(env, lm, &params);
-  auto v = F32s(env, lv, &params);
+  auto params = F32s(p, lp, nullptr);
+  auto grads = F32s(p, lg, &params);
+  auto m = F32s(p, lm, &params);
+  auto v = F32s(p, lv, &params);
   std::vector<Array<float>> vmax;
-  if (amsgrad) vmax = F32s(env, lx, &params);
+  if (amsgrad) vmax = F32s(p, lx, &params);
   AdamHyper h;
   h.lr = p.Number("lr");
   h.beta1 = p.Number("beta1");
@@ -96,11 +93,8 @@ static Napi::Value AdamStep(const Napi::CallbackInfo& info) {
   }
   // Checked here too, so a bad call throws synchronously even in async mode.
   Check(env, check_adam(t.data(), static_cast<int64_t>(t.size()), h));
-  std::vector<Napi::Value> keep{p.Get("params"), p.Get("grads"), p.Get("expAvg"), p.Get("expAvgSq"),
-                                p.Get("maxExpAvgSq"), p.Get("abort")};
-  Keep(keep, params), Keep(keep, grads), Keep(keep, m), Keep(keep, v), Keep(keep, vmax);
   const size_t count = t.size();
-  return Run(env, async, keep,
+  return Run(p, async,
              [t = std::move(t), h, abort](const ExecContext& ctx) {
                if (abort && abort->load() != 0) return Aborted();
                return adam_step(t.data(), static_cast<int64_t>(t.size()), h, ExecContext{ctx.pool, nullptr});
@@ -122,10 +116,10 @@ static Napi::Value SgdStep(const Napi::CallbackInfo& info) {
   h.first_step = p.Bool("firstStep");
   const ListArg lp = List(p, "params"), lg = List(p, "grads"),
                 lb = h.momentum != 0 ? List(p, "momentumBuffer") : ListArg{};
-  auto params = F32s(env, lp, nullptr);
-  auto grads = F32s(env, lg, &params);
+  auto params = F32s(p, lp, nullptr);
+  auto grads = F32s(p, lg, &params);
   std::vector<Array<float>> buf;
-  if (h.momentum != 0) buf = F32s(env, lb, &params);
+  if (h.momentum != 0) buf = F32s(p, lb, &params);
   const bool async = p.OptBool("async");
   const auto* abort = p.Abort();
   std::vector<OptimTensor> t(params.size());
@@ -133,10 +127,8 @@ static Napi::Value SgdStep(const Napi::CallbackInfo& info) {
     t[i] = {params[i].data, grads[i].data, buf.empty() ? nullptr : buf[i].data, nullptr, nullptr, params[i].length};
   }
   Check(env, check_sgd(t.data(), static_cast<int64_t>(t.size()), h));
-  std::vector<Napi::Value> keep{p.Get("params"), p.Get("grads"), p.Get("momentumBuffer"), p.Get("abort")};
-  Keep(keep, params), Keep(keep, grads), Keep(keep, buf);
   const size_t count = t.size();
-  return Run(env, async, keep,
+  return Run(p, async,
              [t = std::move(t), h, abort](const ExecContext& ctx) {
                if (abort && abort->load() != 0) return Aborted();
                return sgd_step(t.data(), static_cast<int64_t>(t.size()), h, ExecContext{ctx.pool, nullptr});
@@ -147,7 +139,7 @@ static Napi::Value SgdStep(const Napi::CallbackInfo& info) {
 static Napi::Value GradNorm(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const Params p(info, {"grads"});
-  auto grads = F32s(env, List(p, "grads"), nullptr);
+  auto grads = F32s(p, List(p, "grads"), nullptr);
   std::vector<const float*> g;
   std::vector<int64_t> n;
   for (auto& a : grads) g.push_back(a.data), n.push_back(a.length);
@@ -162,7 +154,7 @@ static Napi::Value ClipGradNorm(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const Params p(info, {"grads", "maxNorm", "errorIfNonfinite", "out", "async", "abort"});
   const ListArg lg = List(p, "grads");
-  auto grads = F32s(env, lg, nullptr);
+  auto grads = F32s(p, lg, nullptr);
   const double max_norm = p.Number("maxNorm");
   const bool err = p.Bool("errorIfNonfinite");
   // The norm goes to `out` (a caller's Float64Array of 1) when given, else to a cell of the job's own.
@@ -186,9 +178,7 @@ static Napi::Value ClipGradNorm(const Napi::CallbackInfo& info) {
   }
   if (std::isnan(max_norm) || max_norm < 0)
     Throw(env, Code::Option, "maxNorm: expected a number >= 0, got " + std::to_string(max_norm));
-  std::vector<Napi::Value> keep{p.Get("grads"), p.Get("out"), p.Get("abort")};
-  Keep(keep, grads);
-  return Run(env, async, keep,
+  return Run(p, async,
              [g = std::move(g), n = std::move(n), max_norm, err, o, cell, abort](const ExecContext& ctx) {
                if (abort && abort->load() != 0) return Aborted();
                return clip_grad_norm(g.data(), n.data(), static_cast<int64_t>(g.size()), max_norm, err, o,

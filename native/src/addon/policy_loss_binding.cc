@@ -45,9 +45,7 @@ static Napi::Value PolicyLossPpo(const Napi::CallbackInfo& info) {
   Put(result, "grad", out);
   float* g = out.Data();
   auto stats = std::make_shared<PpoStats>();
-  return Run(env, async,
-             {p.Get("logprob"), p.Get("oldLogprob"), p.Get("advantages"), p.Get("offsets"), p.Get("mask"), p.Get("out"),
-              p.Get("abort")},
+  return Run(p, async,
              [=](const ExecContext& ctx) {
                return policy_loss_ppo(lp.data, old.data, adv.data, mask.data, n, off.data, rows, k, g, stats.get(), ctx,
                                       reused);

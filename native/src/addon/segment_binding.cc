@@ -31,7 +31,7 @@ static Napi::Value SegmentReduce(const Napi::CallbackInfo& info) {
   Napi::Object result = Napi::Object::New(env);
   Put(result, "rowValues", out);
   double* o = out.Data();
-  return Run(env, async, {values, p.Get("offsets"), p.Get("mask"), p.Get("out"), p.Get("abort")},
+  return Run(p, async,
              [=](const ExecContext& ctx) {
                return segment_reduce(v32.data, v64.data, n, off.data, rows, mask.data, op, o, ctx);  // off: a copy
              },
@@ -56,7 +56,7 @@ static Napi::Value SegmentBroadcast(const Napi::CallbackInfo& info) {
   Napi::Object result = Napi::Object::New(env);
   Put(result, "tokenValues", out);
   float* o = out.Data();
-  return Run(env, async, {p.Get("rowValues"), p.Get("offsets"), p.Get("mask"), p.Get("out"), p.Get("abort")},
+  return Run(p, async,
              [=](const ExecContext& ctx) {
                return segment_broadcast(vals.data, off.data, rows, n, mask.data, o, ctx, reused);
              },

@@ -70,7 +70,7 @@ static Napi::Value SparseDivergence(const Napi::CallbackInfo& info) {
   Napi::Int32Array shared = Napi::Int32Array::New(env, n);
   Put(result, "shared", shared);
   o.shared = shared.Data();
-  return Run(env, async, {sp.Get("ids"), sp.Get("logprobs"), tp.Get("ids"), tp.Get("logprobs"), p.Get("abort")},
+  return Run(p, async,
              [=](const ExecContext& ctx) { return sparse_divergence(a.s, a.t, a.n, a.opt, o, ctx); }, result, abort);
 }
 
@@ -86,7 +86,7 @@ static Napi::Value SparseDivergenceBackward(const Napi::CallbackInfo& info) {
   Napi::Object result = Napi::Object::New(env);
   Put(result, "gradStudent", out);
   float* po = a.n > 0 ? out.Data() : nullptr;
-  return Run(env, async, {sp.Get("ids"), sp.Get("logprobs"), tp.Get("ids"), tp.Get("logprobs"), p.Get("grad"), p.Get("abort")},
+  return Run(p, async,
              [=](const ExecContext& ctx) { return sparse_divergence_backward(a.s, a.t, a.n, a.opt, grad, po, ctx); },
              result, abort);
 }

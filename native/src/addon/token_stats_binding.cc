@@ -36,9 +36,7 @@ static Napi::Value TokenStats(const Napi::CallbackInfo& info) {
   float* plp = olp.Data();
   float* pent = oent.Data();
   float* plse = olse.Data();
-  return Run(env, async,
-             {lp.Get("data"), p.Get("targets"), out.Get("logprob"), out.Get("entropy"), out.Get("logsumexp"),
-              p.Get("abort")},
+  return Run(p, async,
              [=](const ExecContext& c) {
                const ExecContext ctx = OnDevice(c, dev, false);
                (void)claims;  // held until the work has ended
@@ -72,9 +70,7 @@ static Napi::Value TokenStatsBackward(const Napi::CallbackInfo& info) {
   Put(result, "gradLogits", grad_value);
   auto made = std::make_shared<NewTensor>();
   made->device = dev, made->rows = l.rows, made->vocab = l.vocab;
-  return Run(env, async,
-             {lp.Get("data"), p.Get("targets"), grad.Get("logprob"), grad.Get("entropy"), stats.Get("logsumexp"),
-              stats.Get("entropy"), go.keep, p.Get("abort")},
+  return Run(p, async,
              [=](const ExecContext& c) {
                const ExecContext ctx = OnDevice(c, dev, go.device_ptr != nullptr || go.make);
                (void)claims;
@@ -109,7 +105,7 @@ static Napi::Value TokenStatsPartial(const Napi::CallbackInfo& info) {
   Put(result, "sumExpX", sx);
   Put(result, "targetLogit", tl);
   double *pm = mx.Data(), *ps = se.Data(), *px = sx.Data(), *pt = tl.Data();
-  return Run(env, async, {sp.Get("data"), p.Get("targets"), p.Get("abort")},
+  return Run(p, async,
              [=](const ExecContext& c) {
                const ExecContext ctx = OnDevice(c, dev, false);
                (void)claims;
@@ -132,7 +128,7 @@ static Napi::Value MergeTokenStats(const Napi::CallbackInfo& info) {
     const std::string w = "parts[" + std::to_string(k) + "]";
     if (!items[k].IsObject())
       Throw(env, Code::DType, w + ": expected an object from tokenStatsPartial, got another value");
-    fields.emplace_back(items[k], w, std::initializer_list<const char*>{"vocabStart", "vocab", "max", "sumExp", "sumExpX", "targetLogit"});
+    fields.push_back(p.Item(items[k], w, {"vocabStart", "vocab", "max", "sumExp", "sumExpX", "targetLogit"}));
   }
   const int64_t rows = p.Int("rows", 0, kMaxSafeInt);
   const double temperature = p.Number("temperature");
@@ -140,8 +136,6 @@ static Napi::Value MergeTokenStats(const Napi::CallbackInfo& info) {
   const auto* abort = p.Abort();
   std::vector<int64_t> starts(parts), widths(parts);
   std::vector<const double*> mx(parts), se(parts), sx(parts), tl(parts);
-  std::vector<Napi::Value> keep(items.begin(), items.end());
-  keep.push_back(p.Get("abort"));
   for (int64_t k = 0; k < parts; ++k) {
     const Params& f = fields[k];
     starts[k] = f.Int("vocabStart", 0, kMaxSafeInt);
@@ -150,7 +144,6 @@ static Napi::Value MergeTokenStats(const Napi::CallbackInfo& info) {
     se[k] = f.F64("sumExp", rows).data;
     sx[k] = f.F64("sumExpX", rows).data;
     tl[k] = f.F64("targetLogit", rows).data;
-    for (const char* name : {"max", "sumExp", "sumExpX", "targetLogit"}) keep.push_back(f.Get(name));
   }
   const size_t n = static_cast<size_t>(rows);
   Napi::Float32Array lp = Napi::Float32Array::New(env, n), ent = Napi::Float32Array::New(env, n),
@@ -160,7 +153,7 @@ static Napi::Value MergeTokenStats(const Napi::CallbackInfo& info) {
   Put(result, "entropy", ent);
   Put(result, "logsumexp", lse);
   float *plp = lp.Data(), *pent = ent.Data(), *plse = lse.Data();
-  return Run(env, async, keep,
+  return Run(p, async,
              [=](const ExecContext&) {
                return merge_token_stats(parts, starts.data(), widths.data(), mx.data(), se.data(), sx.data(), tl.data(),
                                         rows, temperature, plp, pent, plse);

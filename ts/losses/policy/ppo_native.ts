@@ -5,9 +5,8 @@
  * @module
  */
 import { fail } from '../../core/errors.js';
-import { native } from '../../core/addon.js';
 import type { AsyncControl, AsyncOp } from '../../core/addon_types.js';
-import { callAsync, callSync } from '../../core/invoke.js';
+import { asyncOp } from '../../core/invoke.js';
 import { signalOpt } from '../../core/validate.js';
 import type { AggMode, AggregateOptions } from '../aggregate.js';
 import type { Semantics } from '../compat.js';
@@ -71,6 +70,8 @@ declare module '../../core/addon_types.js' {
     policyLossPpo: AsyncOp<PolicyLossPpoParams, PolicyLossPpoResult>;
   }
 }
+// Writes `out` (every other array of its parameter object is read: ts/core/invoke.ts).
+const policyLossPpoOp = asyncOp('policyLossPpo', { writes: ['out'] });
 
 const AGG_INDEX: Record<AggMode, AggModeCode> = {
   'token-mean': 0, 'token-sum': 1, 'seq-mean-token-sum': 2, 'seq-mean-token-mean': 3, 'seq-mean-token-sum-norm': 4,
@@ -81,9 +82,9 @@ const SEM_INDEX: Record<Semantics, AggSemanticsCode> = { verl: 0, 'verl-legacy':
  * The parameters of the fused native PPO pass, as one literal (no spread: the addon reads them through
  * Node-API, several times slower on the shapes a spread leaves behind).
  */
-function ppoParams<Async extends boolean>(lp: Float32Array, old: Float32Array, A: Float32Array, offsets: Int32Array,
+function ppoParams(lp: Float32Array, old: Float32Array, A: Float32Array, offsets: Int32Array,
   mask: Uint8Array | undefined, out: Float32Array | undefined, o: PpoSettings, agg: AggMode, ao: AggregateOptions,
-  async: Async, abort: Int32Array | null = null): PolicyLossPpoParams & { async: Async } {
+  async: boolean): PolicyLossPpoParams {
   const sem = ao.semantics ?? 'verl';
   if (sem !== 'verl' && agg === 'token-sum') {
     fail('ERR_OPTION', 'mode', `one of the ${sem} modes (token-sum exists in current verl only)`, agg);
@@ -94,7 +95,7 @@ function ppoParams<Async extends boolean>(lp: Float32Array, old: Float32Array, A
     clipLow: o.lo, clipHigh: o.hi, clipC: o.c, logRatioClamp: Number.isFinite(o.clamp) ? o.clamp : undefined,
     globalTokens: ao.globalTokens ?? undefined, globalRows: ao.globalRows ?? undefined,
     lossScaleFactor: ao.lossScaleFactor ?? undefined, dpSize: ao.dpSize ?? undefined,
-    agg: AGG_INDEX[agg], semantics: SEM_INDEX[sem], async, abort,
+    agg: AGG_INDEX[agg], semantics: SEM_INDEX[sem], async, abort: null,
   };
 }
 
@@ -115,23 +116,12 @@ function ppoResult(r: PolicyLossPpoResult): PolicyLossResult {
   };
 }
 
-/** What the native pass reads and writes (`ERR_BUSY` rules). */
-function ppoUse(lp: Float32Array, old: Float32Array, A: Float32Array, offsets: Int32Array, mask: Uint8Array | undefined,
-  out: Float32Array | undefined) {
-  return {
-    reads: [['logprob', lp], ['oldLogprob', old], ['advantages', A], ['offsets', offsets], ['mask', mask]] as
-      [string, ArrayBufferView | undefined][],
-    writes: [['out', out]] as [string, Float32Array | undefined][],
-  };
-}
-
 /** @internal The sync native PPO pass over validated float32 inputs. */
 export function policyLossPpoNative(
   lp: Float32Array, old: Float32Array, A: Float32Array, offsets: Int32Array, mask: Uint8Array | undefined,
   o: PpoSettings, agg: AggMode, ao: AggregateOptions, out: Float32Array | undefined,
 ): PolicyLossResult {
-  const params = ppoParams(lp, old, A, offsets, mask, out, o, agg, ao, false);
-  return ppoResult(callSync(ppoUse(lp, old, A, offsets, mask, out), () => native.policyLossPpo(params)));
+  return ppoResult(policyLossPpoOp.call(ppoParams(lp, old, A, offsets, mask, out, o, agg, ao, false)));
 }
 
 /**
@@ -174,6 +164,5 @@ export async function policyLossAsync(a: PolicyLossArgs, opts?: PolicyLossAsyncO
   // useNative: logprob, oldLogprob, advantages (and out) are Float32Arrays
   const lp = p.lp as Float32Array, old = p.old as Float32Array, A = p.A as Float32Array, out = p.out as Float32Array | undefined;
   const o = ppoSettings(p.args);
-  return ppoResult(await callAsync(ppoUse(lp, old, A, p.offsets, p.mask, out), signal, (abort) =>
-    native.policyLossPpo(ppoParams(lp, old, A, p.offsets, p.mask, out, o, p.agg, p.aggOpts, true, abort))));
+  return ppoResult(await policyLossPpoOp.callAsync(ppoParams(lp, old, A, p.offsets, p.mask, out, o, p.agg, p.aggOpts, true), signal));
 }
