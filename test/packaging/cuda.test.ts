@@ -39,7 +39,7 @@ describe('CUDA module build', () => {
     expect(existsSync(MODULE)).toBe(true);
     const sources = await import(pathToFileURL(join(ROOT, 'native/sources.mjs')).href) as { cuda: string[] };
     const cu = sources.cuda.filter((s) => s.endsWith('.cu'));
-    expect(cu.map((s) => s.split('/').pop()).sort()).toEqual(['device.cu', 'divergence.cu', 'token_stats.cu']);
+    expect(cu.map((s) => s.split('/').pop()).sort()).toEqual(['divergence.cu', 'token_stats.cu']);
     // device code is embedded (fat binary section) and every kernel has its host launch stub
     const sections = run('readelf', ['-S', '-W', MODULE]).stdout;
     expect(sections).toContain('.nv_fatbin');

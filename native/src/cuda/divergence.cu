@@ -9,8 +9,9 @@
 #include <cmath>
 #include <vector>
 
-#include "device.cuh"
+#include "../core/checks.h"
 #include "gear/cuda.h"
+#include "row_stats.cuh"
 
 namespace gear {
 namespace cuda {
@@ -513,86 +514,64 @@ Status flagged_status(const LogitsView& s, const LogitsView& t, const std::vecto
 
 Status divergence(const LogitsView& s, const LogitsView& t, DivKind kind, double beta, double temperature,
                   double kl_cap, const int32_t* targets, const DivergenceOut& out, const ExecContext& ctx) {
-  DeviceLock dev;
-  GEAR_TRY(dev.open(ctx.device));
-  Device& d = *dev;
-  const int64_t rows = s.rows, v = s.vocab;
-  std::vector<int32_t> flags(static_cast<size_t>(rows));
-  RowIO io;
-  io.in[0] = &s;
-  io.in[1] = &t;
-  io.inputs = 2;
-  const int64_t cr = chunk_rows(io);
-  const RowGrid g = row_grid(d, rows, v);
+  RowPass p;
+  GEAR_TRY(p.open(ctx, s, &t));
+  Call& call = p.call;
+  const int64_t rows = p.rows, v = p.vocab;
   const bool jsd = kind == DivKind::Jsd;
-  Call call(d);
   const int s_tg = call.input(out.student_logprob || out.teacher_logprob ? targets : nullptr, rows * 4);
   const int s_val = call.output(out.value, rows * 4), s_h = call.output(out.student_entropy, rows * 4);
   const int s_ls = call.output(out.student_lse, rows * 4), s_lt = call.output(out.teacher_lse, rows * 4);
   const int s_ps = call.output(out.student_logprob, rows * 4), s_pt = call.output(out.teacher_logprob, rows * 4);
-  const int s_fl = call.output(flags.data(), rows * 4);
-  const int s_parts = call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(PairPart)));
-  const int s_prm = jsd ? call.scratch(cr * static_cast<int64_t>(sizeof(RowParams))) : -1;
-  const int s_jsd = jsd ? call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(JsdPart))) : -1;
-  GEAR_TRY(call.commit());
+  const int s_parts = p.item_scratch(sizeof(PairPart));
+  const int s_prm = jsd ? p.row_scratch(sizeof(RowParams)) : -1;
+  const int s_jsd = jsd ? p.item_scratch(sizeof(JsdPart)) : -1;
   const double inv_t = 1.0 / temperature;
-  GEAR_TRY(for_each_chunk(call, io, ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float*) {
+  GEAR_TRY(p.run(ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float*) {
     PairOuts o;
     o.targets = at(call.ptr<int32_t>(s_tg), r0);
     o.value = at(call.ptr<float>(s_val), r0), o.h = at(call.ptr<float>(s_h), r0);
     o.lse_s = at(call.ptr<float>(s_ls), r0), o.lse_t = at(call.ptr<float>(s_lt), r0);
     o.lp_s = at(call.ptr<float>(s_ps), r0), o.lp_t = at(call.ptr<float>(s_pt), r0);
-    queue_pair_passes(d.compute, g, s.dtype, kind, beta, inv_t, kl_cap, in[0].data, in[1].data, n, v,
+    queue_pair_passes(p.device().compute, p.grid, s.dtype, kind, beta, inv_t, kl_cap, in[0].data, in[1].data, n, v,
                       call.ptr<PairPart>(s_parts), call.ptr<RowParams>(s_prm), call.ptr<JsdPart>(s_jsd), o,
-                      call.ptr<int32_t>(s_fl) + r0);
+                      p.flags_at(r0));
     return Status::ok();
   }));
-  GEAR_TRY(call.finish());
-  return flagged_status(s, t, flags);
+  return flagged_status(s, t, p.flags);
 }
 
 Status divergence_backward(const LogitsView& s, const LogitsView& t, DivKind kind, double beta, double temperature,
                            double kl_cap, const float* grad, const float* value, const float* student_lse,
                            const float* teacher_lse, float* out, const ExecContext& ctx) {
-  DeviceLock dev;
-  GEAR_TRY(dev.open(ctx.device));
-  Device& d = *dev;
-  const int64_t rows = s.rows, v = s.vocab;
+  RowPass p;
+  GEAR_TRY(p.open(ctx, s, &t, out));
+  Call& call = p.call;
+  const int64_t rows = p.rows, v = p.vocab;
   const bool jsd = kind == DivKind::Jsd;
   const bool recompute = jsd || value == nullptr || student_lse == nullptr || teacher_lse == nullptr;
-  std::vector<int32_t> flags(static_cast<size_t>(rows));
-  RowIO io;
-  io.in[0] = &s;
-  io.in[1] = &t;
-  io.inputs = 2;
-  io.out = out;
-  io.out_on_device = ctx.out_on_device;
-  const int64_t cr = chunk_rows(io);
-  const RowGrid g = row_grid(d, rows, v);
-  Call call(d);
   const int s_grad = call.input(grad, rows * 4);
   const int s_val = recompute ? -1 : call.input(value, rows * 4);
   const int s_ls = recompute ? -1 : call.input(student_lse, rows * 4);
   const int s_lt = recompute ? -1 : call.input(teacher_lse, rows * 4);
-  const int s_fl = call.output(flags.data(), rows * 4);
-  const int s_parts = recompute ? call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(PairPart))) : -1;
-  const int s_prm = recompute ? call.scratch(cr * static_cast<int64_t>(sizeof(RowParams))) : -1;
-  const int s_jsd = jsd ? call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(JsdPart))) : -1;
-  GEAR_TRY(call.commit());
+  const int s_parts = recompute ? p.item_scratch(sizeof(PairPart)) : -1;
+  const int s_prm = recompute ? p.row_scratch(sizeof(RowParams)) : -1;
+  const int s_jsd = jsd ? p.item_scratch(sizeof(JsdPart)) : -1;
   const double inv_t = 1.0 / temperature;
-  GEAR_TRY(for_each_chunk(call, io, ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float* o) {
-    int32_t* fl = call.ptr<int32_t>(s_fl) + r0;
+  const cudaStream_t st = p.device().compute;
+  GEAR_TRY(p.run(ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float* o) {
+    int32_t* fl = p.flags_at(r0);
     RowParams* prm = call.ptr<RowParams>(s_prm);
     if (recompute)
-      queue_pair_passes(d.compute, g, s.dtype, kind, beta, inv_t, kl_cap, in[0].data, in[1].data, n, v,
+      queue_pair_passes(st, p.grid, s.dtype, kind, beta, inv_t, kl_cap, in[0].data, in[1].data, n, v,
                         call.ptr<PairPart>(s_parts), prm, call.ptr<JsdPart>(s_jsd), PairOuts{}, fl);
-    GEAR_LAUNCH_ROWS(sub_grid(g, n), s.dtype, d.compute, grad_kernel, in[0].data, in[1].data, n, v, g.parts,
-                     static_cast<int>(kind), beta, inv_t, kl_cap, recompute ? prm : nullptr, at(call.ptr<float>(s_ls), r0), at(call.ptr<float>(s_lt), r0),
-                     at(call.ptr<float>(s_val), r0), call.ptr<float>(s_grad) + r0, o, fl);
+    GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), s.dtype, st, grad_kernel, in[0].data, in[1].data, n, v, p.grid.parts,
+                     static_cast<int>(kind), beta, inv_t, kl_cap, recompute ? prm : nullptr,
+                     at(call.ptr<float>(s_ls), r0), at(call.ptr<float>(s_lt), r0), at(call.ptr<float>(s_val), r0),
+                     call.ptr<float>(s_grad) + r0, o, fl);
     return Status::ok();
   }));
-  GEAR_TRY(call.finish());
-  return flagged_status(s, t, flags);
+  return flagged_status(s, t, p.flags);
 }
 
 }  // namespace cuda

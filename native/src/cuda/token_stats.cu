@@ -9,8 +9,8 @@
 #include <cmath>
 #include <vector>
 
-#include "device.cuh"
 #include "gear/cuda.h"
+#include "row_stats.cuh"
 
 namespace gear {
 namespace cuda {
@@ -197,71 +197,55 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(const void* z, int64_t r
 
 Status token_stats(const LogitsView& l, const int32_t* targets, double temperature, float* logprob, float* entropy,
                    float* lse, const ExecContext& ctx) {
-  DeviceLock dev;
-  GEAR_TRY(dev.open(ctx.device));
-  Device& d = *dev;
-  const int64_t rows = l.rows, v = l.vocab;
-  std::vector<int32_t> flags(static_cast<size_t>(rows));
-  RowIO io;
-  io.in[0] = &l;
-  const int64_t cr = chunk_rows(io);
-  const RowGrid g = row_grid(d, rows, v);
-  Call call(d);
-  const int s_tg = call.input(logprob ? targets : nullptr, rows * 4);
-  const int s_lp = call.output(logprob, rows * 4), s_en = call.output(entropy, rows * 4), s_ls = call.output(lse, rows * 4);
-  const int s_fl = call.output(flags.data(), rows * 4);
-  const int s_parts = call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(PartStats)));
-  GEAR_TRY(call.commit());
+  RowPass p;
+  GEAR_TRY(p.open(ctx, l));
+  Call& call = p.call;
+  const int64_t n_rows = p.rows, v = p.vocab;
+  const int s_tg = call.input(logprob ? targets : nullptr, n_rows * 4);
+  const int s_lp = call.output(logprob, n_rows * 4), s_en = call.output(entropy, n_rows * 4);
+  const int s_ls = call.output(lse, n_rows * 4);
+  const int s_parts = p.item_scratch(sizeof(PartStats));
   const double inv_t = 1.0 / temperature;
   const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
-  PartStats* parts = call.ptr<PartStats>(s_parts);
-  GEAR_TRY(for_each_chunk(call, io, ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float*) {
-    GEAR_LAUNCH_ROWS(sub_grid(g, n), l.dtype, d.compute, stats_kernel, in[0].data, n, v, g.parts, c2, inv_t, parts);
-    GEAR_LAUNCH_PER_ROW(n, l.dtype, d.compute, finish_kernel, in[0].data, n, v, g.parts, inv_t, parts, kStats,
+  const cudaStream_t st = p.device().compute;
+  GEAR_TRY(p.run(ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float*) {
+    PartStats* parts = call.ptr<PartStats>(s_parts);
+    GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), l.dtype, st, stats_kernel, in[0].data, n, v, p.grid.parts, c2, inv_t, parts);
+    GEAR_LAUNCH_PER_ROW(n, l.dtype, st, finish_kernel, in[0].data, n, v, p.grid.parts, inv_t, parts, kStats,
                         at(call.ptr<int32_t>(s_tg), r0), int64_t{0}, at(call.ptr<float>(s_lp), r0),
                         at(call.ptr<float>(s_en), r0), at(call.ptr<float>(s_ls), r0), nullptr, nullptr, nullptr,
-                        nullptr, call.ptr<int32_t>(s_fl) + r0);
+                        nullptr, p.flags_at(r0));
     return Status::ok();
   }));
-  GEAR_TRY(call.finish());
-  const int64_t b = first_flagged(flags.data(), rows);
+  const int64_t b = p.first_flagged();
   return b >= 0 ? bad_row(l, "logits", b) : Status::ok();
 }
 
 Status token_stats_backward(const LogitsView& l, const int32_t* targets, const float* grad_logprob,
                             const float* grad_entropy, double temperature, const float* lse, const float* entropy,
                             float* out, const ExecContext& ctx) {
-  DeviceLock dev;
-  GEAR_TRY(dev.open(ctx.device));
-  Device& d = *dev;
-  const int64_t rows = l.rows, v = l.vocab;
+  RowPass p;
+  GEAR_TRY(p.open(ctx, l, nullptr, out));
+  Call& call = p.call;
+  const int64_t n_rows = p.rows, v = p.vocab;
   const bool recompute = lse == nullptr;
-  std::vector<int32_t> flags(static_cast<size_t>(rows));
-  RowIO io;
-  io.in[0] = &l;
-  io.out = out;
-  io.out_on_device = ctx.out_on_device;
-  const int64_t cr = chunk_rows(io);
-  const RowGrid g = row_grid(d, rows, v);
-  Call call(d);
-  const int s_tg = call.input(grad_logprob ? targets : nullptr, rows * 4);
-  const int s_gl = call.input(grad_logprob, rows * 4), s_ge = call.input(grad_entropy, rows * 4);
-  const int s_ls = call.input(lse, rows * 4), s_en = call.input(grad_entropy ? entropy : nullptr, rows * 4);
-  const int s_fl = call.output(flags.data(), rows * 4);
-  const int s_parts = recompute ? call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(PartStats))) : -1;
-  const int s_rls = recompute ? call.scratch(cr * 8) : -1, s_ren = recompute ? call.scratch(cr * 8) : -1;
-  GEAR_TRY(call.commit());
+  const int s_tg = call.input(grad_logprob ? targets : nullptr, n_rows * 4);
+  const int s_gl = call.input(grad_logprob, n_rows * 4), s_ge = call.input(grad_entropy, n_rows * 4);
+  const int s_ls = call.input(lse, n_rows * 4), s_en = call.input(grad_entropy ? entropy : nullptr, n_rows * 4);
+  const int s_parts = recompute ? p.item_scratch(sizeof(PartStats)) : -1;
+  const int s_rls = recompute ? p.row_scratch(8) : -1, s_ren = recompute ? p.row_scratch(8) : -1;
   const double inv_t = 1.0 / temperature;
   const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
-  GEAR_TRY(for_each_chunk(call, io, ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float* o) {
-    int32_t* fl = call.ptr<int32_t>(s_fl) + r0;
+  const cudaStream_t st = p.device().compute;
+  GEAR_TRY(p.run(ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float* o) {
+    int32_t* fl = p.flags_at(r0);
     const float* ls = at(call.ptr<float>(s_ls), r0);
     const double *ls_d = nullptr, *en_d = nullptr;
     const float* en = grad_entropy ? at(call.ptr<float>(s_en), r0) : nullptr;
     if (recompute) {
       PartStats* parts = call.ptr<PartStats>(s_parts);
-      GEAR_LAUNCH_ROWS(sub_grid(g, n), l.dtype, d.compute, stats_kernel, in[0].data, n, v, g.parts, c2, inv_t, parts);
-      GEAR_LAUNCH_PER_ROW(n, l.dtype, d.compute, finish_kernel, in[0].data, n, v, g.parts, inv_t, parts, kBackward,
+      GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), l.dtype, st, stats_kernel, in[0].data, n, v, p.grid.parts, c2, inv_t, parts);
+      GEAR_LAUNCH_PER_ROW(n, l.dtype, st, finish_kernel, in[0].data, n, v, p.grid.parts, inv_t, parts, kBackward,
                           nullptr, int64_t{0}, nullptr, nullptr, nullptr, call.ptr<double>(s_rls),
                           call.ptr<double>(s_ren), nullptr, nullptr, fl);
       ls = nullptr;
@@ -269,48 +253,39 @@ Status token_stats_backward(const LogitsView& l, const int32_t* targets, const f
       en = nullptr;
       en_d = grad_entropy ? call.ptr<double>(s_ren) : nullptr;
     }
-    GEAR_LAUNCH_ROWS(sub_grid(g, n), l.dtype, d.compute, grad_kernel, in[0].data, n, v, g.parts, inv_t, ls_d, ls, en_d,
-                     en, at(call.ptr<float>(s_gl), r0), at(call.ptr<float>(s_ge), r0), at(call.ptr<int32_t>(s_tg), r0),
-                     o, fl);
+    GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), l.dtype, st, grad_kernel, in[0].data, n, v, p.grid.parts, inv_t, ls_d, ls,
+                     en_d, en, at(call.ptr<float>(s_gl), r0), at(call.ptr<float>(s_ge), r0),
+                     at(call.ptr<int32_t>(s_tg), r0), o, fl);
     return Status::ok();
   }));
-  GEAR_TRY(call.finish());
-  const int64_t b = first_flagged(flags.data(), rows);
+  const int64_t b = p.first_flagged();
   return b >= 0 ? bad_row(l, "logits", b) : Status::ok();
 }
 
 Status token_stats_partial(const LogitsView& l, const int32_t* targets, int64_t vocab_start, double temperature,
                            double* max, double* sum_exp, double* sum_exp_x, double* target_logit,
                            const ExecContext& ctx) {
-  DeviceLock dev;
-  GEAR_TRY(dev.open(ctx.device));
-  Device& d = *dev;
-  const int64_t rows = l.rows, v = l.vocab;
-  std::vector<int32_t> flags(static_cast<size_t>(rows));
-  RowIO io;
-  io.in[0] = &l;
-  const int64_t cr = chunk_rows(io);
-  const RowGrid g = row_grid(d, rows, v);
-  Call call(d);
-  const int s_tg = call.input(targets, rows * 4);
-  const int s_mx = call.output(max, rows * 8), s_se = call.output(sum_exp, rows * 8);
-  const int s_sx = call.output(sum_exp_x, rows * 8), s_tl = call.output(target_logit, rows * 8);
-  const int s_fl = call.output(flags.data(), rows * 4);
-  const int s_parts = call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(PartStats)));
-  GEAR_TRY(call.commit());
+  RowPass p;
+  GEAR_TRY(p.open(ctx, l));
+  Call& call = p.call;
+  const int64_t n_rows = p.rows, v = p.vocab;
+  const int s_tg = call.input(targets, n_rows * 4);
+  const int s_mx = call.output(max, n_rows * 8), s_se = call.output(sum_exp, n_rows * 8);
+  const int s_sx = call.output(sum_exp_x, n_rows * 8), s_tl = call.output(target_logit, n_rows * 8);
+  const int s_parts = p.item_scratch(sizeof(PartStats));
   const double inv_t = 1.0 / temperature;
   const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
-  PartStats* parts = call.ptr<PartStats>(s_parts);
-  GEAR_TRY(for_each_chunk(call, io, ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float*) {
-    GEAR_LAUNCH_ROWS(sub_grid(g, n), l.dtype, d.compute, stats_kernel, in[0].data, n, v, g.parts, c2, inv_t, parts);
-    GEAR_LAUNCH_PER_ROW(n, l.dtype, d.compute, finish_kernel, in[0].data, n, v, g.parts, inv_t, parts, kPartial,
+  const cudaStream_t st = p.device().compute;
+  GEAR_TRY(p.run(ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float*) {
+    PartStats* parts = call.ptr<PartStats>(s_parts);
+    GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), l.dtype, st, stats_kernel, in[0].data, n, v, p.grid.parts, c2, inv_t, parts);
+    GEAR_LAUNCH_PER_ROW(n, l.dtype, st, finish_kernel, in[0].data, n, v, p.grid.parts, inv_t, parts, kPartial,
                         call.ptr<int32_t>(s_tg) + r0, vocab_start, nullptr, nullptr, nullptr,
                         call.ptr<double>(s_mx) + r0, call.ptr<double>(s_se) + r0, call.ptr<double>(s_sx) + r0,
-                        call.ptr<double>(s_tl) + r0, call.ptr<int32_t>(s_fl) + r0);
+                        call.ptr<double>(s_tl) + r0, p.flags_at(r0));
     return Status::ok();
   }));
-  GEAR_TRY(call.finish());
-  const int64_t b = first_flagged(flags.data(), rows);
+  const int64_t b = p.first_flagged();
   return b >= 0 ? bad_row(l, "shard", b) : Status::ok();
 }
 
