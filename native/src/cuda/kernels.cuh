@@ -206,6 +206,123 @@ GEAR_HDI void load_vec(const void* z, int64_t i, float (&x)[Elems<D>::kVec]) {
   }
 }
 
+// ---- undecoded 16-byte vectors (the streaming row passes) ----
+
+GEAR_HDI float as_float(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+GEAR_HDI uint32_t as_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+#endif
+}
+
+// The 4 words of the 16-byte vector at p, undecoded: a streaming load (the logits are read once).
+GEAR_HDI void load_words(const uint4* p, uint32_t* w) {
+  check_aligned(p);
+#if defined(__CUDA_ARCH__)
+  const uint4 v = __ldcs(p);
+#else
+  const uint4 v = *p;
+#endif
+  w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+}
+
+
+// Element k of words w (k < 4 for float32, < 8 for 16-bit dtypes: 2 per word, the low half first), as
+// float32. bfloat16 by shifts: the low half moved up, the high half masked.
+template <DType D>
+GEAR_HDI float word_elem(const uint32_t* w, int k) {
+  if constexpr (D == DType::F32) {
+    return as_float(w[k]);
+  } else if constexpr (D == DType::BF16) {
+    return as_float((k & 1) ? w[k >> 1] & 0xffff0000u : w[k >> 1] << 16);
+  } else {
+    return f16_bits(static_cast<unsigned short>((k & 1) ? w[k >> 1] >> 16 : w[k >> 1] & 0xffffu));
+  }
+}
+
+// The larger of each half of two words of 16-bit values (bf16x2 / f16x2: one HMNMX2), NaN ignored as by
+// fmaxf (two NaNs give a NaN).
+template <DType D>
+GEAR_HDI uint32_t max2(uint32_t a, uint32_t b) {
+  if constexpr (D == DType::BF16) {
+    __nv_bfloat162 x, y;
+    memcpy(&x, &a, 4);
+    memcpy(&y, &b, 4);
+    const __nv_bfloat162 r = __hmax2(x, y);
+    uint32_t u;
+    memcpy(&u, &r, 4);
+    return u;
+  } else {
+    __half2 x, y;
+    memcpy(&x, &a, 4);
+    memcpy(&y, &b, 4);
+    const __half2 r = __hmax2(x, y);
+    uint32_t u;
+    memcpy(&u, &r, 4);
+    return u;
+  }
+}
+
+// The largest of the first n elements' values of words w (n words for float32, 2n elements for 16-bit
+// dtypes), NaN ignored as by fmaxf: 16-bit pairs reduced packed, then the larger half.
+template <DType D, int N>
+GEAR_HDI float words_max(const uint32_t* w) {
+  if constexpr (D == DType::F32) {
+    float m = as_float(w[0]);
+#pragma unroll
+    for (int k = 1; k < N; ++k) m = fmaxf(m, as_float(w[k]));
+    return m;
+  } else {
+    uint32_t m = w[0];
+#pragma unroll
+    for (int k = 1; k < N; ++k) m = max2<D>(m, w[k]);
+    return fmaxf(word_elem<D>(&m, 0), word_elem<D>(&m, 1));
+  }
+}
+
+// Whether no element of words w[0..n) has bits above `lim` as an unsigned number of its width (float32,
+// or 16-bit halves): for a negative `lim`, whether every element is at least its value, +0, positive or
+// a positive NaN (negative NaNs and -Infinity are above every negative finite value). Three-way integer
+// maxima (VIMNMX3 on sm_90).
+template <DType D, int N>
+GEAR_HDI bool words_at_most(const uint32_t* w, uint32_t lim) {
+  uint32_t m = w[0];
+  int k = 1;
+  if constexpr (D == DType::F32) {
+    for (; k + 1 < N; k += 2) m = __vimax3_u32(m, w[k], w[k + 1]);
+    if (k < N) m = m > w[k] ? m : w[k];
+    return m <= lim;
+  } else {
+    for (; k + 1 < N; k += 2) m = __vimax3_u16x2(m, w[k], w[k + 1]);
+    if (k < N) m = __vimax3_u16x2(m, w[k], w[k]);
+    return (m & 0xffffu) <= lim && (m >> 16) <= lim;
+  }
+}
+
+// bfloat16 pairs raised to a floor `lo2` (a bf16x2 word), a NaN kept (HMNMX2.NAN): what the pass reads
+// of an entry below a floor where its weight is 0 either way.
+GEAR_HDI uint32_t bf16_floor2(uint32_t w, uint32_t lo2) {
+  __nv_bfloat162 x, y;
+  memcpy(&x, &w, 4);
+  memcpy(&y, &lo2, 4);
+  const __nv_bfloat162 r = __hmax2_nan(x, y);
+  uint32_t u;
+  memcpy(&u, &r, 4);
+  return u;
+}
+
 // Stores 4 float32 values at a 16-byte aligned address (streaming: the output is not read again soon).
 GEAR_HDI void store4(float* p, float a, float b, float c, float d) {
   check_aligned(p);
@@ -244,6 +361,20 @@ GEAR_HDI RowSpan row_span(int64_t row, int64_t vocab, int64_t part, int64_t part
   s.first = part == 0;
   s.last = part == parts - 1;
   return s;
+}
+
+// The vectors lane `lane` of a group of G reads of row span `sp` of z: every G-th from vector vb + lane,
+// starting at p (n of them).
+struct LaneVectors {
+  const uint4* p;
+  int n;
+};
+template <DType D>
+GEAR_HDI LaneVectors lane_vectors(const void* z, const RowSpan& sp, int lane, int G) {
+  const int64_t first = sp.vb + lane;
+  const int n = first < sp.ve ? static_cast<int>((sp.ve - first + G - 1) / G) : 0;
+  const char* base = static_cast<const char*>(z) + sp.vec0 * (D == DType::F32 ? 4 : 2);
+  return LaneVectors{reinterpret_cast<const uint4*>(base) + first, n};
 }
 
 // One thread's share of item (row, part) of z copied to float32 `out` unchanged: what a backward writes for

@@ -77,6 +77,147 @@ struct SoftmaxAcc {
   }
 };
 
+// ---- the streaming accumulator: integer pivots, exact power-of-two rescales ----
+
+// 2^r for an integer-valued r in [-127, 0] (0 at -127), exactly: r's integer, held in the low mantissa bits
+// of r + 1.5 * 2^23, written to the exponent field.
+GEAR_HDI float pow2f(float r) { return as_float((as_bits(r + 12582912.f) - 0x4B400000u + 127u) << 23); }
+
+// 2^r for an integer-valued r in [-1023, 0] (0 at -1023), exactly, in float64.
+GEAR_HDI double pow2d(float r) {
+  const uint32_t hi = (as_bits(r + 12582912.f) - 0x4B400000u + 1023u) << 20;
+#if defined(__CUDA_ARCH__)
+  return __hiloint2double(static_cast<int>(hi), 0);
+#else
+  const uint64_t u = static_cast<uint64_t>(hi) << 32;
+  double d;
+  memcpy(&d, &u, 8);
+  return d;
+#endif
+}
+
+// What a streaming pass needs of the temperature: c2 = log2(e) / T as a float (the weights' scale), 1/T,
+// and for bfloat16 the floor its logits are raised to before they are decoded (StatsAcc). `fast` is false
+// for a temperature so extreme that no such floor exists (c2 outside [2^-90, 2^90]): the pass then runs
+// SoftmaxAcc only.
+struct PassScale {
+  float c2;
+  double inv_t;
+  uint32_t floor2;  // bf16x2: -2^k, the smallest power of two with -2^k c2 <= -2^24, in both halves
+  bool fast;
+};
+inline PassScale pass_scale(double inv_t) {
+  PassScale k;
+  k.inv_t = inv_t;
+  k.c2 = static_cast<float>(inv_t * rowmath::kLog2e);
+  k.fast = k.c2 >= 0x1p-90f && k.c2 <= 0x1p90f;
+  const int e = k.fast ? static_cast<int>(std::ceil(24.0 - std::log2(static_cast<double>(k.c2)))) : 0;
+  const uint32_t bits = 0x8000u | (static_cast<uint32_t>(e + 127) << 7);  // -2^e in bfloat16
+  k.floor2 = bits | (bits << 16);
+  return k;
+}
+
+// A thread's online softmax statistics in the streaming pass (tokenStats). The pivot P is an integer in
+// log2 units: P = ceil(m c2) for the largest raw logit m seen so far, held at kFloor or above. A logit z
+// weighs 2^(z c2 - P): one FMA ("pre-scaled"), rounded once relative to the small difference z c2 - P
+// (not to z c2), then ex2. A pivot move is by an integer, so the float sums rescale by an exact power of
+// two (no ex2 and no error, however often the pivot moves); every kFold elements they are folded into
+// float64 sums, rescaled by an exact power of two too. stats() converts once to rowmath's statistics
+// around m (one float64 exp2 of m c2 - P, in [-1.5, 0.5]). Error: each weight carries ex2's (2^-22) and
+// the FMA's rounding (2^-24 |z c2 - P|), each float sum its kFold additions: as SoftmaxAcc, less the moves.
+// Valid while kFloor <= m c2 <= 2^23 (|m| <= 5.8e6 T): beyond (m a mask, or an absurd logit), a weight
+// the floor made 0 need not be, and stats() asks for the thread's share again through SoftmaxAcc (redo).
+struct StatsAcc {
+  static constexpr float kFloor = -8388608.f;  // -2^23
+  static constexpr int kFold = 32;             // elements per float fold
+  float m = -INFINITY;                         // largest raw logit seen
+  float P = kFloor;                            // pivot of s, a
+  float s = 0.f, a = 0.f;                      // sum 2^d, sum 2^d d with d = z c2 - P
+  float PF = kFloor;                           // pivot of S, A
+  double S = 0.0, A = 0.0;
+  int pending = 0;
+
+  // Moves the pivot for a vector whose largest logit is vmax (NaN ignored, as by fmaxf).
+  GEAR_HDI void pivot(float vmax, float c2) {
+    m = fmaxf(m, vmax);
+    const float next = fmaxf(ceilf(m * c2), kFloor);
+    const float r = fmaxf(P - next, -127.f);  // an integer <= 0 (-127: the old sums weigh 0)
+    const float f = pow2f(r);
+    a = f * fmaf(r, s, a);
+    s *= f;
+    P = next;
+  }
+  // Adds the entry d = z c2 - P: -Infinity weighs 0 (its weighted term 0 * -256), a NaN stays.
+  GEAR_HDI void add(float d) {
+    const float e = ex2(d);
+    s += e;
+    a = fmaf(e, fmaxf(d, -256.f), a);
+  }
+  // add() for a d that is finite or NaN.
+  GEAR_HDI void add_finite(float d) {
+    const float e = ex2(d);
+    s += e;
+    a = fmaf(e, d, a);
+  }
+  GEAR_HDI void count(int n) {
+    if ((pending += n) >= kFold) fold();
+  }
+  __host__ __device__ void fold() {
+    const float r = fmaxf(PF - P, -1023.f);
+    const double f = pow2d(r);
+    A = f * fma(static_cast<double>(r), S, A) + static_cast<double>(a);
+    S = f * S + static_cast<double>(s);
+    PF = P;
+    s = a = 0.f;
+    pending = 0;
+  }
+  // The statistics around m (rowmath's) and whether a NaN or +Infinity was seen; *redo when m c2 is
+  // beyond the valid band (the result is then not to be used).
+  __host__ __device__ rowmath::SoftmaxStats stats(float c2, int* bad, bool* redo) {
+    fold();
+    *bad = m == INFINITY || S != S || A != A;
+    *redo = false;
+    if (m == -INFINITY) return rowmath::SoftmaxStats{rowmath::neg_inf(), S, 0.0};  // S is 0, or NaN
+    const double mk = static_cast<double>(m) * static_cast<double>(c2);
+    const double delta = mk - static_cast<double>(P);  // exact; in [-1.5, 0.5] unless P is at the floor
+    *redo = !(delta >= -2.0 && mk <= 8388608.0);
+    // Every weight but the largest logit's is 0 (a one-hot row, a 1 x 1 row): exactly 1 and entropy 0
+    // around m, as 2^0 gives on the CPU (its own weight 2^(m c2 - P) carries ex2's error, 2^-22).
+    if (S == static_cast<double>(ex2(fmaf(m, c2, -P)))) return rowmath::SoftmaxStats{static_cast<double>(m), 1.0, 0.0};
+    const double g = exp2(-delta);
+    return rowmath::SoftmaxStats{static_cast<double>(m), S * g, rowmath::kLn2 * g * (A - delta * S)};
+  }
+};
+
+// StatsAcc's step over the 16-byte vectors in words w[0..W): the pivot moved once for all of them, then
+// every entry added. bfloat16 logits are raised to k.floor2 first (packed, NaN kept), where their weight is
+// 0 either way, so no entry's d is -Infinity and none needs the clamp.
+template <DType D, int W>
+GEAR_HDI void stats_step(StatsAcc& acc, const uint32_t* w, const PassScale& k) {
+  acc.pivot(words_max<D, W>(w), k.c2);
+  const float np = -acc.P;
+  if constexpr (D == DType::BF16) {
+#pragma unroll
+    for (int i = 0; i < W; ++i) {
+      const uint32_t x = bf16_floor2(w[i], k.floor2);
+      acc.add_finite(fmaf(as_float(x << 16), k.c2, np));
+      acc.add_finite(fmaf(as_float(x & 0xffff0000u), k.c2, np));
+    }
+  } else {
+    constexpr int kPerWord = D == DType::F32 ? 1 : 2;
+#pragma unroll
+    for (int e = 0; e < W * kPerWord; ++e) acc.add(fmaf(word_elem<D>(w, e), k.c2, np));
+  }
+  acc.count(W * (D == DType::F32 ? 1 : 2));
+}
+
+// StatsAcc's step over one scalar.
+GEAR_HDI void stats_scalar(StatsAcc& acc, float x, float c2) {
+  acc.pivot(x, c2);
+  acc.add(fmaf(x, c2, -acc.P));
+  acc.count(1);
+}
+
 // A row piece's softmax statistics, the unit every row pass writes per (row, part) and a per-row kernel
 // merges in part order.
 struct PartStats {

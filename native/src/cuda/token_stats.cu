@@ -1,9 +1,11 @@
 // tokenStats forward, backward and vocabulary-shard statistics on the GPU.
 //
 // Pass 1 (stats_kernel) streams each row once with 16-byte loads: every (row, part) item keeps online
-// softmax statistics per thread (float sums folded into float64, see SoftmaxAcc) and reduces them over
-// its group of threads in a fixed order (group_stats: one rescale per lane to the group's pivot, then sums); a per-row kernel (finish_kernel) merges the parts in order and
-// computes the outputs through gear/row_math.h, the CPU kernels' own finalisation. The backward
+// softmax statistics per thread (StatsAcc: pre-scaled weights around an integer pivot, exact power-of-two
+// rescales, float sums folded into float64; SoftmaxAcc beyond its band) and reduces them over its group of
+// threads in a fixed order (group_stats: one rescale per lane to the group's pivot, then sums); a per-row
+// kernel (finish_kernel) merges the parts in order and computes the outputs through gear/row_math.h, the
+// CPU kernels' own finalisation. The backward
 // (grad_kernel) is one streaming pass per row, one exp per logit, reusing the forward's logsumexp and
 // entropy (or pass 1's when none are given). No float atomics: results are bit-identical between runs.
 #include <cmath>
@@ -18,11 +20,12 @@ namespace {
 
 enum Mode : int { kStats = 0, kPartial = 1, kBackward = 2 };
 
-// Pass 1, one thread's share of item (row, part): the lanes of a group of G stride through the part's
-// vectors, two in flight per lane; lanes below the head / tail count take those scalars.
+// Pass 1 through SoftmaxAcc, one thread's share of item (row, part): the lanes of a group of G stride
+// through the part's vectors, two in flight per lane; lanes below the head / tail count take those
+// scalars. What stats_thread falls back to beyond StatsAcc's band.
 template <DType D>
-__host__ __device__ SoftmaxAcc stats_thread(const void* z, int64_t vocab, int64_t row, int64_t part, int64_t parts,
-                                            int lane, int G, float c2, double inv_t) {
+__host__ __device__ SoftmaxAcc exact_stats_thread(const void* z, int64_t vocab, int64_t row, int64_t part,
+                                                  int64_t parts, int lane, int G, float c2, double inv_t) {
   constexpr int V = Elems<D>::kVec;
   constexpr int U = 2;
   SoftmaxAcc acc;
@@ -47,17 +50,50 @@ __host__ __device__ SoftmaxAcc stats_thread(const void* z, int64_t vocab, int64_
   return acc;
 }
 
+// Pass 1, one thread's share of item (row, part) through StatsAcc: steps of 16 elements (4 float32
+// vectors, or 2 of 16-bit logits) with one pivot move each, their loads issued together; then single
+// vectors, and the head / tail scalars for the lanes below their counts. Beyond StatsAcc's band, the share
+// again through SoftmaxAcc. Returns the statistics around the thread's largest logit; *bad as SoftmaxAcc.
+template <DType D>
+__host__ __device__ rowmath::SoftmaxStats stats_thread(const void* z, int64_t vocab, int64_t row, int64_t part,
+                                                       int64_t parts, int lane, int G, const PassScale& k, int* bad) {
+  constexpr int V = Elems<D>::kVec;
+  constexpr int U = D == DType::F32 ? 4 : 2;
+  bool redo = !k.fast;
+  rowmath::SoftmaxStats st{};
+  if (k.fast) {
+    StatsAcc acc;
+    const RowSpan sp = row_span<V>(row, vocab, part, parts);
+    if (sp.first && lane < sp.head) stats_scalar(acc, load1<D>(z, sp.e0 + lane), k.c2);
+    LaneVectors lv = lane_vectors<D>(z, sp, lane, G);
+    for (; lv.n >= U; lv.n -= U, lv.p += U * G) {
+      uint32_t w[4 * U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) load_words(lv.p + u * G, w + 4 * u);
+      stats_step<D, 4 * U>(acc, w, k);
+    }
+    for (; lv.n > 0; --lv.n, lv.p += G) {
+      uint32_t w[4];
+      load_words(lv.p, w);
+      stats_step<D, 4>(acc, w, k);
+    }
+    if (sp.last && lane < sp.tail) stats_scalar(acc, load1<D>(z, sp.vec0 + sp.ve * V + lane), k.c2);
+    st = acc.stats(k.c2, bad, &redo);
+  }
+  if (redo) st = exact_stats_thread<D>(z, vocab, row, part, parts, lane, G, k.c2, k.inv_t).stats(k.inv_t, bad);
+  return st;
+}
+
 template <DType D, int G>
-__global__ void __launch_bounds__(kThreads) stats_kernel(const void* z, int64_t rows, int64_t vocab, int64_t parts,
-                                                         float c2, double inv_t, PartStats* out) {
+__global__ void __launch_bounds__(kThreads, 5) stats_kernel(const void* z, int64_t rows, int64_t vocab, int64_t parts,
+                                                         PassScale k, PartStats* out) {
   const int lane = threadIdx.x % G;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
   const bool active = item < rows * parts;  // uniform over the group (and over the block when G = block)
-  SoftmaxAcc acc;
-  if (active) acc = stats_thread<D>(z, vocab, item / parts, item % parts, parts, lane, G, c2, inv_t);
   int bad = 0;
-  const rowmath::SoftmaxStats st = acc.stats(inv_t, &bad);
-  const PartStats ps = group_stats<G>(PartStats{st.m, st.s, st.a, bad, 0}, inv_t);
+  rowmath::SoftmaxStats st = rowmath::stats_empty();
+  if (active) st = stats_thread<D>(z, vocab, item / parts, item % parts, parts, lane, G, k, &bad);
+  const PartStats ps = group_stats<G>(PartStats{st.m, st.s, st.a, bad, 0}, k.inv_t);
   if (active && lane == 0) out[item] = ps;
 }
 
@@ -206,11 +242,11 @@ Status token_stats(const LogitsView& l, const int32_t* targets, double temperatu
   const int s_ls = call.output(lse, n_rows * 4);
   const int s_parts = p.item_scratch(sizeof(PartStats));
   const double inv_t = 1.0 / temperature;
-  const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
+  const PassScale k = pass_scale(inv_t);
   const cudaStream_t st = p.device().compute;
   GEAR_TRY(p.run(ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float*) {
     PartStats* parts = call.ptr<PartStats>(s_parts);
-    GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), l.dtype, st, stats_kernel, in[0].data, n, v, p.grid.parts, c2, inv_t, parts);
+    GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), l.dtype, st, stats_kernel, in[0].data, n, v, p.grid.parts, k, parts);
     GEAR_LAUNCH_PER_ROW(n, l.dtype, st, finish_kernel, in[0].data, n, v, p.grid.parts, inv_t, parts, kStats,
                         at(call.ptr<int32_t>(s_tg), r0), int64_t{0}, at(call.ptr<float>(s_lp), r0),
                         at(call.ptr<float>(s_en), r0), at(call.ptr<float>(s_ls), r0), nullptr, nullptr, nullptr,
@@ -235,7 +271,7 @@ Status token_stats_backward(const LogitsView& l, const int32_t* targets, const f
   const int s_parts = recompute ? p.item_scratch(sizeof(PartStats)) : -1;
   const int s_rls = recompute ? p.row_scratch(8) : -1, s_ren = recompute ? p.row_scratch(8) : -1;
   const double inv_t = 1.0 / temperature;
-  const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
+  const PassScale k = pass_scale(inv_t);
   const cudaStream_t st = p.device().compute;
   GEAR_TRY(p.run(ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float* o) {
     int32_t* fl = p.flags_at(r0);
@@ -244,7 +280,7 @@ Status token_stats_backward(const LogitsView& l, const int32_t* targets, const f
     const float* en = grad_entropy ? at(call.ptr<float>(s_en), r0) : nullptr;
     if (recompute) {
       PartStats* parts = call.ptr<PartStats>(s_parts);
-      GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), l.dtype, st, stats_kernel, in[0].data, n, v, p.grid.parts, c2, inv_t, parts);
+      GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), l.dtype, st, stats_kernel, in[0].data, n, v, p.grid.parts, k, parts);
       GEAR_LAUNCH_PER_ROW(n, l.dtype, st, finish_kernel, in[0].data, n, v, p.grid.parts, inv_t, parts, kBackward,
                           nullptr, int64_t{0}, nullptr, nullptr, nullptr, call.ptr<double>(s_rls),
                           call.ptr<double>(s_ren), nullptr, nullptr, fl);
@@ -274,11 +310,11 @@ Status token_stats_partial(const LogitsView& l, const int32_t* targets, int64_t 
   const int s_sx = call.output(sum_exp_x, n_rows * 8), s_tl = call.output(target_logit, n_rows * 8);
   const int s_parts = p.item_scratch(sizeof(PartStats));
   const double inv_t = 1.0 / temperature;
-  const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
+  const PassScale k = pass_scale(inv_t);
   const cudaStream_t st = p.device().compute;
   GEAR_TRY(p.run(ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float*) {
     PartStats* parts = call.ptr<PartStats>(s_parts);
-    GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), l.dtype, st, stats_kernel, in[0].data, n, v, p.grid.parts, c2, inv_t, parts);
+    GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), l.dtype, st, stats_kernel, in[0].data, n, v, p.grid.parts, k, parts);
     GEAR_LAUNCH_PER_ROW(n, l.dtype, st, finish_kernel, in[0].data, n, v, p.grid.parts, inv_t, parts, kPartial,
                         call.ptr<int32_t>(s_tg) + r0, vocab_start, nullptr, nullptr, nullptr,
                         call.ptr<double>(s_mx) + r0, call.ptr<double>(s_se) + r0, call.ptr<double>(s_sx) + r0,

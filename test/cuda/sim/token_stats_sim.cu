@@ -19,14 +19,13 @@ template <DType D>
 Out run_stats(const sim::Logits& l, int G, int64_t parts, double T, const int32_t* targets, int mode, int64_t vocab_start) {
   const int64_t rows = l.rows, vocab = l.vocab;
   const double inv_t = 1.0 / T;
-  const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
+  const PassScale k = pass_scale(inv_t);
   std::vector<PartStats> P(static_cast<size_t>(rows * parts));
   for (int64_t item = 0; item < rows * parts; ++item) {
     std::vector<PartStats> lanes(static_cast<size_t>(G));
     for (int lane = 0; lane < G; ++lane) {
-      SoftmaxAcc acc = stats_thread<D>(l.data.get(), vocab, item / parts, item % parts, parts, lane, G, c2, inv_t);
       int bad = 0;
-      const rowmath::SoftmaxStats st = acc.stats(inv_t, &bad);
+      const rowmath::SoftmaxStats st = stats_thread<D>(l.data.get(), vocab, item / parts, item % parts, parts, lane, G, k, &bad);
       lanes[lane] = PartStats{st.m, st.s, st.a, bad, 0};
     }
     // group_stats: every lane at the group's largest pivot, then added in group_reduce's order
@@ -97,6 +96,21 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, double T) {
   if (rows > kMasked) for (int64_t v = 0; v < vocab; ++v) z[kMasked * vocab + v] = -INFINITY;
   if (rows > kNaN) z[kNaN * vocab + (vocab * 2) / 3] = NAN;
   if (rows > kInf) z[kInf * vocab + vocab / 3] = INFINITY;
+  // Rows for the streaming pass's pivot (StatsAcc): 5 ascending (every step of every lane moves it); 6 a
+  // jump of 10^4 after a third of the row (a move far past 127 log2 units); 7 the dtype's lowest finite
+  // value on the first half (the pivot held at its floor, then rising); 8 ties (every logit 0.5); 9 one
+  // logit of 10^12 (beyond the band: the share again through SoftmaxAcc); 10 every logit near -10^7
+  // (below the band's floor: again through SoftmaxAcc; float16 stays in the band).
+  const double lowest = dt == DType::F32 ? -3.4028234663852886e38 : dt == DType::BF16 ? -3.3895313892515355e38 : -65504.0;
+  const double big = dt == DType::F16 ? 60000.0 : 1e7, huge = dt == DType::F16 ? 60000.0 : 1e12;
+  for (int64_t v = 0; v < vocab; ++v) {
+    if (rows > 5) z[5 * vocab + v] = -20.0 + 40.0 * static_cast<double>(v) / static_cast<double>(vocab);
+    if (rows > 6 && v < vocab / 3) z[6 * vocab + v] -= 1e4;
+    if (rows > 7 && v < vocab / 2) z[7 * vocab + v] = lowest;
+    if (rows > 8) z[8 * vocab + v] = 0.5;
+    if (rows > 10) z[10 * vocab + v] = -big - std::floor(rng.next() * 8) * (dt == DType::F32 ? 1.0 : 0.0);
+  }
+  if (rows > 9) z[9 * vocab + (vocab * 3) / 4] = huge;
   std::vector<int32_t> targets(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
     int64_t y = static_cast<int64_t>(rng.next() * vocab);
@@ -145,8 +159,10 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, double T) {
         sim::check((o.flags[r] != 0) == (nan_inf || !finite), "tokenStats flag row " + std::to_string(r) + " " + name + grid);
         sim::check((pt.flags[r] != 0) == nan_inf, "tokenStatsPartial flag row " + std::to_string(r) + " " + name + grid);
         if (!nan_inf && finite) {
+          // float32 outputs: a log-prob beyond float32's range (a target at the lowest finite logit, T < 1) is -Infinity
+          const double lp32 = static_cast<float>(ref_lp[r]);
           e_stats = std::max({e_stats, sim::scaled_error(o.lse[r], ref_lse[r]), sim::scaled_error(o.ent[r], ref_ent[r]),
-                              sim::scaled_error(o.lp[r], ref_lp[r])});
+                              sim::scaled_error(o.lp[r], std::isinf(lp32) ? lp32 : ref_lp[r])});
         }
         if (!nan_inf) {
           double m = -INFINITY, s = 0, a = 0;
@@ -215,7 +231,8 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, double T) {
 
 int sim_token_stats() {
   int cases = 0;
-  const int64_t shapes[][2] = {{1, 1}, {2, 3}, {6, 33}, {5, 1000}, {6, 3001}, {2, 20011}, {3, 8}, {6, 2048}, {5, 4099}};
+  const int64_t shapes[][2] = {{1, 1}, {2, 3}, {6, 33}, {5, 1000}, {6, 3001}, {2, 20011}, {3, 8}, {6, 2048}, {5, 4099},
+                                {11, 40}, {11, 2500}, {11, 4099}};
   for (DType dt : {DType::F32, DType::BF16, DType::F16})
     for (const auto& sh : shapes)
       for (double T : {1.0, 0.7, 2.0}) {
