@@ -11,7 +11,7 @@
 
 #include "../core/checks.h"
 #include "gear/cuda.h"
-#include "row_stats.cuh"
+#include "pair_stats.cuh"
 
 namespace gear {
 namespace cuda {
@@ -20,161 +20,11 @@ namespace {
 // Per-row flags: which side was bad (NaN / +Infinity) or empty (no finite logit), and the backward's
 // uncapped +Infinity divergence.
 enum : int32_t { kStudentBad = 1, kTeacherBad = 2, kInfinite = 4 };
-// Which cross sum pass 1 accumulates besides both sides' statistics.
-enum : int { kWantNone = 0, kWantCs = 1, kWantCt = 2 };
-
-// A row piece's pair statistics: both sides' softmax statistics, the cross sums (finite: a support
-// mismatch is a flag, not an infinity) and problem bits.
-struct PairPart {
-  double ms, ss, as;   // student
-  double mt, st;       // teacher (its entropy is never needed)
-  double cs, ct;       // sum e_s (d_s - d_t), sum e_t (d_t - d_s)
-  int32_t bits;        // 1 student NaN/+inf, 2 teacher NaN/+inf, 4 student mass where the teacher is -inf,
-                       // 8 teacher mass where the student is -inf
-  int32_t pad;
-};
-
-GEAR_HDI rowmath::PairStats to_pair(const PairPart& p) {
-  return rowmath::PairStats{{p.ms, p.ss, p.as}, {p.mt, p.st, 0.0}, p.cs, p.ct};
-}
-
-GEAR_HDI PairPart pair_merge(const PairPart& x, const PairPart& y, double inv_t) {
-  rowmath::PairStats a = to_pair(x), b = to_pair(y);
-  const double ms = a.s.m > b.s.m ? a.s.m : b.s.m, mt = a.t.m > b.t.m ? a.t.m : b.t.m;
-  rowmath::pair_rescale_student(a, ms, inv_t);
-  rowmath::pair_rescale_student(b, ms, inv_t);
-  rowmath::pair_rescale_teacher(a, mt, inv_t);
-  rowmath::pair_rescale_teacher(b, mt, inv_t);
-  return PairPart{ms, a.s.s + b.s.s, a.s.a + b.s.a, mt, a.t.s + b.t.s, a.cs + b.cs, a.ct + b.ct, x.bits | y.bits, 0};
-}
-
-// A lane's pair statistics moved to the group's pivots (>= its own), ready to be added.
-GEAR_HDI PairPart pair_at(const PairPart& x, double ms, double mt, double inv_t) {
-  rowmath::PairStats a = to_pair(x);
-  rowmath::pair_rescale_student(a, ms, inv_t);
-  rowmath::pair_rescale_teacher(a, mt, inv_t);
-  return PairPart{ms, a.s.s, a.s.a, mt, a.t.s, a.cs, a.ct, x.bits, 0};
-}
-GEAR_HDI PairPart pair_add(const PairPart& x, const PairPart& y) {
-  return PairPart{x.ms, x.ss + y.ss, x.as + y.as, x.mt, x.st + y.st, x.cs + y.cs, x.ct + y.ct, x.bits | y.bits, 0};
-}
-
-// A thread's pair statistics (see SoftmaxAcc): float sums over at most kFold vectors relative to the
-// running pivots ms, mt (as, cs, ct in log2 units), folded into float64 sums relative to the pivots MS, MT
-// of the last fold. A pivot move rescales only the float sums (ex2: e' = 2^r e and d' = d + r for the side
-// that moved by r log2 units, so the weighted sums of that side scale and shift and the other side's cross
-// sum shifts); the fold rescales the float64 sums exactly (rowmath::pair_rescale_*) when a pivot moved.
-template <int WANT>
-struct PairAcc {
-  static constexpr int kFold = 4;
-  float ms = -INFINITY, mt = -INFINITY;
-  float ss = 0.f, as = 0.f, st = 0.f, cs = 0.f, ct = 0.f;  // log2 units for as, cs, ct
-  float MS = -INFINITY, MT = -INFINITY;
-  double SS = 0.0, AS = 0.0, ST = 0.0, CS = 0.0, CT = 0.0;
-  int pending = 0;
-  int32_t bits = 0;
-
-  __host__ __device__ void fold(double inv_t) {
-    if (ms > MS || mt > MT) {
-      rowmath::PairStats p{{MS, SS, AS}, {MT, ST, 0.0}, CS, CT};
-      rowmath::pair_rescale_student(p, ms, inv_t);
-      rowmath::pair_rescale_teacher(p, mt, inv_t);
-      MS = static_cast<float>(p.s.m), MT = static_cast<float>(p.t.m);  // raw logits: exact in float
-      SS = p.s.s, AS = p.s.a, ST = p.t.s, CS = p.cs, CT = p.ct;
-    }
-    SS += ss;
-    ST += st;
-    AS += static_cast<double>(as) * rowmath::kLn2;
-    CS += static_cast<double>(cs) * rowmath::kLn2;
-    CT += static_cast<double>(ct) * rowmath::kLn2;
-    ss = as = st = cs = ct = 0.f;
-    pending = 0;
-  }
-  // Moves of the running pivots by r = (old - new) k < 0 log2 units: that side's weights scale by 2^r
-  // (0 past -126) and its d = (z - m) k shift by r, so its own sums scale and shift and the other side's
-  // cross sum shifts (by -r times the other side's weight; where that side is masked the term is excluded,
-  // and then the row's support-mismatch bit decides the value anyway). Nothing to move while the side has
-  // had no weight (no finite logit, or finite masks only): no term depends on its pivot yet (as
-  // rowmath::pair_rescale_* decide it).
-  GEAR_HDI void move_student(float m, float c2) {
-    if (ss > 0.f || SS > 0.0) {
-      const float r = (ms - m) * c2, f = ex2(fmaxf(r, -256.f));
-      as = f * fmaf(r, ss, as);
-      if (WANT == kWantCs) cs = f * fmaf(r, ss, cs);
-      if (WANT == kWantCt) ct = fmaf(-r, st, ct);
-      ss *= f;
-    }
-    ms = m;
-  }
-  GEAR_HDI void move_teacher(float m, float c2) {
-    if (st > 0.f || ST > 0.0) {
-      const float r = (mt - m) * c2, f = ex2(fmaxf(r, -256.f));
-      if (WANT == kWantCt) ct = f * fmaf(r, st, ct);
-      if (WANT == kWantCs) cs = fmaf(-r, ss, cs);
-      st *= f;
-    }
-    mt = m;
-  }
-  template <int N>
-  GEAR_HDI void add(const float (&a)[N], const float (&b)[N], float c2, double inv_t) {
-    float va = a[0], vb = b[0];
-#pragma unroll
-    for (int k = 1; k < N; ++k) va = fmaxf(va, a[k]), vb = fmaxf(vb, b[k]);
-    if (va > ms) move_student(va, c2);
-    if (vb > mt) move_teacher(vb, c2);
-    // (z - m) k in log2 units. An entry is masked when rowmath::is_mask (-Infinity, or a finite mask such
-    // as torch.finfo(dtype).min, at any temperature) or when (z - m) k overflows, as on the CPU. A NaN, or a side whose pivot is +inf, makes it NaN: caught when the row finishes.
-    float da[N], db[N];
-    bool plain = true;  // no masked entry and no NaN: the sums need no selects
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-      da[k] = (a[k] - ms) * c2, db[k] = (b[k] - mt) * c2;
-      plain = plain && da[k] > -INFINITY && db[k] > -INFINITY && !rowmath::is_mask(fminf(a[k], b[k]));
-    }
-    if (plain) {
-#pragma unroll
-      for (int k = 0; k < N; ++k) {
-        const float ea = ex2(da[k]), eb = ex2(db[k]);
-        ss += ea;
-        st += eb;
-        as = fmaf(ea, da[k], as);
-        if (WANT == kWantCs) cs = fmaf(ea, da[k] - db[k], cs);
-        if (WANT == kWantCt) ct = fmaf(eb, db[k] - da[k], ct);
-      }
-    } else {
-#pragma unroll
-      for (int k = 0; k < N; ++k) {
-        const bool xa = rowmath::is_mask(a[k]) || da[k] == -INFINITY, xb = rowmath::is_mask(b[k]) || db[k] == -INFINITY;
-        const float sa = xa ? 0.f : da[k], sb = xb ? 0.f : db[k];
-        const float ea = xa ? 0.f : ex2(sa), eb = xb ? 0.f : ex2(sb);
-        ss += ea;
-        st += eb;
-        as = fmaf(ea, sa, as);
-        if (WANT == kWantCs) cs = fmaf(xb ? 0.f : ea, sa - sb, cs);
-        if (WANT == kWantCt) ct = fmaf(xa ? 0.f : eb, sb - sa, ct);
-        bits |= (!xa && xb ? 4 : 0) | (!xb && xa ? 8 : 0);
-      }
-    }
-    if (++pending == kFold) fold(inv_t);
-  }
-  __host__ __device__ PairPart finish(double inv_t) {
-    fold(inv_t);
-    int32_t b = bits;
-    if (ms == INFINITY || SS != SS || AS != AS) b |= 1;
-    if (mt == INFINITY || ST != ST) b |= 2;
-    // A NaN on one side makes the cross sums NaN: keep them finite for the merge (the row is an error).
-    if (b & 3) {
-      if (CS != CS) CS = 0.0;
-      if (CT != CT) CT = 0.0;
-    }
-    return PairPart{MS, SS, AS, MT, ST, CS, CT, b, 0};
-  }
-};
-
-// Pass 1, one thread's share of item (row, part) (see token_stats.cu's stats_thread).
+// Pass 1 through PairAcc, one thread's share of item (row, part): what pair_thread falls back to beyond
+// the band of PairFast's pivots.
 template <DType D, int WANT>
-__host__ __device__ PairPart pair_thread(const void* zs, const void* zt, int64_t vocab, int64_t row, int64_t part,
-                                         int64_t parts, int lane, int G, float c2, double inv_t) {
+__host__ __device__ PairPart exact_pair_thread(const void* zs, const void* zt, int64_t vocab, int64_t row,
+                                               int64_t part, int64_t parts, int lane, int G, float c2, double inv_t) {
   constexpr int V = Elems<D>::kVec;
   PairAcc<WANT> acc;
   const RowSpan sp = row_span<V>(row, vocab, part, parts);
@@ -196,26 +46,63 @@ __host__ __device__ PairPart pair_thread(const void* zs, const void* zt, int64_t
   return acc.finish(inv_t);
 }
 
+// Pass 1, one thread's share of item (row, part) through PairFast (see token_stats.cu's stats_thread):
+// steps of two 16-byte vectors per side, their four loads issued together, then single vectors and the
+// head / tail scalars; beyond PairFast's band, the share again through PairAcc.
+template <DType D, int WANT>
+__host__ __device__ PairPart pair_thread(const void* zs, const void* zt, int64_t vocab, int64_t row, int64_t part,
+                                         int64_t parts, int lane, int G, const PairScale& k) {
+  constexpr int V = Elems<D>::kVec;
+  constexpr int U = 2;
+  bool redo = !k.fast;
+  PairPart p{};
+  if (k.fast) {
+    PairFast<WANT> acc;
+    const RowSpan sp = row_span<V>(row, vocab, part, parts);
+    if (sp.first && lane < sp.head) pair_scalar(acc, load1<D>(zs, sp.e0 + lane), load1<D>(zt, sp.e0 + lane), k.c2);
+    LaneVectors a = lane_vectors<D>(zs, sp, lane, G), b = lane_vectors<D>(zt, sp, lane, G);
+    for (; a.n >= U; a.n -= U, a.p += U * G, b.p += U * G) {
+      uint32_t ws[4 * U], wt[4 * U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) load_words(a.p + u * G, ws + 4 * u), load_words(b.p + u * G, wt + 4 * u);
+      pair_step<D, 4 * U>(acc, ws, wt, k);
+    }
+    for (; a.n > 0; --a.n, a.p += G, b.p += G) {
+      uint32_t ws[4], wt[4];
+      load_words(a.p, ws);
+      load_words(b.p, wt);
+      pair_step<D, 4>(acc, ws, wt, k);
+    }
+    if (sp.last && lane < sp.tail) {
+      const int64_t e = sp.vec0 + sp.ve * V + lane;
+      pair_scalar(acc, load1<D>(zs, e), load1<D>(zt, e), k.c2);
+    }
+    p = acc.finish(k.c2, &redo);
+  }
+  if (redo) p = exact_pair_thread<D, WANT>(zs, zt, vocab, row, part, parts, lane, G, k.c2, k.inv_t);
+  return p;
+}
+
 template <DType D, int G, int WANT>
 __device__ __forceinline__ void pair_item(const void* zs, const void* zt, int64_t rows, int64_t vocab, int64_t parts,
-                                          float c2, double inv_t, PairPart* out) {
+                                          const PairScale& k, PairPart* out) {
   const int lane = threadIdx.x % G;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
   const bool active = item < rows * parts;  // uniform over the group: an idle one still joins the block's reductions
-  PairPart p = PairAcc<kWantNone>().finish(inv_t);
-  if (active) p = pair_thread<D, WANT>(zs, zt, vocab, item / parts, item % parts, parts, lane, G, c2, inv_t);
+  PairPart p = PairAcc<kWantNone>().finish(k.inv_t);
+  if (active) p = pair_thread<D, WANT>(zs, zt, vocab, item / parts, item % parts, parts, lane, G, k);
   // every lane at the group's largest pivots, then fixed-order sums (one rescale per lane and side)
   const double ms = group_max<G>(p.ms), mt = group_max<G>(p.mt);
-  p = group_reduce<G>(pair_at(p, ms, mt, inv_t), [](const PairPart& x, const PairPart& y) { return pair_add(x, y); });
+  p = group_reduce<G>(pair_at(p, ms, mt, k.inv_t), [](const PairPart& x, const PairPart& y) { return pair_add(x, y); });
   if (active && lane == 0) out[item] = p;
 }
 
 // Pass 1, one kernel per cross sum (see queue_pair_passes).
 #define GEAR_PAIR_KERNEL(NAME, WANT)                                                                            \
   template <DType D, int G>                                                                                     \
-  __global__ void __launch_bounds__(kThreads) NAME(const void* zs, const void* zt, int64_t rows, int64_t vocab, \
-                                                   int64_t parts, float c2, double inv_t, PairPart* out) {      \
-    pair_item<D, G, WANT>(zs, zt, rows, vocab, parts, c2, inv_t, out);                                          \
+  __global__ void __launch_bounds__(kThreads, 4) NAME(const void* zs, const void* zt, int64_t rows, int64_t vocab, \
+                                                   int64_t parts, PairScale k, PairPart* out) {                 \
+    pair_item<D, G, WANT>(zs, zt, rows, vocab, parts, k, out);                                                  \
   }
 GEAR_PAIR_KERNEL(pair_kernel, kWantNone)
 GEAR_PAIR_KERNEL(pair_kernel_cs, kWantCs)
@@ -484,10 +371,10 @@ void queue_pair_passes(cudaStream_t stream, const RowGrid& grid, DType dtype, Di
                        double kl_cap, const void* zs, const void* zt, int64_t n, int64_t v, PairPart* parts,
                        RowParams* prm, JsdPart* jp, const PairOuts& o, int32_t* fl) {
   const RowGrid g = sub_grid(grid, n);
-  const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
-  if (kind == DivKind::ReverseKl) GEAR_LAUNCH_ROWS(g, dtype, stream, pair_kernel_cs, zs, zt, n, v, g.parts, c2, inv_t, parts);
-  else if (kind == DivKind::ForwardKl) GEAR_LAUNCH_ROWS(g, dtype, stream, pair_kernel_ct, zs, zt, n, v, g.parts, c2, inv_t, parts);
-  else GEAR_LAUNCH_ROWS(g, dtype, stream, pair_kernel, zs, zt, n, v, g.parts, c2, inv_t, parts);
+  const PairScale k = pair_scale(inv_t, dtype);
+  if (kind == DivKind::ReverseKl) GEAR_LAUNCH_ROWS(g, dtype, stream, pair_kernel_cs, zs, zt, n, v, g.parts, k, parts);
+  else if (kind == DivKind::ForwardKl) GEAR_LAUNCH_ROWS(g, dtype, stream, pair_kernel_ct, zs, zt, n, v, g.parts, k, parts);
+  else GEAR_LAUNCH_ROWS(g, dtype, stream, pair_kernel, zs, zt, n, v, g.parts, k, parts);
   GEAR_LAUNCH_PER_ROW(n, dtype, stream, pair_finish_kernel, zs, zt, n, v, g.parts, static_cast<int>(kind), inv_t, kl_cap,
                       parts, o.targets, prm, o.value, o.h, o.lse_s, o.lse_t, o.lp_s, o.lp_t, fl);
   if (kind == DivKind::Jsd) {

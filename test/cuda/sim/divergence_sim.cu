@@ -19,15 +19,15 @@ Fwd run_forward(const sim::Logits& s, const sim::Logits& t, int G, int64_t parts
                 double kl_cap, const int32_t* targets) {
   const int64_t rows = s.rows, vocab = s.vocab;
   const double inv_t = 1.0 / T;
-  const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
+  const PairScale k = pair_scale(inv_t, D);
   const int want = kind == DivKind::ReverseKl ? kWantCs : kind == DivKind::ForwardKl ? kWantCt : kWantNone;
   std::vector<PairPart> P(static_cast<size_t>(rows * parts));
   for (int64_t item = 0; item < rows * parts; ++item) {
     std::vector<PairPart> lanes(static_cast<size_t>(G));
     for (int lane = 0; lane < G; ++lane)
-      lanes[lane] = want == kWantCs   ? pair_thread<D, kWantCs>(s.data.get(), t.data.get(), vocab, item / parts, item % parts, parts, lane, G, c2, inv_t)
-                    : want == kWantCt ? pair_thread<D, kWantCt>(s.data.get(), t.data.get(), vocab, item / parts, item % parts, parts, lane, G, c2, inv_t)
-                                      : pair_thread<D, kWantNone>(s.data.get(), t.data.get(), vocab, item / parts, item % parts, parts, lane, G, c2, inv_t);
+      lanes[lane] = want == kWantCs   ? pair_thread<D, kWantCs>(s.data.get(), t.data.get(), vocab, item / parts, item % parts, parts, lane, G, k)
+                    : want == kWantCt ? pair_thread<D, kWantCt>(s.data.get(), t.data.get(), vocab, item / parts, item % parts, parts, lane, G, k)
+                                      : pair_thread<D, kWantNone>(s.data.get(), t.data.get(), vocab, item / parts, item % parts, parts, lane, G, k);
     // the kernels' group reduction: every lane at the group's largest pivots, then added in order
     double ms = -INFINITY, mt = -INFINITY;
     for (const PairPart& x : lanes) ms = std::fmax(ms, x.ms), mt = std::fmax(mt, x.mt);
@@ -113,11 +113,25 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, DivKind kind
   // same entries of both sides, and one student entry of small mass where only the teacher has it: a
   // mask at every temperature (reverse KL +Infinity), as on the CPU; float16's lowest (-65504) is an
   // ordinary logit.
+  const double lowest = dt == DType::F32 ? -3.4028234663852886e38 : dt == DType::BF16 ? -3.3895313892515355e38 : -65504.0;
   if (rows > 5 && vocab > 3) {
-    const double lowest = dt == DType::F32 ? -3.4028234663852886e38 : dt == DType::BF16 ? -3.3895313892515355e38 : -65504.0;
     for (int64_t v = 0; v < vocab; v += 3) zs[5 * vocab + v] = zt[5 * vocab + v] = lowest;
     zs[5 * vocab + 1] = -200, zt[5 * vocab + 1] = lowest;
   }
+  // Rows for the streaming pass's pivots (PairFast): 6 the student ascending, the teacher descending (every
+  // step moves both); 7 the teacher 10^4 lower on the first third (a move far past 127 log2 units: the
+  // student's cross sum shifts by the whole move; row 4's spike moves the student so); 8 both sides at the dtype's lowest finite value (a mask) on
+  // the first half (the pivots held at their floor, then rising); 9 one student logit of 10^12 and 10 a
+  // teacher near -10^7 (beyond the band: the share again through PairAcc; float16 stays in the band).
+  const double big = dt == DType::F16 ? 60000.0 : 1e7, huge = dt == DType::F16 ? 60000.0 : 1e12;
+  for (int64_t v = 0; v < vocab; ++v) {
+    const double ramp = 40.0 * static_cast<double>(v) / static_cast<double>(vocab);
+    if (rows > 6) zs[6 * vocab + v] = -20.0 + ramp, zt[6 * vocab + v] = 20.0 - ramp;
+    if (rows > 7 && v < vocab / 3) zt[7 * vocab + v] -= 1e4;
+    if (rows > 8 && v < vocab / 2) zs[8 * vocab + v] = zt[8 * vocab + v] = lowest;
+    if (rows > 10) zt[10 * vocab + v] = -big - std::floor(rng.next() * 8) * (dt == DType::F32 ? 1.0 : 0.0);
+  }
+  if (rows > 9) zs[9 * vocab + vocab / 2] = huge;
   std::vector<int32_t> targets(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) targets[r] = static_cast<int32_t>(rng.next() * vocab);
   const sim::Logits s = sim::encode(zs, dt, rows, vocab), t = sim::encode(zt, dt, rows, vocab);
@@ -262,7 +276,7 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, DivKind kind
 
 int sim_divergence() {
   int cases = 0;
-  const int64_t shapes[][2] = {{1, 1}, {5, 3}, {6, 33}, {5, 1001}, {6, 3001}, {2, 20011}};
+  const int64_t shapes[][2] = {{1, 1}, {5, 3}, {6, 33}, {5, 1001}, {6, 3001}, {2, 20011}, {11, 40}, {11, 2501}, {11, 4099}};
   for (DType dt : {DType::F32, DType::BF16, DType::F16})
     for (const auto& sh : shapes)
       for (DivKind k : {DivKind::ReverseKl, DivKind::ForwardKl, DivKind::Jsd})
