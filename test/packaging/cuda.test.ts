@@ -44,7 +44,7 @@ describe('CUDA module build', () => {
     const sections = run('readelf', ['-S', '-W', MODULE]).stdout;
     expect(sections).toContain('.nv_fatbin');
     const syms = run('strings', [MODULE]).stdout;
-    for (const k of ['stats_kernel', 'finish_kernel', 'grad_kernel', 'pair_kernel', 'pair_finish_kernel', 'jsd_kernel', 'jsd_finish_kernel']) {
+    for (const k of ['stats_kernel', 'grad_kernel', 'pair_kernel', 'pair_kernel_cs', 'pair_kernel_ct', 'jsd_kernel']) {
       expect(syms, k).toContain(k);
     }
     // the fat binaries: machine code for both architectures and PTX for newer GPUs, nothing else

@@ -265,6 +265,23 @@ RowGrid row_grid(const Device& d, int64_t rows, int64_t vocab) {
 
 // ---- the frame of an op driver ----
 
+namespace {
+// Counters for `rows` rows on device `d`, zero (grown on the compute stream, before the call's kernels).
+Status ensure_counters(Device& d, int64_t rows) {
+  if (rows <= d.counter_rows) return Status::ok();
+  device_free(d, d.counters);
+  d.counters = nullptr;
+  d.counter_rows = 0;
+  const int64_t n = std::max<int64_t>(rows, 4096);
+  void* p = nullptr;
+  GEAR_TRY(device_alloc(d, n * 4, &p));
+  GEAR_CUDA_TRY(cudaMemsetAsync(p, 0, static_cast<size_t>(n) * 4, d.compute));
+  d.counters = static_cast<int32_t*>(p);
+  d.counter_rows = n;
+  return Status::ok();
+}
+}  // namespace
+
 Status RowPass::open(const ExecContext& ctx, const LogitsView& a, const LogitsView* b, float* out) {
   GEAR_TRY(lock_.open(ctx.device));
   io.in[0] = &a;
@@ -276,7 +293,10 @@ Status RowPass::open(const ExecContext& ctx, const LogitsView& a, const LogitsVi
   vocab = a.vocab;
   chunk = chunk_rows(io);
   grid = row_grid(*lock_, rows, vocab);
-  call.bind(*lock_, false);
+  // Mapped: a small forward call with everything on the device (a backward's kernels OR flags into
+  // its per-row array with atomics, kept in device memory).
+  const bool staged = !a.on_device || (out != nullptr && !ctx.out_on_device);
+  call.bind(*lock_, out == nullptr && !staged && rows * vocab <= kMappedElems);
   flags.assign(static_cast<size_t>(rows), 0);
   flags_slot_ = call.output(flags.data(), rows * 4);
   return Status::ok();
@@ -284,6 +304,7 @@ Status RowPass::open(const ExecContext& ctx, const LogitsView& a, const LogitsVi
 
 Status RowPass::run(const ExecContext& ctx, const ChunkFn& fn) {
   GEAR_TRY(call.commit());
+  GEAR_TRY(ensure_counters(*lock_, grid.parts > 1 ? chunk : 0));
   GEAR_TRY(for_each_chunk(call, io, ctx, fn));
   return call.finish();
 }

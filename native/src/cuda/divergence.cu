@@ -1,10 +1,11 @@
 // divergence forward and backward on the GPU.
 //
 // Pass 1 (pair_kernel) streams both rows once with 16-byte loads, each thread keeping both sides' online
-// softmax statistics and the cross sum its kind needs (float sums folded into float64, the pivot rescaling
-// of gear/row_math.h); items reduce over their group in a fixed order and a per-row kernel merges the
-// parts in order into the row's values and the backward's per-row parameters. JSD adds a second pass
-// over the rows for its log-mixture terms (jsd_kernel, one log2 per entry). The backward (grad_kernel) is
+// softmax statistics and the cross sum its kind needs (PairFast: pre-scaled weights around integer pivots,
+// exact power-of-two rescales, float sums folded into float64; PairAcc beyond its band); items reduce over
+// their group in a fixed order and the row's last piece merges the pieces in order into the row's values
+// and the backward's per-row parameters (one kernel). JSD adds a second pass over the rows for its
+// log-mixture terms (jsd_kernel, one log2 per entry, finished the same way). The backward (grad_kernel) is
 // one streaming pass writing d/dz_student. No float atomics: results are bit-identical between runs.
 #include <cmath>
 #include <vector>
@@ -83,9 +84,65 @@ __host__ __device__ PairPart pair_thread(const void* zs, const void* zt, int64_t
   return p;
 }
 
+// Per-row results of pass 1 (and, for JSD, pass 2) that the backward and the forward's outputs need.
+struct RowParams {
+  double lse_s, lse_t;
+  double value;  // the uncapped divergence (reverse KL: also the backward's centring term)
+  double k_sm;   // JSD: sum_v p_s (ln p_s - ln M)
+};
+
+// What pass 1 (and JSD's pass 2) write per row of a chunk (pointers from the chunk's row 0; null: not
+// wanted): the forward's outputs, the per-row parameters, the flags.
+struct PairOut {
+  int kind = 0;
+  double kl_cap = 0.0;
+  const int32_t* targets = nullptr;
+  float *value = nullptr, *h = nullptr, *lse_s = nullptr, *lse_t = nullptr, *lp_s = nullptr, *lp_t = nullptr;
+  RowParams* prm = nullptr;
+  int32_t* flags = nullptr;
+};
+
+// Row r's statistics: its `parts` pieces merged in part order.
+GEAR_HDI PairPart merge_pair_parts(const PairPart* in, int64_t r, int64_t parts, double inv_t) {
+  PairPart acc = load_cg(in + r * parts);
+  for (int64_t p = 1; p < parts; ++p) acc = pair_merge(acc, load_cg(in + r * parts + p), inv_t);
+  return acc;
+}
+
+// Row r from its merged pass-1 statistics: flags a bad or empty side; writes the per-row parameters, and
+// the forward's outputs when asked (JSD's value comes from pass 2).
+template <DType D>
+__host__ __device__ void pair_finish_row(int64_t r, const void* zs, const void* zt, int64_t vocab, double inv_t,
+                                         const PairPart& acc, const PairOut& o) {
+  const int32_t f = (acc.bits & 1) || acc.ss == 0.0 ? kStudentBad : (acc.bits & 2) || acc.st == 0.0 ? kTeacherBad : 0;
+  if (f != 0) {
+    o.flags[r] = f;
+    return;
+  }
+  rowmath::PairStats ps = to_pair(acc);
+  double v = 0.0;
+  if (o.kind == static_cast<int>(DivKind::ReverseKl)) {
+    if (acc.bits & 4) ps.cs = rowmath::pos_inf();
+    v = rowmath::pair_reverse_kl(ps);
+  } else if (o.kind == static_cast<int>(DivKind::ForwardKl)) {
+    if (acc.bits & 8) ps.ct = rowmath::pos_inf();
+    v = rowmath::pair_forward_kl(ps);
+  }
+  const double ls = rowmath::stats_lse(ps.s, inv_t), lt = rowmath::stats_lse(ps.t, inv_t);
+  if (o.prm) o.prm[r] = RowParams{ls, lt, v, 0.0};
+  if (o.value && o.kind != static_cast<int>(DivKind::Jsd)) o.value[r] = static_cast<float>(v < o.kl_cap ? v : o.kl_cap);
+  if (o.h) o.h[r] = static_cast<float>(rowmath::stats_entropy(ps.s));
+  if (o.lse_s) o.lse_s[r] = static_cast<float>(ls);
+  if (o.lse_t) o.lse_t[r] = static_cast<float>(lt);
+  if (o.lp_s) o.lp_s[r] = static_cast<float>(rowmath::pair_logprob(load1<D>(zs, r * vocab + o.targets[r]), ps.s, inv_t));
+  if (o.lp_t) o.lp_t[r] = static_cast<float>(rowmath::pair_logprob(load1<D>(zt, r * vocab + o.targets[r]), ps.t, inv_t));
+}
+
+// Pass 1 and its per-row finish in one kernel (see token_stats.cu's stats_kernel): each (row, part) item
+// reduces over its group; the row's last piece to finish merges the pieces in order and finishes the row.
 template <DType D, int G, int WANT>
 __device__ __forceinline__ void pair_item(const void* zs, const void* zt, int64_t rows, int64_t vocab, int64_t parts,
-                                          const PairScale& k, PairPart* out) {
+                                          const PairScale& k, PairPart* pieces, const PairOut& o, int32_t* counters) {
   const int lane = threadIdx.x % G;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
   const bool active = item < rows * parts;  // uniform over the group: an idle one still joins the block's reductions
@@ -94,71 +151,26 @@ __device__ __forceinline__ void pair_item(const void* zs, const void* zt, int64_
   // every lane at the group's largest pivots, then fixed-order sums (one rescale per lane and side)
   const double ms = group_max<G>(p.ms), mt = group_max<G>(p.mt);
   p = group_reduce<G>(pair_at(p, ms, mt, k.inv_t), [](const PairPart& x, const PairPart& y) { return pair_add(x, y); });
-  if (active && lane == 0) out[item] = p;
+  if (!active || lane != 0) return;
+  const int64_t row = item / parts;
+  if (parts == 1) return pair_finish_row<D>(row, zs, zt, vocab, k.inv_t, p, o);
+  pieces[item] = p;
+  if (last_piece(counters + row, parts))
+    pair_finish_row<D>(row, zs, zt, vocab, k.inv_t, merge_pair_parts(pieces, row, parts, k.inv_t), o);
 }
 
 // Pass 1, one kernel per cross sum (see queue_pair_passes).
-#define GEAR_PAIR_KERNEL(NAME, WANT)                                                                            \
-  template <DType D, int G>                                                                                     \
-  __global__ void __launch_bounds__(kThreads, 4) NAME(const void* zs, const void* zt, int64_t rows, int64_t vocab, \
-                                                   int64_t parts, PairScale k, PairPart* out) {                 \
-    pair_item<D, G, WANT>(zs, zt, rows, vocab, parts, k, out);                                                  \
+#define GEAR_PAIR_KERNEL(NAME, WANT)                                                                              \
+  template <DType D, int G>                                                                                       \
+  __global__ void __launch_bounds__(kThreads)                                                                     \
+      NAME(const void* zs, const void* zt, int64_t rows, int64_t vocab, int64_t parts, PairScale k, PairPart* pieces, \
+           PairOut o, int32_t* counters) {                                                                        \
+    pair_item<D, G, WANT>(zs, zt, rows, vocab, parts, k, pieces, o, counters);                                    \
   }
 GEAR_PAIR_KERNEL(pair_kernel, kWantNone)
 GEAR_PAIR_KERNEL(pair_kernel_cs, kWantCs)
 GEAR_PAIR_KERNEL(pair_kernel_ct, kWantCt)
 #undef GEAR_PAIR_KERNEL
-
-// Per-row results of pass 1 (and, for JSD, pass 2) that the backward and the forward's outputs need.
-struct RowParams {
-  double lse_s, lse_t;
-  double value;  // the uncapped divergence (reverse KL: also the backward's centring term)
-  double k_sm;   // JSD: sum_v p_s (ln p_s - ln M)
-};
-
-// Row r from pass 1's parts (merged in order): flags a bad or empty side; writes the per-row parameters,
-// and the forward's outputs when asked (JSD's value comes from pass 2).
-template <DType D>
-__host__ __device__ void pair_finish_row(int64_t r, const void* zs, const void* zt, int64_t vocab, int64_t parts,
-                                         int kind, double inv_t, double kl_cap, const PairPart* in,
-                                         const int32_t* targets, RowParams* prm, float* value, float* h, float* lse_s,
-                                         float* lse_t, float* lp_s, float* lp_t, int32_t* flags) {
-  PairPart acc = in[r * parts];
-  for (int64_t p = 1; p < parts; ++p) acc = pair_merge(acc, in[r * parts + p], inv_t);
-  const int32_t f = (acc.bits & 1) || acc.ss == 0.0 ? kStudentBad : (acc.bits & 2) || acc.st == 0.0 ? kTeacherBad : 0;
-  if (f != 0) {
-    flags[r] = f;
-    return;
-  }
-  rowmath::PairStats ps = to_pair(acc);
-  double v = 0.0;
-  if (kind == static_cast<int>(DivKind::ReverseKl)) {
-    if (acc.bits & 4) ps.cs = rowmath::pos_inf();
-    v = rowmath::pair_reverse_kl(ps);
-  } else if (kind == static_cast<int>(DivKind::ForwardKl)) {
-    if (acc.bits & 8) ps.ct = rowmath::pos_inf();
-    v = rowmath::pair_forward_kl(ps);
-  }
-  const double ls = rowmath::stats_lse(ps.s, inv_t), lt = rowmath::stats_lse(ps.t, inv_t);
-  if (prm) prm[r] = RowParams{ls, lt, v, 0.0};
-  if (value && kind != static_cast<int>(DivKind::Jsd)) value[r] = static_cast<float>(v < kl_cap ? v : kl_cap);
-  if (h) h[r] = static_cast<float>(rowmath::stats_entropy(ps.s));
-  if (lse_s) lse_s[r] = static_cast<float>(ls);
-  if (lse_t) lse_t[r] = static_cast<float>(lt);
-  if (lp_s) lp_s[r] = static_cast<float>(rowmath::pair_logprob(load1<D>(zs, r * vocab + targets[r]), ps.s, inv_t));
-  if (lp_t) lp_t[r] = static_cast<float>(rowmath::pair_logprob(load1<D>(zt, r * vocab + targets[r]), ps.t, inv_t));
-}
-
-template <DType D>
-__global__ void pair_finish_kernel(const void* zs, const void* zt, int64_t rows, int64_t vocab, int64_t parts,
-                                   int kind, double inv_t, double kl_cap, const PairPart* in, const int32_t* targets,
-                                   RowParams* prm, float* value, float* h, float* lse_s, float* lse_t, float* lp_s,
-                                   float* lp_t, int32_t* flags) {
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r < rows)
-    pair_finish_row<D>(r, zs, zt, vocab, parts, kind, inv_t, kl_cap, in, targets, prm, value, h, lse_s, lse_t, lp_s,
-                       lp_t, flags);
-}
 
 // JSD pass 2: per item, sum_v jsd_term(ln p_s, ln p_t) and sum_v p_s (ln p_s - ln M) (float64 once folded).
 struct JsdPart {
@@ -222,37 +234,40 @@ __host__ __device__ JsdPart jsd_thread(const void* zs, const void* zt, int64_t v
   return JsdPart{rowmath::kLn2 * (beta * VB + (1.0 - beta) * KS), rowmath::kLn2 * KS};
 }
 
+// Row r's JSD from its merged pass-2 sums (a row pass 1 flagged has none).
+__host__ __device__ inline void jsd_finish_row(int64_t r, const JsdPart& acc, const PairOut& o) {
+  if (o.flags[r] != 0) return;
+  const double v = acc.value > 0.0 ? acc.value : 0.0;
+  o.prm[r].value = v;
+  o.prm[r].k_sm = acc.k_sm;
+  if (o.value) o.value[r] = static_cast<float>(v < o.kl_cap ? v : o.kl_cap);
+}
+GEAR_HDI JsdPart jsd_add(const JsdPart& x, const JsdPart& y) { return JsdPart{x.value + y.value, x.k_sm + y.k_sm}; }
+GEAR_HDI JsdPart merge_jsd_parts(const JsdPart* in, int64_t r, int64_t parts) {
+  JsdPart acc = load_cg(in + r * parts);
+  for (int64_t p = 1; p < parts; ++p) acc = jsd_add(acc, load_cg(in + r * parts + p));
+  return acc;
+}
+
+// JSD pass 2 and its per-row finish in one kernel (as pair_item). Rows pass 1 flagged add nothing.
 template <DType D, int G>
 __global__ void __launch_bounds__(kThreads) jsd_kernel(const void* zs, const void* zt, int64_t rows, int64_t vocab,
-                                                       int64_t parts, double beta, double inv_t,
-                                                       const RowParams* prm, const int32_t* flags, JsdPart* out) {
+                                                       int64_t parts, double beta, double inv_t, JsdPart* pieces,
+                                                       PairOut o, int32_t* counters) {
   const int lane = threadIdx.x % G;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
   const bool in_grid = item < rows * parts;  // uniform over the group, as the reduction requires
+  const int64_t row = item / parts;
   JsdPart acc{0.0, 0.0};
-  if (in_grid && flags[item / parts] == 0) {
-    const int64_t row = item / parts;
-    acc = jsd_thread<D>(zs, zt, vocab, row, item % parts, parts, lane, G, beta, inv_t, prm[row].lse_s, prm[row].lse_t);
+  if (in_grid && o.flags[row] == 0) {
+    const RowParams prm = o.prm[row];
+    acc = jsd_thread<D>(zs, zt, vocab, row, item % parts, parts, lane, G, beta, inv_t, prm.lse_s, prm.lse_t);
   }
-  acc = group_reduce<G>(acc, [](const JsdPart& x, const JsdPart& y) { return JsdPart{x.value + y.value, x.k_sm + y.k_sm}; });
-  if (in_grid && lane == 0) out[item] = acc;
-}
-
-__host__ __device__ inline void jsd_finish_row(int64_t r, int64_t parts, double kl_cap, const JsdPart* in,
-                                               RowParams* prm, float* value, const int32_t* flags) {
-  if (flags[r] != 0) return;
-  JsdPart acc = in[r * parts];
-  for (int64_t p = 1; p < parts; ++p) acc = JsdPart{acc.value + in[r * parts + p].value, acc.k_sm + in[r * parts + p].k_sm};
-  const double v = acc.value > 0.0 ? acc.value : 0.0;
-  prm[r].value = v;
-  prm[r].k_sm = acc.k_sm;
-  if (value) value[r] = static_cast<float>(v < kl_cap ? v : kl_cap);
-}
-
-__global__ void jsd_finish_kernel(int64_t rows, int64_t parts, double kl_cap, const JsdPart* in, RowParams* prm,
-                                  float* value, const int32_t* flags) {
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r < rows) jsd_finish_row(r, parts, kl_cap, in, prm, value, flags);
+  acc = group_reduce<G>(acc, [](const JsdPart& x, const JsdPart& y) { return jsd_add(x, y); });
+  if (!in_grid || lane != 0) return;
+  if (parts == 1) return jsd_finish_row(row, acc, o);
+  pieces[item] = acc;
+  if (last_piece(counters + row, parts)) jsd_finish_row(row, merge_jsd_parts(pieces, row, parts), o);
 }
 
 // The backward's constants of one row, as the CPU kernel forms them: log2 p of each side is
@@ -357,31 +372,18 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(const void* zs, const vo
   if (bad) atomicOr(flags + row, bad);  // integer OR: the same result in any order
 }
 
-// Per-row outputs of the forward passes for a chunk (null: not wanted).
-struct PairOuts {
-  const int32_t* targets = nullptr;
-  float *value = nullptr, *h = nullptr, *lse_s = nullptr, *lse_t = nullptr, *lp_s = nullptr, *lp_t = nullptr;
-};
-
-// Queues the forward passes over a chunk of n rows on the compute stream: pass 1 (one kernel per cross
-// sum: a runtime switch would size every variant's registers by the largest, 70 instead of 64 for 16-bit
-// rows, 3 blocks per multiprocessor instead of 4), its per-row merge (flags, `prm`, the wanted outputs),
-// and for JSD pass 2 and its merge.
+// Queues the forward passes over a chunk of n rows on the compute stream: pass 1 with its per-row finish
+// (one kernel per cross sum: a runtime switch would size every variant's registers by the largest), and
+// for JSD pass 2 with its finish.
 void queue_pair_passes(cudaStream_t stream, const RowGrid& grid, DType dtype, DivKind kind, double beta, double inv_t,
-                       double kl_cap, const void* zs, const void* zt, int64_t n, int64_t v, PairPart* parts,
-                       RowParams* prm, JsdPart* jp, const PairOuts& o, int32_t* fl) {
+                       const void* zs, const void* zt, int64_t n, int64_t v, PairPart* parts, JsdPart* jp,
+                       const PairOut& o, int32_t* counters) {
   const RowGrid g = sub_grid(grid, n);
   const PairScale k = pair_scale(inv_t, dtype);
-  if (kind == DivKind::ReverseKl) GEAR_LAUNCH_ROWS(g, dtype, stream, pair_kernel_cs, zs, zt, n, v, g.parts, k, parts);
-  else if (kind == DivKind::ForwardKl) GEAR_LAUNCH_ROWS(g, dtype, stream, pair_kernel_ct, zs, zt, n, v, g.parts, k, parts);
-  else GEAR_LAUNCH_ROWS(g, dtype, stream, pair_kernel, zs, zt, n, v, g.parts, k, parts);
-  GEAR_LAUNCH_PER_ROW(n, dtype, stream, pair_finish_kernel, zs, zt, n, v, g.parts, static_cast<int>(kind), inv_t, kl_cap,
-                      parts, o.targets, prm, o.value, o.h, o.lse_s, o.lse_t, o.lp_s, o.lp_t, fl);
-  if (kind == DivKind::Jsd) {
-    GEAR_LAUNCH_ROWS(g, dtype, stream, jsd_kernel, zs, zt, n, v, g.parts, beta, inv_t, prm, fl, jp);
-    const unsigned blocks = static_cast<unsigned>((n + kThreads - 1) / kThreads);
-    jsd_finish_kernel<<<blocks, kThreads, 0, stream>>>(n, g.parts, kl_cap, jp, prm, o.value, fl);
-  }
+  if (kind == DivKind::ReverseKl) GEAR_LAUNCH_ROWS(g, dtype, stream, pair_kernel_cs, zs, zt, n, v, g.parts, k, parts, o, counters);
+  else if (kind == DivKind::ForwardKl) GEAR_LAUNCH_ROWS(g, dtype, stream, pair_kernel_ct, zs, zt, n, v, g.parts, k, parts, o, counters);
+  else GEAR_LAUNCH_ROWS(g, dtype, stream, pair_kernel, zs, zt, n, v, g.parts, k, parts, o, counters);
+  if (kind == DivKind::Jsd) GEAR_LAUNCH_ROWS(g, dtype, stream, jsd_kernel, zs, zt, n, v, g.parts, beta, inv_t, jp, o, counters);
 }
 
 // The error of the first flagged row, in the CPU backend's order: a bad or empty side before an
@@ -415,14 +417,15 @@ Status divergence(const LogitsView& s, const LogitsView& t, DivKind kind, double
   const int s_jsd = jsd ? p.item_scratch(sizeof(JsdPart)) : -1;
   const double inv_t = 1.0 / temperature;
   GEAR_TRY(p.run(ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float*) {
-    PairOuts o;
+    PairOut o;
+    o.kind = static_cast<int>(kind), o.kl_cap = kl_cap;
     o.targets = at(call.ptr<int32_t>(s_tg), r0);
     o.value = at(call.ptr<float>(s_val), r0), o.h = at(call.ptr<float>(s_h), r0);
     o.lse_s = at(call.ptr<float>(s_ls), r0), o.lse_t = at(call.ptr<float>(s_lt), r0);
     o.lp_s = at(call.ptr<float>(s_ps), r0), o.lp_t = at(call.ptr<float>(s_pt), r0);
-    queue_pair_passes(p.device().compute, p.grid, s.dtype, kind, beta, inv_t, kl_cap, in[0].data, in[1].data, n, v,
-                      call.ptr<PairPart>(s_parts), call.ptr<RowParams>(s_prm), call.ptr<JsdPart>(s_jsd), o,
-                      p.flags_at(r0));
+    o.prm = call.ptr<RowParams>(s_prm), o.flags = p.flags_at(r0);
+    queue_pair_passes(p.device().compute, p.grid, s.dtype, kind, beta, inv_t, in[0].data, in[1].data, n, v,
+                      call.ptr<PairPart>(s_parts), call.ptr<JsdPart>(s_jsd), o, p.counters());
     return Status::ok();
   }));
   return flagged_status(s, t, p.flags);
@@ -449,9 +452,12 @@ Status divergence_backward(const LogitsView& s, const LogitsView& t, DivKind kin
   GEAR_TRY(p.run(ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float* o) {
     int32_t* fl = p.flags_at(r0);
     RowParams* prm = call.ptr<RowParams>(s_prm);
-    if (recompute)
-      queue_pair_passes(st, p.grid, s.dtype, kind, beta, inv_t, kl_cap, in[0].data, in[1].data, n, v,
-                        call.ptr<PairPart>(s_parts), prm, call.ptr<JsdPart>(s_jsd), PairOuts{}, fl);
+    if (recompute) {
+      PairOut po;
+      po.kind = static_cast<int>(kind), po.kl_cap = kl_cap, po.prm = prm, po.flags = fl;
+      queue_pair_passes(st, p.grid, s.dtype, kind, beta, inv_t, in[0].data, in[1].data, n, v,
+                        call.ptr<PairPart>(s_parts), call.ptr<JsdPart>(s_jsd), po, p.counters());
+    }
     GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), s.dtype, st, grad_kernel, in[0].data, in[1].data, n, v, p.grid.parts,
                      static_cast<int>(kind), beta, inv_t, kl_cap, recompute ? prm : nullptr,
                      at(call.ptr<float>(s_ls), r0), at(call.ptr<float>(s_lt), r0), at(call.ptr<float>(s_val), r0),

@@ -218,8 +218,8 @@ GEAR_HDI void stats_scalar(StatsAcc& acc, float x, float c2) {
   acc.count(1);
 }
 
-// A row piece's softmax statistics, the unit every row pass writes per (row, part) and a per-row kernel
-// merges in part order.
+// A row piece's softmax statistics, the unit every row pass writes per (row, part); the row's last part
+// to finish merges them in part order.
 struct PartStats {
   double m, s, a;
   int32_t bad;
@@ -230,6 +230,41 @@ GEAR_HDI PartStats part_merge(const PartStats& x, const PartStats& y, double inv
   const rowmath::SoftmaxStats r = rowmath::stats_merge(rowmath::SoftmaxStats{x.m, x.s, x.a},
                                                        rowmath::SoftmaxStats{y.m, y.s, y.a}, inv_t);
   return PartStats{r.m, r.s, r.a, x.bad | y.bad, 0};
+}
+
+// A value another block wrote in the same kernel: read from L2 (ld.cg), past this multiprocessor's L1,
+// which the other's writes do not update (a line of it may hold an older copy).
+template <typename T>
+GEAR_HDI T load_cg(const T* p) {
+#if defined(__CUDA_ARCH__)
+  static_assert(sizeof(T) % 4 == 0, "4-byte fields");
+  T out;
+  const unsigned* src = reinterpret_cast<const unsigned*>(p);
+  unsigned* dst = reinterpret_cast<unsigned*>(&out);
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(sizeof(T) / 4); ++i) dst[i] = __ldcg(src + i);
+  return out;
+#else
+  return *p;
+#endif
+}
+
+// Row r's statistics: its `parts` pieces in[r * parts ..] merged in part order.
+GEAR_HDI PartStats merge_parts(const PartStats* in, int64_t r, int64_t parts, double inv_t) {
+  PartStats acc = load_cg(in + r * parts);
+  for (int64_t p = 1; p < parts; ++p) acc = part_merge(acc, load_cg(in + r * parts + p), inv_t);
+  return acc;
+}
+
+// Called by the lane that wrote its piece of a row split in `parts` pieces (one kernel, one block per
+// piece): whether it is the row's last piece to finish, and so the one to merge them all (the others'
+// pieces are then visible to it through load_cg). Leaves the row's counter 0 for the next kernel.
+__device__ __forceinline__ bool last_piece(int32_t* counter, int64_t parts) {
+  __threadfence();  // this piece, before the count that lets another block read it
+  if (atomicAdd(counter, 1) != static_cast<int32_t>(parts - 1)) return false;
+  __threadfence();
+  *counter = 0;
+  return true;
 }
 
 // Fixed-order reduction of a group's values to its lane 0 (other lanes get partial results): warp

@@ -3,11 +3,11 @@
 // Pass 1 (stats_kernel) streams each row once with 16-byte loads: every (row, part) item keeps online
 // softmax statistics per thread (StatsAcc: pre-scaled weights around an integer pivot, exact power-of-two
 // rescales, float sums folded into float64; SoftmaxAcc beyond its band) and reduces them over its group of
-// threads in a fixed order (group_stats: one rescale per lane to the group's pivot, then sums); a per-row
-// kernel (finish_kernel) merges the parts in order and computes the outputs through gear/row_math.h, the
-// CPU kernels' own finalisation. The backward
-// (grad_kernel) is one streaming pass per row, one exp per logit, reusing the forward's logsumexp and
-// entropy (or pass 1's when none are given). No float atomics: results are bit-identical between runs.
+// threads in a fixed order (group_stats: one rescale per lane to the group's pivot, then sums); the row's
+// last piece to finish merges the pieces in order and computes the outputs through gear/row_math.h, the
+// CPU kernels' own finalisation (one kernel). The backward (grad_kernel) is one streaming pass per row,
+// one exp per logit, reusing the forward's logsumexp and entropy (or pass 1's when none are given). No
+// float atomics: results are bit-identical between runs.
 #include <cmath>
 #include <vector>
 
@@ -84,9 +84,55 @@ __host__ __device__ rowmath::SoftmaxStats stats_thread(const void* z, int64_t vo
   return st;
 }
 
+// What pass 1 writes per row of a chunk, by mode (pointers from the chunk's row 0; null: not wanted).
+struct StatsOut {
+  int mode;
+  const int32_t* targets;
+  int64_t vocab_start;  // kPartial
+  float *lp, *ent, *lse;                   // kStats
+  double *pmax, *psum, *psumx, *ptarget;   // kPartial; kBackward: lse and entropy in pmax, psum
+  int32_t* flags;
+};
+
+// Row r's outputs from its merged statistics for the mode. A row with a NaN or +Infinity logit, or
+// (kStats, kBackward) without a finite one, is flagged.
+template <DType D>
+__host__ __device__ void finish_row(int64_t r, const void* z, int64_t vocab, double inv_t, const PartStats& acc,
+                                    const StatsOut& o) {
+  if (acc.bad) {
+    o.flags[r] = 1;
+    return;
+  }
+  const rowmath::SoftmaxStats s{acc.m, acc.s, acc.a};
+  if (o.mode == kPartial) {
+    o.pmax[r] = s.m;
+    o.psum[r] = s.s;
+    o.psumx[r] = s.a;
+    const int64_t y = static_cast<int64_t>(o.targets[r]) - o.vocab_start;
+    o.ptarget[r] = y >= 0 && y < vocab ? static_cast<double>(load1<D>(z, r * vocab + y)) : rowmath::quiet_nan();
+    return;
+  }
+  if (s.s == 0.0) {  // every logit masked
+    o.flags[r] = 1;
+    return;
+  }
+  if (o.mode == kBackward) {  // the backward keeps its logsumexp and entropy in float64 (pmax's and psum's
+    o.pmax[r] = rowmath::stats_lse(s, inv_t);  // slots), as the CPU does
+    o.psum[r] = rowmath::stats_entropy(s);
+    return;
+  }
+  if (o.lse) o.lse[r] = static_cast<float>(rowmath::stats_lse(s, inv_t));
+  if (o.ent) o.ent[r] = static_cast<float>(rowmath::stats_entropy(s));
+  if (o.lp) o.lp[r] = static_cast<float>(rowmath::stats_logprob(load1<D>(z, r * vocab + o.targets[r]), s, inv_t));
+}
+
+// Pass 1 and its per-row finish in one kernel: each (row, part) item reduces over its group and writes
+// its piece; the row's last piece to finish (every piece, for a row in one piece) merges them in order
+// and writes the row's outputs. `counters`: one per row, zero.
 template <DType D, int G>
 __global__ void __launch_bounds__(kThreads, 5) stats_kernel(const void* z, int64_t rows, int64_t vocab, int64_t parts,
-                                                         PassScale k, PartStats* out) {
+                                                         PassScale k, PartStats* pieces, StatsOut o,
+                                                         int32_t* counters) {
   const int lane = threadIdx.x % G;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
   const bool active = item < rows * parts;  // uniform over the group (and over the block when G = block)
@@ -94,54 +140,11 @@ __global__ void __launch_bounds__(kThreads, 5) stats_kernel(const void* z, int64
   rowmath::SoftmaxStats st = rowmath::stats_empty();
   if (active) st = stats_thread<D>(z, vocab, item / parts, item % parts, parts, lane, G, k, &bad);
   const PartStats ps = group_stats<G>(PartStats{st.m, st.s, st.a, bad, 0}, k.inv_t);
-  if (active && lane == 0) out[item] = ps;
-}
-
-// Row r's outputs from its parts (merged in order) for the mode. A row with a NaN or +Infinity logit, or
-// (kStats, kBackward) without a finite one, is flagged.
-template <DType D>
-__host__ __device__ void finish_row(int64_t r, const void* z, int64_t vocab, int64_t parts, double inv_t,
-                                    const PartStats* in, int mode, const int32_t* targets, int64_t vocab_start,
-                                    float* lp, float* ent, float* lse, double* pmax, double* psum, double* psumx,
-                                    double* ptarget, int32_t* flags) {
-  PartStats acc = in[r * parts];
-  for (int64_t p = 1; p < parts; ++p) acc = part_merge(acc, in[r * parts + p], inv_t);
-  if (acc.bad) {
-    flags[r] = 1;
-    return;
-  }
-  const rowmath::SoftmaxStats s{acc.m, acc.s, acc.a};
-  if (mode == kPartial) {
-    pmax[r] = s.m;
-    psum[r] = s.s;
-    psumx[r] = s.a;
-    const int64_t y = static_cast<int64_t>(targets[r]) - vocab_start;
-    ptarget[r] = y >= 0 && y < vocab ? static_cast<double>(load1<D>(z, r * vocab + y)) : rowmath::quiet_nan();
-    return;
-  }
-  if (s.s == 0.0) {  // every logit masked
-    flags[r] = 1;
-    return;
-  }
-  if (mode == kBackward) {  // the backward keeps its logsumexp and entropy in float64 (pmax's and psum's
-    pmax[r] = rowmath::stats_lse(s, inv_t);  // slots), as the CPU does
-    psum[r] = rowmath::stats_entropy(s);
-    return;
-  }
-  if (lse) lse[r] = static_cast<float>(rowmath::stats_lse(s, inv_t));
-  if (ent) ent[r] = static_cast<float>(rowmath::stats_entropy(s));
-  if (lp) lp[r] = static_cast<float>(rowmath::stats_logprob(load1<D>(z, r * vocab + targets[r]), s, inv_t));
-}
-
-template <DType D>
-__global__ void finish_kernel(const void* z, int64_t rows, int64_t vocab, int64_t parts, double inv_t,
-                              const PartStats* in, int mode, const int32_t* targets, int64_t vocab_start, float* lp,
-                              float* ent, float* lse, double* pmax, double* psum, double* psumx, double* ptarget,
-                              int32_t* flags) {
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r < rows)
-    finish_row<D>(r, z, vocab, parts, inv_t, in, mode, targets, vocab_start, lp, ent, lse, pmax, psum, psumx, ptarget,
-                  flags);
+  if (!active || lane != 0) return;
+  const int64_t row = item / parts;
+  if (parts == 1) return finish_row<D>(row, z, vocab, k.inv_t, ps, o);
+  pieces[item] = ps;
+  if (last_piece(counters + row, parts)) finish_row<D>(row, z, vocab, k.inv_t, merge_parts(pieces, row, parts, k.inv_t), o);
 }
 
 // The backward's per-row constants, as the CPU kernel forms them: dL/dz_v = p_v (alpha + beta ln p_v) +
@@ -245,12 +248,11 @@ Status token_stats(const LogitsView& l, const int32_t* targets, double temperatu
   const PassScale k = pass_scale(inv_t);
   const cudaStream_t st = p.device().compute;
   GEAR_TRY(p.run(ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float*) {
-    PartStats* parts = call.ptr<PartStats>(s_parts);
-    GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), l.dtype, st, stats_kernel, in[0].data, n, v, p.grid.parts, k, parts);
-    GEAR_LAUNCH_PER_ROW(n, l.dtype, st, finish_kernel, in[0].data, n, v, p.grid.parts, inv_t, parts, kStats,
-                        at(call.ptr<int32_t>(s_tg), r0), int64_t{0}, at(call.ptr<float>(s_lp), r0),
-                        at(call.ptr<float>(s_en), r0), at(call.ptr<float>(s_ls), r0), nullptr, nullptr, nullptr,
-                        nullptr, p.flags_at(r0));
+    const StatsOut o{kStats, at(call.ptr<int32_t>(s_tg), r0), 0, at(call.ptr<float>(s_lp), r0),
+                     at(call.ptr<float>(s_en), r0), at(call.ptr<float>(s_ls), r0), nullptr, nullptr, nullptr, nullptr,
+                     p.flags_at(r0)};
+    GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), l.dtype, st, stats_kernel, in[0].data, n, v, p.grid.parts, k,
+                     call.ptr<PartStats>(s_parts), o, p.counters());
     return Status::ok();
   }));
   const int64_t b = p.first_flagged();
@@ -279,11 +281,10 @@ Status token_stats_backward(const LogitsView& l, const int32_t* targets, const f
     const double *ls_d = nullptr, *en_d = nullptr;
     const float* en = grad_entropy ? at(call.ptr<float>(s_en), r0) : nullptr;
     if (recompute) {
-      PartStats* parts = call.ptr<PartStats>(s_parts);
-      GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), l.dtype, st, stats_kernel, in[0].data, n, v, p.grid.parts, k, parts);
-      GEAR_LAUNCH_PER_ROW(n, l.dtype, st, finish_kernel, in[0].data, n, v, p.grid.parts, inv_t, parts, kBackward,
-                          nullptr, int64_t{0}, nullptr, nullptr, nullptr, call.ptr<double>(s_rls),
-                          call.ptr<double>(s_ren), nullptr, nullptr, fl);
+      const StatsOut so{kBackward, nullptr, 0, nullptr, nullptr, nullptr, call.ptr<double>(s_rls),
+                        call.ptr<double>(s_ren), nullptr, nullptr, fl};
+      GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), l.dtype, st, stats_kernel, in[0].data, n, v, p.grid.parts, k,
+                       call.ptr<PartStats>(s_parts), so, p.counters());
       ls = nullptr;
       ls_d = call.ptr<double>(s_rls);
       en = nullptr;
@@ -313,12 +314,11 @@ Status token_stats_partial(const LogitsView& l, const int32_t* targets, int64_t 
   const PassScale k = pass_scale(inv_t);
   const cudaStream_t st = p.device().compute;
   GEAR_TRY(p.run(ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float*) {
-    PartStats* parts = call.ptr<PartStats>(s_parts);
-    GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), l.dtype, st, stats_kernel, in[0].data, n, v, p.grid.parts, k, parts);
-    GEAR_LAUNCH_PER_ROW(n, l.dtype, st, finish_kernel, in[0].data, n, v, p.grid.parts, inv_t, parts, kPartial,
-                        call.ptr<int32_t>(s_tg) + r0, vocab_start, nullptr, nullptr, nullptr,
-                        call.ptr<double>(s_mx) + r0, call.ptr<double>(s_se) + r0, call.ptr<double>(s_sx) + r0,
-                        call.ptr<double>(s_tl) + r0, p.flags_at(r0));
+    const StatsOut o{kPartial, call.ptr<int32_t>(s_tg) + r0, vocab_start, nullptr, nullptr, nullptr,
+                     call.ptr<double>(s_mx) + r0, call.ptr<double>(s_se) + r0, call.ptr<double>(s_sx) + r0,
+                     call.ptr<double>(s_tl) + r0, p.flags_at(r0)};
+    GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), l.dtype, st, stats_kernel, in[0].data, n, v, p.grid.parts, k,
+                     call.ptr<PartStats>(s_parts), o, p.counters());
     return Status::ok();
   }));
   const int64_t b = p.first_flagged();

@@ -38,13 +38,15 @@ Fwd run_forward(const sim::Logits& s, const sim::Logits& t, int G, int64_t parts
   const size_t n = static_cast<size_t>(rows);
   o.value.assign(n, NAN), o.h.assign(n, NAN), o.lse_s.assign(n, NAN), o.lse_t.assign(n, NAN);
   o.lp_s.assign(n, NAN), o.lp_t.assign(n, NAN), o.prm.assign(n, RowParams{NAN, NAN, NAN, NAN}), o.flags.assign(n, 0);
+  PairOut po;
+  po.kind = static_cast<int>(kind), po.kl_cap = kl_cap, po.targets = targets;
+  po.value = o.value.data(), po.h = o.h.data(), po.lse_s = o.lse_s.data(), po.lse_t = o.lse_t.data();
+  po.lp_s = o.lp_s.data(), po.lp_t = o.lp_t.data(), po.prm = o.prm.data(), po.flags = o.flags.data();
+  // the row's last piece merges the pieces in part order
   for (int64_t r = 0; r < rows; ++r)
-    pair_finish_row<D>(r, s.data.get(), t.data.get(), vocab, parts, static_cast<int>(kind), inv_t, kl_cap, P.data(), targets,
-                       o.prm.data(), o.value.data(), o.h.data(), o.lse_s.data(), o.lse_t.data(), o.lp_s.data(),
-                       o.lp_t.data(), o.flags.data());
+    pair_finish_row<D>(r, s.data.get(), t.data.get(), vocab, inv_t, merge_pair_parts(P.data(), r, parts, inv_t), po);
   if (kind == DivKind::Jsd) {
     std::vector<JsdPart> J(static_cast<size_t>(rows * parts), JsdPart{0, 0});
-    auto add = [](const JsdPart& a, const JsdPart& b) { return JsdPart{a.value + b.value, a.k_sm + b.k_sm}; };
     for (int64_t item = 0; item < rows * parts; ++item) {
       const int64_t row = item / parts;
       std::vector<JsdPart> lanes(static_cast<size_t>(G), JsdPart{0, 0});
@@ -52,9 +54,9 @@ Fwd run_forward(const sim::Logits& s, const sim::Logits& t, int G, int64_t parts
         for (int lane = 0; lane < G; ++lane)
           lanes[lane] = jsd_thread<D>(s.data.get(), t.data.get(), vocab, row, item % parts, parts, lane, G, beta, inv_t,
                                       o.prm[row].lse_s, o.prm[row].lse_t);
-      J[item] = sim::group_reduce(lanes, G, add);
+      J[item] = sim::group_reduce(lanes, G, jsd_add);
     }
-    for (int64_t r = 0; r < rows; ++r) jsd_finish_row(r, parts, kl_cap, J.data(), o.prm.data(), o.value.data(), o.flags.data());
+    for (int64_t r = 0; r < rows; ++r) jsd_finish_row(r, merge_jsd_parts(J.data(), r, parts), po);
   }
   return o;
 }

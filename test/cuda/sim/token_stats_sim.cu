@@ -39,10 +39,10 @@ Out run_stats(const sim::Logits& l, int G, int64_t parts, double T, const int32_
   o.lp.assign(n, NAN), o.ent.assign(n, NAN), o.lse.assign(n, NAN);
   o.pm.assign(n, NAN), o.ps.assign(n, NAN), o.pa.assign(n, NAN), o.pt.assign(n, NAN);
   o.flags.assign(n, 0);
-  for (int64_t r = 0; r < rows; ++r)
-    finish_row<D>(r, l.data.get(), vocab, parts, inv_t, P.data(), mode, targets, vocab_start,
-                  mode == kStats && targets ? o.lp.data() : nullptr, o.ent.data(), o.lse.data(), o.pm.data(), o.ps.data(),
-                  o.pa.data(), o.pt.data(), o.flags.data());
+  const StatsOut so{mode, targets, vocab_start, mode == kStats && targets ? o.lp.data() : nullptr, o.ent.data(),
+                    o.lse.data(), o.pm.data(), o.ps.data(), o.pa.data(), o.pt.data(), o.flags.data()};
+  // the row's last piece merges the pieces in part order (a row in one piece finishes from its own)
+  for (int64_t r = 0; r < rows; ++r) finish_row<D>(r, l.data.get(), vocab, inv_t, merge_parts(P.data(), r, parts, inv_t), so);
   return o;
 }
 
