@@ -102,18 +102,29 @@ struct PairOut {
   int32_t* flags = nullptr;
 };
 
-// Row r's statistics: its `parts` pieces merged in part order.
-GEAR_HDI PairPart merge_pair_parts(const PairPart* in, int64_t r, int64_t parts, double inv_t) {
-  PairPart acc = load_cg(in + r * parts);
-  for (int64_t p = 1; p < parts; ++p) acc = pair_merge(acc, load_cg(in + r * parts + p), inv_t);
+// Lane l's share of merging row r's `parts` pieces (see lane_pieces).
+GEAR_HDI PairPart lane_pair_pieces(const PairPart* in, int64_t r, int64_t parts, int l, double inv_t) {
+  PairPart acc{rowmath::neg_inf(), 0.0, 0.0, rowmath::neg_inf(), 0.0, 0.0, 0.0, 0, 0};
+  for (int64_t p = l; p < parts; p += 32) acc = pair_merge(acc, load_cg(in + r * parts + p), inv_t);
   return acc;
 }
 
-// Row r from its merged pass-1 statistics: flags a bad or empty side; writes the per-row parameters, and
-// the forward's outputs when asked (JSD's value comes from pass 2).
+// The target's raw logits on both sides when the forward's log-probs are asked (read when the row
+// finishes: unlike tokenStats' target_logit, not ahead of the pass, where it would hold two registers).
+struct TargetLogits {
+  float s, t;
+};
 template <DType D>
-__host__ __device__ void pair_finish_row(int64_t r, const void* zs, const void* zt, int64_t vocab, double inv_t,
-                                         const PairPart& acc, const PairOut& o) {
+__host__ __device__ TargetLogits target_logits(const void* zs, const void* zt, int64_t vocab, int64_t r, const PairOut& o) {
+  if (!o.lp_s && !o.lp_t) return TargetLogits{0.f, 0.f};
+  const int64_t e = r * vocab + o.targets[r];
+  return TargetLogits{load1<D>(zs, e), load1<D>(zt, e)};
+}
+
+// Row r from its merged pass-1 statistics (y: target_logits): flags a bad or empty side; writes the
+// per-row parameters, and the forward's outputs when asked (JSD's value comes from pass 2).
+__host__ __device__ inline void pair_finish_row(int64_t r, double inv_t, const PairPart& acc, TargetLogits y,
+                                                const PairOut& o) {
   const int32_t f = (acc.bits & 1) || acc.ss == 0.0 ? kStudentBad : (acc.bits & 2) || acc.st == 0.0 ? kTeacherBad : 0;
   if (f != 0) {
     o.flags[r] = f;
@@ -134,12 +145,19 @@ __host__ __device__ void pair_finish_row(int64_t r, const void* zs, const void* 
   if (o.h) o.h[r] = static_cast<float>(rowmath::stats_entropy(ps.s));
   if (o.lse_s) o.lse_s[r] = static_cast<float>(ls);
   if (o.lse_t) o.lse_t[r] = static_cast<float>(lt);
-  if (o.lp_s) o.lp_s[r] = static_cast<float>(rowmath::pair_logprob(load1<D>(zs, r * vocab + o.targets[r]), ps.s, inv_t));
-  if (o.lp_t) o.lp_t[r] = static_cast<float>(rowmath::pair_logprob(load1<D>(zt, r * vocab + o.targets[r]), ps.t, inv_t));
+  if (o.lp_s) o.lp_s[r] = static_cast<float>(rowmath::pair_logprob(y.s, ps.s, inv_t));
+  if (o.lp_t) o.lp_t[r] = static_cast<float>(rowmath::pair_logprob(y.t, ps.t, inv_t));
 }
 
-// Pass 1 and its per-row finish in one kernel (see token_stats.cu's stats_kernel): each (row, part) item
-// reduces over its group; the row's last piece to finish merges the pieces in order and finishes the row.
+// A group's pair statistics at its lane 0: every lane at the group's largest pivots, then fixed-order sums
+// (one rescale per lane and side).
+template <int G>
+__device__ __forceinline__ PairPart group_pair(const PairPart& x, double inv_t) {
+  const double ms = group_max<G>(x.ms), mt = group_max<G>(x.mt);
+  return group_reduce<G>(pair_at(x, ms, mt, inv_t), [](const PairPart& a, const PairPart& b) { return pair_add(a, b); });
+}
+
+// Pass 1 and its per-row finish in one kernel (see token_stats.cu's stats_kernel).
 template <DType D, int G, int WANT>
 __device__ __forceinline__ void pair_item(const void* zs, const void* zt, int64_t rows, int64_t vocab, int64_t parts,
                                           const PairScale& k, PairPart* pieces, const PairOut& o, int32_t* counters) {
@@ -148,15 +166,14 @@ __device__ __forceinline__ void pair_item(const void* zs, const void* zt, int64_
   const bool active = item < rows * parts;  // uniform over the group: an idle one still joins the block's reductions
   PairPart p = PairAcc<kWantNone>().finish(k.inv_t);
   if (active) p = pair_thread<D, WANT>(zs, zt, vocab, item / parts, item % parts, parts, lane, G, k);
-  // every lane at the group's largest pivots, then fixed-order sums (one rescale per lane and side)
-  const double ms = group_max<G>(p.ms), mt = group_max<G>(p.mt);
-  p = group_reduce<G>(pair_at(p, ms, mt, k.inv_t), [](const PairPart& x, const PairPart& y) { return pair_add(x, y); });
-  if (!active || lane != 0) return;
-  const int64_t row = item / parts;
-  if (parts == 1) return pair_finish_row<D>(row, zs, zt, vocab, k.inv_t, p, o);
-  pieces[item] = p;
-  if (last_piece(counters + row, parts))
-    pair_finish_row<D>(row, zs, zt, vocab, k.inv_t, merge_pair_parts(pieces, row, parts, k.inv_t), o);
+  p = group_pair<G>(p, k.inv_t);
+  end_item<G>(
+      active, item, parts, p, pieces, counters,
+      [&](int l) { return lane_pair_pieces(pieces, item / parts, parts, l, k.inv_t); },
+      [&](const PairPart& x) { return group_pair<32>(x, k.inv_t); },
+      [&](int64_t row, const PairPart& merged) {
+        pair_finish_row(row, k.inv_t, merged, target_logits<D>(zs, zt, vocab, row, o), o);
+      });
 }
 
 // Pass 1, one kernel per cross sum (see queue_pair_passes).
@@ -243,9 +260,11 @@ __host__ __device__ inline void jsd_finish_row(int64_t r, const JsdPart& acc, co
   if (o.value) o.value[r] = static_cast<float>(v < o.kl_cap ? v : o.kl_cap);
 }
 GEAR_HDI JsdPart jsd_add(const JsdPart& x, const JsdPart& y) { return JsdPart{x.value + y.value, x.k_sm + y.k_sm}; }
-GEAR_HDI JsdPart merge_jsd_parts(const JsdPart* in, int64_t r, int64_t parts) {
-  JsdPart acc = load_cg(in + r * parts);
-  for (int64_t p = 1; p < parts; ++p) acc = jsd_add(acc, load_cg(in + r * parts + p));
+
+// Lane l's share of merging row r's `parts` pass-2 pieces (see lane_pieces).
+GEAR_HDI JsdPart lane_jsd_pieces(const JsdPart* in, int64_t r, int64_t parts, int l) {
+  JsdPart acc{0.0, 0.0};
+  for (int64_t p = l; p < parts; p += 32) acc = jsd_add(acc, load_cg(in + r * parts + p));
   return acc;
 }
 
@@ -263,11 +282,11 @@ __global__ void __launch_bounds__(kThreads) jsd_kernel(const void* zs, const voi
     const RowParams prm = o.prm[row];
     acc = jsd_thread<D>(zs, zt, vocab, row, item % parts, parts, lane, G, beta, inv_t, prm.lse_s, prm.lse_t);
   }
-  acc = group_reduce<G>(acc, [](const JsdPart& x, const JsdPart& y) { return jsd_add(x, y); });
-  if (!in_grid || lane != 0) return;
-  if (parts == 1) return jsd_finish_row(row, acc, o);
-  pieces[item] = acc;
-  if (last_piece(counters + row, parts)) jsd_finish_row(row, merge_jsd_parts(pieces, row, parts), o);
+  const auto add = [](const JsdPart& x, const JsdPart& y) { return jsd_add(x, y); };
+  acc = group_reduce<G>(acc, add);
+  end_item<G>(
+      in_grid, item, parts, acc, pieces, counters, [&](int l) { return lane_jsd_pieces(pieces, row, parts, l); },
+      [&](const JsdPart& x) { return group_reduce<32>(x, add); }, [&](int64_t r, const JsdPart& m) { jsd_finish_row(r, m, o); });
 }
 
 // The backward's constants of one row, as the CPU kernel forms them: log2 p of each side is

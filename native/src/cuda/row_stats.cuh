@@ -249,10 +249,10 @@ GEAR_HDI T load_cg(const T* p) {
 #endif
 }
 
-// Row r's statistics: its `parts` pieces in[r * parts ..] merged in part order.
-GEAR_HDI PartStats merge_parts(const PartStats* in, int64_t r, int64_t parts, double inv_t) {
-  PartStats acc = load_cg(in + r * parts);
-  for (int64_t p = 1; p < parts; ++p) acc = part_merge(acc, load_cg(in + r * parts + p), inv_t);
+// Lane l's share of merging row r's `parts` pieces: pieces l, l + 32, ... in order (none: no logit).
+GEAR_HDI PartStats lane_pieces(const PartStats* in, int64_t r, int64_t parts, int l, double inv_t) {
+  PartStats acc{rowmath::neg_inf(), 0.0, 0.0, 0, 0};
+  for (int64_t p = l; p < parts; p += 32) acc = part_merge(acc, load_cg(in + r * parts + p), inv_t);
   return acc;
 }
 
@@ -265,6 +265,32 @@ __device__ __forceinline__ bool last_piece(int32_t* counter, int64_t parts) {
   __threadfence();
   *counter = 0;
   return true;
+}
+
+// The end of a row pass's item, called by every thread of its group with the group's result `mine` (valid
+// in lane 0): a row in one piece is finished by lane 0 (finish(row, mine)); a row in several (G = block
+// only) writes its piece, and in the block that finishes the row's last piece warp 0 merges the pieces
+// in a fixed order, whichever block that is (lane_merge(l): lane l's pieces in order; warp_merge: the
+// lanes as a group of 32), then lane 0 finishes the row. `counters`: one per row, zero.
+template <int G, typename T, typename LaneMerge, typename WarpMerge, typename Finish>
+__device__ __forceinline__ void end_item(bool active, int64_t item, int64_t parts, const T& mine, T* pieces,
+                                         int32_t* counters, LaneMerge lane_merge, WarpMerge warp_merge,
+                                         Finish finish) {
+  if (!active) return;  // uniform over the group
+  const int64_t row = item / parts;
+  if (G == 32 || parts == 1) {  // a warp's row is always in one piece (row_grid)
+    if (threadIdx.x % G == 0) finish(row, mine);
+    return;
+  }
+  __shared__ int last;
+  if (threadIdx.x == 0) {
+    pieces[item] = mine;
+    last = last_piece(counters + row, parts);
+  }
+  __syncthreads();
+  if (!last || threadIdx.x >= 32) return;
+  const T merged = warp_merge(lane_merge(static_cast<int>(threadIdx.x)));
+  if (threadIdx.x == 0) finish(row, merged);
 }
 
 // Fixed-order reduction of a group's values to its lane 0 (other lanes get partial results): warp

@@ -94,11 +94,20 @@ struct StatsOut {
   int32_t* flags;
 };
 
-// Row r's outputs from its merged statistics for the mode. A row with a NaN or +Infinity logit, or
-// (kStats, kBackward) without a finite one, is flagged.
+// The raw logit a row's outputs need (tokenStats' target, tokenStatsPartial's target in this shard: NaN
+// when it is elsewhere), read at the start of the row's pass so that its latency (a page-locked read for
+// a small call) overlaps the pass.
 template <DType D>
-__host__ __device__ void finish_row(int64_t r, const void* z, int64_t vocab, double inv_t, const PartStats& acc,
-                                    const StatsOut& o) {
+__host__ __device__ float target_logit(const void* z, int64_t vocab, int64_t r, const StatsOut& o) {
+  if (o.mode == kStats) return o.lp ? load1<D>(z, r * vocab + o.targets[r]) : 0.f;
+  if (o.mode != kPartial) return 0.f;
+  const int64_t y = static_cast<int64_t>(o.targets[r]) - o.vocab_start;
+  return y >= 0 && y < vocab ? load1<D>(z, r * vocab + y) : rowmath::quiet_nan();
+}
+
+// Row r's outputs from its merged statistics for the mode (zy: target_logit). A row with a NaN or
+// +Infinity logit, or (kStats, kBackward) without a finite one, is flagged.
+__host__ __device__ inline void finish_row(int64_t r, double inv_t, const PartStats& acc, float zy, const StatsOut& o) {
   if (acc.bad) {
     o.flags[r] = 1;
     return;
@@ -108,8 +117,7 @@ __host__ __device__ void finish_row(int64_t r, const void* z, int64_t vocab, dou
     o.pmax[r] = s.m;
     o.psum[r] = s.s;
     o.psumx[r] = s.a;
-    const int64_t y = static_cast<int64_t>(o.targets[r]) - o.vocab_start;
-    o.ptarget[r] = y >= 0 && y < vocab ? static_cast<double>(load1<D>(z, r * vocab + y)) : rowmath::quiet_nan();
+    o.ptarget[r] = zy;
     return;
   }
   if (s.s == 0.0) {  // every logit masked
@@ -123,12 +131,12 @@ __host__ __device__ void finish_row(int64_t r, const void* z, int64_t vocab, dou
   }
   if (o.lse) o.lse[r] = static_cast<float>(rowmath::stats_lse(s, inv_t));
   if (o.ent) o.ent[r] = static_cast<float>(rowmath::stats_entropy(s));
-  if (o.lp) o.lp[r] = static_cast<float>(rowmath::stats_logprob(load1<D>(z, r * vocab + o.targets[r]), s, inv_t));
+  if (o.lp) o.lp[r] = static_cast<float>(rowmath::stats_logprob(zy, s, inv_t));
 }
 
-// Pass 1 and its per-row finish in one kernel: each (row, part) item reduces over its group and writes
-// its piece; the row's last piece to finish (every piece, for a row in one piece) merges them in order
-// and writes the row's outputs. `counters`: one per row, zero.
+// Pass 1 and its per-row finish in one kernel (end_item): each (row, part) item reduces over its group;
+// a row in one piece is finished by its group, one in several by warp 0 of the block that finishes its
+// last piece. `counters`: one per row, zero.
 template <DType D, int G>
 __global__ void __launch_bounds__(kThreads, 5) stats_kernel(const void* z, int64_t rows, int64_t vocab, int64_t parts,
                                                          PassScale k, PartStats* pieces, StatsOut o,
@@ -136,15 +144,16 @@ __global__ void __launch_bounds__(kThreads, 5) stats_kernel(const void* z, int64
   const int lane = threadIdx.x % G;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
   const bool active = item < rows * parts;  // uniform over the group (and over the block when G = block)
+  const float zy = active && lane == 0 ? target_logit<D>(z, vocab, item / parts, o) : 0.f;
   int bad = 0;
   rowmath::SoftmaxStats st = rowmath::stats_empty();
   if (active) st = stats_thread<D>(z, vocab, item / parts, item % parts, parts, lane, G, k, &bad);
   const PartStats ps = group_stats<G>(PartStats{st.m, st.s, st.a, bad, 0}, k.inv_t);
-  if (!active || lane != 0) return;
-  const int64_t row = item / parts;
-  if (parts == 1) return finish_row<D>(row, z, vocab, k.inv_t, ps, o);
-  pieces[item] = ps;
-  if (last_piece(counters + row, parts)) finish_row<D>(row, z, vocab, k.inv_t, merge_parts(pieces, row, parts, k.inv_t), o);
+  end_item<G>(
+      active, item, parts, ps, pieces, counters,
+      [&](int l) { return lane_pieces(pieces, item / parts, parts, l, k.inv_t); },
+      [&](const PartStats& x) { return group_stats<32>(x, k.inv_t); },
+      [&](int64_t row, const PartStats& merged) { finish_row(row, k.inv_t, merged, zy, o); });
 }
 
 // The backward's per-row constants, as the CPU kernel forms them: dL/dz_v = p_v (alpha + beta ln p_v) +

@@ -14,6 +14,14 @@ struct Fwd {
   std::vector<int32_t> flags;
 };
 
+// The kernels' group reduction (group_pair): every lane at the group's largest pivots, then added in order.
+PairPart sim_group_pair(std::vector<PairPart> lanes, int G, double inv_t) {
+  double ms = -INFINITY, mt = -INFINITY;
+  for (const PairPart& x : lanes) ms = std::fmax(ms, x.ms), mt = std::fmax(mt, x.mt);
+  for (PairPart& x : lanes) x = pair_at(x, ms, mt, inv_t);
+  return sim::group_reduce(lanes, G, [](const PairPart& a, const PairPart& b) { return pair_add(a, b); });
+}
+
 template <DType D>
 Fwd run_forward(const sim::Logits& s, const sim::Logits& t, int G, int64_t parts, DivKind kind, double beta, double T,
                 double kl_cap, const int32_t* targets) {
@@ -28,11 +36,7 @@ Fwd run_forward(const sim::Logits& s, const sim::Logits& t, int G, int64_t parts
       lanes[lane] = want == kWantCs   ? pair_thread<D, kWantCs>(s.data.get(), t.data.get(), vocab, item / parts, item % parts, parts, lane, G, k)
                     : want == kWantCt ? pair_thread<D, kWantCt>(s.data.get(), t.data.get(), vocab, item / parts, item % parts, parts, lane, G, k)
                                       : pair_thread<D, kWantNone>(s.data.get(), t.data.get(), vocab, item / parts, item % parts, parts, lane, G, k);
-    // the kernels' group reduction: every lane at the group's largest pivots, then added in order
-    double ms = -INFINITY, mt = -INFINITY;
-    for (const PairPart& x : lanes) ms = std::fmax(ms, x.ms), mt = std::fmax(mt, x.mt);
-    for (PairPart& x : lanes) x = pair_at(x, ms, mt, inv_t);
-    P[item] = sim::group_reduce(lanes, G, [](const PairPart& a, const PairPart& b) { return pair_add(a, b); });
+    P[item] = sim_group_pair(lanes, G, inv_t);
   }
   Fwd o;
   const size_t n = static_cast<size_t>(rows);
@@ -42,9 +46,17 @@ Fwd run_forward(const sim::Logits& s, const sim::Logits& t, int G, int64_t parts
   po.kind = static_cast<int>(kind), po.kl_cap = kl_cap, po.targets = targets;
   po.value = o.value.data(), po.h = o.h.data(), po.lse_s = o.lse_s.data(), po.lse_t = o.lse_t.data();
   po.lp_s = o.lp_s.data(), po.lp_t = o.lp_t.data(), po.prm = o.prm.data(), po.flags = o.flags.data();
-  // the row's last piece merges the pieces in part order
-  for (int64_t r = 0; r < rows; ++r)
-    pair_finish_row<D>(r, s.data.get(), t.data.get(), vocab, inv_t, merge_pair_parts(P.data(), r, parts, inv_t), po);
+  // a row in several pieces: merged as end_item's warp does (lane l merges pieces l, l + 32, ... in
+  // order; the lanes then as a group of 32)
+  for (int64_t r = 0; r < rows; ++r) {
+    PairPart merged = P[r * parts];
+    if (parts > 1) {
+      std::vector<PairPart> lanes(32);
+      for (int lane = 0; lane < 32; ++lane) lanes[lane] = lane_pair_pieces(P.data(), r, parts, lane, inv_t);
+      merged = sim_group_pair(lanes, 32, inv_t);
+    }
+    pair_finish_row(r, inv_t, merged, target_logits<D>(s.data.get(), t.data.get(), vocab, r, po), po);
+  }
   if (kind == DivKind::Jsd) {
     std::vector<JsdPart> J(static_cast<size_t>(rows * parts), JsdPart{0, 0});
     for (int64_t item = 0; item < rows * parts; ++item) {
@@ -56,7 +68,15 @@ Fwd run_forward(const sim::Logits& s, const sim::Logits& t, int G, int64_t parts
                                       o.prm[row].lse_s, o.prm[row].lse_t);
       J[item] = sim::group_reduce(lanes, G, jsd_add);
     }
-    for (int64_t r = 0; r < rows; ++r) jsd_finish_row(r, merge_jsd_parts(J.data(), r, parts), po);
+    for (int64_t r = 0; r < rows; ++r) {
+      JsdPart merged = J[r * parts];
+      if (parts > 1) {
+        std::vector<JsdPart> lanes(32);
+        for (int lane = 0; lane < 32; ++lane) lanes[lane] = lane_jsd_pieces(J.data(), r, parts, lane);
+        merged = sim::group_reduce(lanes, 32, jsd_add);
+      }
+      jsd_finish_row(r, merged, po);
+    }
   }
   return o;
 }
@@ -207,8 +227,9 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, DivKind kind
     }
   }
   for (int G : {32, kThreads}) {
-    for (int64_t parts : {int64_t{1}, int64_t{3}}) {
-      if (G == 32 && parts > 1) continue;
+    // 37 pieces: end_item's warp merges more than one piece per lane
+    for (int64_t parts : {int64_t{1}, int64_t{3}, int64_t{37}}) {
+      if ((G == 32 && parts > 1) || (parts == 37 && vocab < 4096)) continue;
       const std::string grid = " G=" + std::to_string(G) + " parts=" + std::to_string(parts);
       const Fwd o = by_dtype(dt, [&](auto d) {
         return run_forward<decltype(d)::value>(s, t, G, parts, kind, beta, T, kl_cap, targets.data());

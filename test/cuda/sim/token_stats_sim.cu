@@ -15,6 +15,14 @@ struct Out {
   std::vector<int32_t> flags;
 };
 
+// group_stats: every lane at the group's largest pivot, then added in group_reduce's order.
+PartStats sim_group_stats(std::vector<PartStats> lanes, int G, double inv_t) {
+  double M = -INFINITY;
+  for (const PartStats& x : lanes) M = std::fmax(M, x.m);
+  for (PartStats& x : lanes) x = part_at(x, M, inv_t);
+  return sim::group_reduce(lanes, G, [&](const PartStats& a, const PartStats& b) { return part_add(a, b); });
+}
+
 template <DType D>
 Out run_stats(const sim::Logits& l, int G, int64_t parts, double T, const int32_t* targets, int mode, int64_t vocab_start) {
   const int64_t rows = l.rows, vocab = l.vocab;
@@ -28,11 +36,7 @@ Out run_stats(const sim::Logits& l, int G, int64_t parts, double T, const int32_
       const rowmath::SoftmaxStats st = stats_thread<D>(l.data.get(), vocab, item / parts, item % parts, parts, lane, G, k, &bad);
       lanes[lane] = PartStats{st.m, st.s, st.a, bad, 0};
     }
-    // group_stats: every lane at the group's largest pivot, then added in group_reduce's order
-    double M = -INFINITY;
-    for (const PartStats& x : lanes) M = std::fmax(M, x.m);
-    for (PartStats& x : lanes) x = part_at(x, M, inv_t);
-    P[item] = sim::group_reduce(lanes, G, [&](const PartStats& a, const PartStats& b) { return part_add(a, b); });
+    P[item] = sim_group_stats(lanes, G, inv_t);
   }
   Out o;
   const size_t n = static_cast<size_t>(rows);
@@ -41,8 +45,17 @@ Out run_stats(const sim::Logits& l, int G, int64_t parts, double T, const int32_
   o.flags.assign(n, 0);
   const StatsOut so{mode, targets, vocab_start, mode == kStats && targets ? o.lp.data() : nullptr, o.ent.data(),
                     o.lse.data(), o.pm.data(), o.ps.data(), o.pa.data(), o.pt.data(), o.flags.data()};
-  // the row's last piece merges the pieces in part order (a row in one piece finishes from its own)
-  for (int64_t r = 0; r < rows; ++r) finish_row<D>(r, l.data.get(), vocab, inv_t, merge_parts(P.data(), r, parts, inv_t), so);
+  // a row in several pieces: merged as end_item's warp does (lane l merges pieces l, l + 32, ... in
+  // order; the lanes then as a group of 32)
+  for (int64_t r = 0; r < rows; ++r) {
+    PartStats merged = P[r * parts];
+    if (parts > 1) {
+      std::vector<PartStats> lanes(32);
+      for (int lane = 0; lane < 32; ++lane) lanes[lane] = lane_pieces(P.data(), r, parts, lane, inv_t);
+      merged = sim_group_stats(lanes, 32, inv_t);
+    }
+    finish_row(r, inv_t, merged, target_logit<D>(l.data.get(), vocab, r, so), so);
+  }
   return o;
 }
 
@@ -148,8 +161,9 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, double T) {
   const std::string name = std::string(dname(dt)) + " " + std::to_string(rows) + "x" + std::to_string(vocab) +
                            " T=" + std::to_string(T).substr(0, 4);
   for (int G : {32, kThreads}) {
-    for (int64_t parts : {int64_t{1}, int64_t{2}, int64_t{5}}) {
-      if (G == 32 && parts > 2) continue;
+    // 37 pieces: end_item's warp merges more than one piece per lane
+    for (int64_t parts : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{37}}) {
+      if ((G == 32 && parts > 2) || (parts == 37 && vocab < 4096)) continue;
       const std::string grid = " G=" + std::to_string(G) + " parts=" + std::to_string(parts);
       const Out o = by_dtype(dt, [&](auto d) { return run_stats<decltype(d)::value>(l, G, parts, T, targets.data(), kStats, 0); });
       const Out pt = by_dtype(dt, [&](auto d) { return run_stats<decltype(d)::value>(l, G, parts, T, targets.data(), kPartial, 0); });
