@@ -252,9 +252,10 @@ RowGrid row_grid(const Device& d, int64_t rows, int64_t vocab) {
     g.parts = 1;
   } else {
     g.group = kThreads;
-    // Enough blocks for every multiprocessor (4 each), each part still several vectors per thread.
+    // Enough blocks for every multiprocessor (4 each), each part still a step of 16 logits per thread
+    // (few rows: the pass is one memory latency or two, its pieces merged by one warp).
     const int64_t want = (4 * static_cast<int64_t>(d.sms) + rows - 1) / rows;
-    const int64_t most = std::max<int64_t>(1, vocab / (8 * 4 * kThreads));
+    const int64_t most = std::max<int64_t>(1, vocab / (16 * kThreads));
     g.parts = std::max<int64_t>(1, std::min(want, most));
   }
   g.items = rows * g.parts;

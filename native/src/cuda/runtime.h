@@ -129,6 +129,8 @@ Status download_bytes(Device& d, void* dst, const void* src, int64_t bytes, cons
 bool is_pinned(const void* p);
 // Frees the staging ring of `d` (nothing may be queued that uses it).
 void release_ring(Device& d);
+// memcpy into staging memory (see transfers.cc): non-temporal stores where the CPU has them, fenced.
+void copy_streaming(void* dst, const void* src, int64_t bytes);
 
 }  // namespace cuda
 }  // namespace gear

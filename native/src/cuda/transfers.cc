@@ -6,6 +6,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__x86_64__) || defined(_M_X64)
+#include <emmintrin.h>
+#endif
+
 #include "gear/cuda.h"
 #include "gear/thread_pool.h"
 #include "runtime.h"
@@ -13,7 +17,38 @@
 namespace gear {
 namespace cuda {
 
+// memcpy into a staging slot: its lines are read next by the DMA engine, not by this CPU, so non-temporal
+// stores (x86-64: SSE2's, always present) write them without first reading them for ownership, and the
+// cache keeps the source's lines instead: a third less memory traffic than a cached copy, which the
+// pageable upload is bound by (the ring is filled by the host copy while the bus drains it). The stores
+// are fenced before the copy returns (the slot is handed to the DMA engine after it).
+void copy_streaming(void* dst, const void* src, int64_t bytes) {
+#if defined(__x86_64__) || defined(_M_X64)
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  const int64_t lead = std::min<int64_t>(bytes, (16 - reinterpret_cast<uintptr_t>(d) % 16) % 16);
+  std::memcpy(d, s, static_cast<size_t>(lead));
+  int64_t i = lead;
+  for (; i + 64 <= bytes; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
+    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+  }
+  _mm_sfence();
+  std::memcpy(d + i, s + i, static_cast<size_t>(bytes - i));
+#else
+  std::memcpy(dst, src, static_cast<size_t>(bytes));
+#endif
+}
+
 namespace {
+
+void copy_plain(void* dst, const void* src, int64_t bytes) { std::memcpy(dst, src, static_cast<size_t>(bytes)); }
 
 // The ring's slots, allocated once per device at the first large pageable transfer. Built whole or not
 // at all: a failure frees the slots and events made so far, and the next transfer tries again.
@@ -42,18 +77,20 @@ Status ensure_ring(Device& d) {
   return Status::ok();
 }
 
-// memcpy of `bytes` on the addon's thread pool, in pieces of 4 MiB (page-locked staging memory is written
-// fastest by several cores at once).
-void parallel_copy(void* dst, const void* src, int64_t bytes) {
-  constexpr int64_t kPiece = int64_t{4} << 20;
+// memcpy of `bytes` on the addon's thread pool, in pieces of 1 MiB handed out in order (page-locked
+// staging memory is written fastest by several cores at once; small pieces keep them all busy until the
+// slot is full). `stream`: into staging memory, with non-temporal stores where the CPU has them.
+void parallel_copy(void* dst, const void* src, int64_t bytes, bool stream) {
+  constexpr int64_t kPiece = int64_t{1} << 20;
   const int64_t pieces = (bytes + kPiece - 1) / kPiece;
+  const auto copy = stream ? copy_streaming : copy_plain;
   if (pieces <= 1) {
-    std::memcpy(dst, src, static_cast<size_t>(bytes));
+    copy(dst, src, bytes);
     return;
   }
   global_pool().parallel_for(pieces, [&](int64_t k, int) {
     const int64_t off = k * kPiece, n = std::min(kPiece, bytes - off);
-    std::memcpy(static_cast<char*>(dst) + off, static_cast<const char*>(src) + off, static_cast<size_t>(n));
+    copy(static_cast<char*>(dst) + off, static_cast<const char*>(src) + off, n);
   });
 }
 
@@ -128,7 +165,7 @@ Status upload_bytes_on(Device& d, void* dst, const void* src, int64_t bytes, con
         quiet(cudaStreamSynchronize(d.copy));
         return aborted_status("upload");
       }
-      parallel_copy(d.ring[slot], in + off, n);  // overlaps the transfer of the previous slots
+      parallel_copy(d.ring[slot], in + off, n, true);  // overlaps the transfer of the previous slots
       GEAR_CUDA_TRY(cudaMemcpyAsync(out + off, d.ring[slot], static_cast<size_t>(n), cudaMemcpyHostToDevice, d.copy));
       GEAR_CUDA_TRY(cudaEventRecord(d.ring_done[slot], d.copy));
     }
@@ -171,7 +208,7 @@ Status download_bytes_on(Device& d, void* dst, const void* src, int64_t bytes, c
       quiet(cudaStreamSynchronize(d.copy));
       return aborted_status("download");
     }
-    parallel_copy(out + off, d.ring[slot], n);
+    parallel_copy(out + off, d.ring[slot], n, false);
     if (k + kRingSlots < pieces) GEAR_TRY(issue(k + kRingSlots));
   }
   return Status::ok();
