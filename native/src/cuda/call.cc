@@ -59,10 +59,15 @@ Status Call::size_arenas() {
     GEAR_TRY(st);
     d.pinned = static_cast<char*>(p);
     d.pinned_bytes = n;
-    // Its device address (the same pointer under unified addressing); without one, calls stay staged.
+    // Its device address: the same pointer under unified addressing (every 64-bit platform); without
+    // one, calls stay staged.
     void* dev = nullptr;
-    if (cudaHostGetDevicePointer(&dev, p, 0) == cudaSuccess) d.pinned_dev = static_cast<char*>(dev);
-    else cudaGetLastError();
+    if (cudaHostGetDevicePointer(&dev, p, 0) == cudaSuccess) {
+      d.pinned_dev = static_cast<char*>(dev);
+    } else {
+      cudaGetLastError();
+      d.pinned_dev = d.unified ? d.pinned : nullptr;
+    }
   }
   return Status::ok();
 }

@@ -118,6 +118,9 @@ Status make_device(Device& d, int ordinal) {
   int pools = 0;
   GEAR_CUDA_TRY(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, ordinal));
   d.pools = pools != 0;
+  int unified = 0;
+  GEAR_CUDA_TRY(cudaDeviceGetAttribute(&unified, cudaDevAttrUnifiedAddressing, ordinal));
+  d.unified = unified != 0;
   if (d.pools) {
     // The library's own pool, not the device's default one: its settings and its trim() do not reach
     // other CUDA users in the process, and memory() reports what this library holds. Freed blocks stay

@@ -46,6 +46,7 @@ struct Device {
   int ordinal = -1;
   int sms = 1;              // multiprocessors
   bool pools = true;        // stream-ordered allocation supported (cudaMallocFromPoolAsync)
+  bool unified = false;     // unified addressing: page-locked memory is at the same address on the device
   cudaMemPool_t pool = nullptr;  // the library's own pool on this device (not the device's default one)
   std::mutex mu;            // one call at a time on this device
   cudaStream_t compute = nullptr;
