@@ -46,6 +46,20 @@ GEAR_HDI PairPart pair_add(const PairPart& x, const PairPart& y) {
   return PairPart{x.ms, x.ss + y.ss, x.as + y.as, x.mt, x.st + y.st, x.cs + y.cs, x.ct + y.ct, x.bits | y.bits, 0};
 }
 
+// An entry's terms in a pair accumulator's float sums (PairAcc, PairFast: members ss, st, as, cs, ct, bits),
+// given d of each side (0 where masked) and whether each side is masked: a masked side weighs 0 and
+// leaves the cross sums; one side's entry where the other is masked sets the support-mismatch bit.
+template <int WANT, typename Acc>
+GEAR_HDI void add_pair_terms(Acc& acc, float da, float db, bool xa, bool xb) {
+  const float ea = xa ? 0.f : ex2(da), eb = xb ? 0.f : ex2(db);
+  acc.ss += ea;
+  acc.st += eb;
+  acc.as = fmaf(ea, da, acc.as);
+  if (WANT == kWantCs) acc.cs = fmaf(xb ? 0.f : ea, da - db, acc.cs);
+  if (WANT == kWantCt) acc.ct = fmaf(xa ? 0.f : eb, db - da, acc.ct);
+  acc.bits |= (!xa && xb ? 4 : 0) | (!xb && xa ? 8 : 0);
+}
+
 // A thread's pair statistics (see SoftmaxAcc): float sums over at most kFold vectors relative to the
 // running pivots ms, mt (as, cs, ct in log2 units), folded into float64 sums relative to the pivots MS, MT
 // of the last fold. A pivot move rescales only the float sums (ex2: e' = 2^r e and d' = d + r for the side
@@ -132,14 +146,7 @@ struct PairAcc {
 #pragma unroll
       for (int k = 0; k < N; ++k) {
         const bool xa = rowmath::is_mask(a[k]) || da[k] == -INFINITY, xb = rowmath::is_mask(b[k]) || db[k] == -INFINITY;
-        const float sa = xa ? 0.f : da[k], sb = xb ? 0.f : db[k];
-        const float ea = xa ? 0.f : ex2(sa), eb = xb ? 0.f : ex2(sb);
-        ss += ea;
-        st += eb;
-        as = fmaf(ea, sa, as);
-        if (WANT == kWantCs) cs = fmaf(xb ? 0.f : ea, sa - sb, cs);
-        if (WANT == kWantCt) ct = fmaf(xa ? 0.f : eb, sb - sa, ct);
-        bits |= (!xa && xb ? 4 : 0) | (!xb && xa ? 8 : 0);
+        add_pair_terms<WANT>(*this, xa ? 0.f : da[k], xb ? 0.f : db[k], xa, xb);
       }
     }
     if (++pending == kFold) fold(inv_t);
@@ -234,13 +241,7 @@ struct PairFast {
     float da = fmaf(a, c2, -ps), db = fmaf(b, c2, -pt);
     da = xa ? 0.f : da < -3.4028234663852886e38f ? -3.4028234663852886e38f : da;  // a NaN stays
     db = xb ? 0.f : db < -3.4028234663852886e38f ? -3.4028234663852886e38f : db;
-    const float ea = xa ? 0.f : ex2(da), eb = xb ? 0.f : ex2(db);
-    ss += ea;
-    st += eb;
-    as = fmaf(ea, da, as);
-    if (WANT == kWantCs) cs = fmaf(xb ? 0.f : ea, da - db, cs);
-    if (WANT == kWantCt) ct = fmaf(xa ? 0.f : eb, db - da, ct);
-    bits |= (!xa && xb ? 4 : 0) | (!xb && xa ? 8 : 0);
+    add_pair_terms<WANT>(*this, da, db, xa, xb);
     live_s |= !xa;
     live_t |= !xb;
   }
