@@ -38,6 +38,7 @@ void quiet(cudaError_t e);
 constexpr int kThreads = 256;                           // threads per block of every row kernel
 constexpr int kRingSlots = 4;                           // pinned staging slots
 constexpr int64_t kRingSlotBytes = int64_t{64} << 20;   // bytes per slot
+constexpr int64_t kRingPiece = int64_t{1} << 20;        // a thread's share of filling a slot, at a time
 constexpr int64_t kSmallTransferBytes = int64_t{4} << 20;  // pageable transfers below this skip the ring
 constexpr int64_t kPinnedPieceBytes = int64_t{256} << 20;  // pieces of a pinned transfer (two in flight)
 constexpr int64_t kChunkBytes = int64_t{512} << 20;     // logits bytes per staged chunk (per input)

@@ -1,9 +1,14 @@
 // Transfers between host and device memory (runtime.h): page-locked sources and destinations straight to
-// the DMA engine in pieces, pageable ones through the page-locked staging ring, filled and drained by the
-// addon's thread pool while the previous slot is on the bus; and rl.cuda's upload, download and bandwidth.
+// the DMA engine in pieces, pageable ones through the page-locked staging ring, filled (one job over the
+// whole upload) and drained by the addon's thread pool while other slots are on the bus; and rl.cuda's
+// upload, download and bandwidth.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -48,8 +53,6 @@ void copy_streaming(void* dst, const void* src, int64_t bytes) {
 
 namespace {
 
-void copy_plain(void* dst, const void* src, int64_t bytes) { std::memcpy(dst, src, static_cast<size_t>(bytes)); }
-
 // The ring's slots, allocated once per device at the first large pageable transfer. Built whole or not
 // at all: a failure frees the slots and events made so far, and the next transfer tries again.
 Status ensure_ring(Device& d) {
@@ -77,20 +80,13 @@ Status ensure_ring(Device& d) {
   return Status::ok();
 }
 
-// memcpy of `bytes` on the addon's thread pool, in pieces of 1 MiB handed out in order (page-locked
-// staging memory is written fastest by several cores at once; small pieces keep them all busy until the
-// slot is full). `stream`: into staging memory, with non-temporal stores where the CPU has them.
-void parallel_copy(void* dst, const void* src, int64_t bytes, bool stream) {
-  constexpr int64_t kPiece = int64_t{1} << 20;
-  const int64_t pieces = (bytes + kPiece - 1) / kPiece;
-  const auto copy = stream ? copy_streaming : copy_plain;
-  if (pieces <= 1) {
-    copy(dst, src, bytes);
-    return;
-  }
+// memcpy of `bytes` on the addon's thread pool, in pieces of kRingPiece handed out in order (draining a
+// staging slot into pageable memory: several cores at once).
+void parallel_copy(void* dst, const void* src, int64_t bytes) {
+  const int64_t pieces = (bytes + kRingPiece - 1) / kRingPiece;
   global_pool().parallel_for(pieces, [&](int64_t k, int) {
-    const int64_t off = k * kPiece, n = std::min(kPiece, bytes - off);
-    copy(static_cast<char*>(dst) + off, static_cast<const char*>(src) + off, n);
+    const int64_t off = k * kRingPiece, n = std::min(kRingPiece, bytes - off);
+    std::memcpy(static_cast<char*>(dst) + off, static_cast<const char*>(src) + off, static_cast<size_t>(n));
   });
 }
 
@@ -139,6 +135,56 @@ bool is_pinned(const void* p) {
 }
 
 namespace {
+// Host -> device of a pageable source through the ring, on the copy stream: one job of the addon's thread
+// pool over the whole transfer, in pieces of kRingPiece taken in order, so that no thread waits for the
+// others at the end of a slot. Slot s holds fills s, s + kRingSlots, ... (kRingSlotBytes of the source
+// each); a piece first waits until its slot's previous fill has left it (for fill f >= kRingSlots, until
+// fill f - kRingSlots was handed to the DMA engine, then its event), and the thread that copies a fill's
+// last piece hands the fill to the DMA engine. Each wait is on a fill whose pieces were all taken
+// before, by threads that are not waiting on this one: the job cannot deadlock.
+Status ring_upload(Device& d, char* out, const char* in, int64_t bytes, const ExecContext& ctx) {
+  GEAR_TRY(ensure_ring(d));
+  constexpr int64_t kPerFill = kRingSlotBytes / kRingPiece;
+  const int64_t fills = (bytes + kRingSlotBytes - 1) / kRingSlotBytes;
+  const int64_t pieces = (bytes + kRingPiece - 1) / kRingPiece;
+  std::unique_ptr<std::atomic<int64_t>[]> left(new std::atomic<int64_t>[fills]);
+  std::unique_ptr<std::atomic<bool>[]> issued(new std::atomic<bool>[fills]);
+  for (int64_t f = 0; f < fills; ++f) {
+    left[f].store(std::min(kPerFill, (bytes - f * kRingSlotBytes + kRingPiece - 1) / kRingPiece));
+    issued[f].store(false);
+  }
+  std::atomic<bool> stop{false};
+  std::mutex err_mu;
+  Status err = Status::ok();
+  auto fail = [&](const Status& st) {
+    std::lock_guard<std::mutex> lock(err_mu);
+    if (err.is_ok()) err = st;
+    stop.store(true);
+  };
+  global_pool().parallel_for(pieces, [&](int64_t k, int) {
+    const int64_t f = k / kPerFill;
+    const int slot = static_cast<int>(f % kRingSlots);
+    if (f >= kRingSlots)
+      while (!issued[f - kRingSlots].load(std::memory_order_acquire) && !stop.load()) std::this_thread::yield();
+    if (stop.load()) return;
+    if (ctx.aborted()) return fail(aborted_status("upload"));
+    // the pool's threads: this device current (the slot's events and the copy stream are its)
+    Status st = cuda_status(cudaSetDevice(d.ordinal), "cudaSetDevice");
+    if (st.is_ok()) st = cuda_status(cudaEventSynchronize(d.ring_done[slot]), "cudaEventSynchronize");
+    if (!st.is_ok()) return fail(st);
+    const int64_t off = k * kRingPiece;
+    copy_streaming(d.ring[slot] + (k % kPerFill) * kRingPiece, in + off, std::min(kRingPiece, bytes - off));
+    if (left[f].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    const int64_t foff = f * kRingSlotBytes, n = std::min(kRingSlotBytes, bytes - foff);
+    st = cuda_status(cudaMemcpyAsync(out + foff, d.ring[slot], static_cast<size_t>(n), cudaMemcpyHostToDevice, d.copy),
+                     "cudaMemcpyAsync");
+    if (st.is_ok()) st = cuda_status(cudaEventRecord(d.ring_done[slot], d.copy), "cudaEventRecord");
+    if (!st.is_ok()) return fail(st);
+    issued[f].store(true, std::memory_order_release);
+  });
+  return err;
+}
+
 Status upload_bytes_on(Device& d, void* dst, const void* src, int64_t bytes, const ExecContext& ctx,
                        bool after_compute, bool finish) {
   if (bytes <= 0) return Status::ok();
@@ -155,20 +201,7 @@ Status upload_bytes_on(Device& d, void* dst, const void* src, int64_t bytes, con
     // building the ring for.
     GEAR_CUDA_TRY(cudaMemcpyAsync(out, in, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, d.copy));
   } else {
-    GEAR_TRY(ensure_ring(d));
-    int64_t k = 0;
-    for (int64_t off = 0; off < bytes; off += kRingSlotBytes, ++k) {
-      const int slot = static_cast<int>(k % kRingSlots);
-      const int64_t n = std::min(kRingSlotBytes, bytes - off);
-      GEAR_CUDA_TRY(cudaEventSynchronize(d.ring_done[slot]));  // the slot's previous transfer has left it
-      if (ctx.aborted()) {
-        quiet(cudaStreamSynchronize(d.copy));
-        return aborted_status("upload");
-      }
-      parallel_copy(d.ring[slot], in + off, n, true);  // overlaps the transfer of the previous slots
-      GEAR_CUDA_TRY(cudaMemcpyAsync(out + off, d.ring[slot], static_cast<size_t>(n), cudaMemcpyHostToDevice, d.copy));
-      GEAR_CUDA_TRY(cudaEventRecord(d.ring_done[slot], d.copy));
-    }
+    GEAR_TRY(ring_upload(d, out, in, bytes, ctx));
   }
   GEAR_CUDA_TRY(cudaEventRecord(d.copied, d.copy));
   GEAR_CUDA_TRY(cudaStreamWaitEvent(d.compute, d.copied, 0));
@@ -208,7 +241,7 @@ Status download_bytes_on(Device& d, void* dst, const void* src, int64_t bytes, c
       quiet(cudaStreamSynchronize(d.copy));
       return aborted_status("download");
     }
-    parallel_copy(out + off, d.ring[slot], n, false);
+    parallel_copy(out + off, d.ring[slot], n);
     if (k + kRingSlots < pieces) GEAR_TRY(issue(k + kRingSlots));
   }
   return Status::ok();
