@@ -44,34 +44,62 @@ def rkl(a, b):
     return (la.exp() * (la - lb)).sum(-1)
 
 
+def fkl(a, b):
+    la, lb = torch.log_softmax(a.float(), -1), torch.log_softmax(b.float(), -1)
+    return (lb.exp() * (lb - la)).sum(-1)
+
+
+def jsd(a, b, beta=0.5):  # generalised JSD (TRL's GKD): beta KL(p_t || M) + (1 - beta) KL(p_s || M)
+    la, lb = torch.log_softmax(a.float(), -1), torch.log_softmax(b.float(), -1)
+    lm = torch.logsumexp(torch.stack([la + torch.log1p(torch.tensor(-beta)), lb + torch.log(torch.tensor(beta))]), 0)
+    return beta * (lb.exp() * (lb - lm)).sum(-1) + (1 - beta) * (la.exp() * (la - lm)).sum(-1)
+
+
 def stats_backward(z):  # d(sum g * logprob)/dz with the forward's lse: g (onehot - p)
-    p = torch.softmax(z, -1)
+    p = torch.softmax(z.float(), -1)
     out = -g[:, None] * p
     out.scatter_add_(-1, t[:, None], g[:, None])
     return out
 
 
 def rkl_backward(a, b):  # d(sum g * KL)/da = g p (la - lb - KL)
-    la, lb = torch.log_softmax(a, -1), torch.log_softmax(b, -1)
+    la, lb = torch.log_softmax(a.float(), -1), torch.log_softmax(b.float(), -1)
     p = la.exp()
     kl = (p * (la - lb)).sum(-1, keepdim=True)
     return g[:, None] * p * (la - lb - kl)
 
 
-zb, z2b = z.to(torch.bfloat16), z2.to(torch.bfloat16)
-ops = {
-    'tokenStats_f32': lambda: stats(z), 'tokenStats_bf16': lambda: stats(zb),
-    'reverseKL_f32': lambda: rkl(z, z2), 'reverseKL_bf16': lambda: rkl(zb, z2b),
-    'tokenStatsBackward_f32': lambda: stats_backward(z), 'divergenceBackward_f32': lambda: rkl_backward(z, z2),
-}
-for name, fn in ops.items():
+def fkl_backward(a, b):  # d(sum g * KL(p_t || p_s))/da = g (p_s - p_t)
+    return g[:, None] * (torch.softmax(a.float(), -1) - torch.softmax(b.float(), -1))
+
+
+def jsd_backward(a, b):  # autograd of jsd's sum, as a trainer without a fused kernel gets it
+    x = a.detach().float().requires_grad_()
+    (g * jsd(x, b)).sum().backward()
+    return x.grad
+
+
+ops = {}
+for dn, dt in (('f32', torch.float32), ('bf16', torch.bfloat16), ('f16', torch.float16)):
+    za, zb_ = z.to(dt), z2.to(dt)
+    ops[f'tokenStats_{dn}'] = (stats, (za,))
+    ops[f'reverseKL_{dn}'] = (rkl, (za, zb_))
+    ops[f'forwardKL_{dn}'] = (fkl, (za, zb_))
+    ops[f'jsd_{dn}'] = (jsd, (za, zb_))
+for dn, dt in (('f32', torch.float32), ('bf16', torch.bfloat16), ('f16', torch.float16)):
+    za, zb_ = z.to(dt), z2.to(dt)
+    ops[f'tokenStatsBackward_{dn}'] = (stats_backward, (za,))
+    ops[f'divergenceBackward_{dn}'] = (rkl_backward, (za, zb_))
+    ops[f'forwardKLBackward_{dn}'] = (fkl_backward, (za, zb_))
+    ops[f'jsdBackward_{dn}'] = (jsd_backward, (za, zb_))
+# each op eager, then compiled (a time limit stops the list part-way with both figures for the ops before)
+for name, (fn, xs) in ops.items():
     try:
-        res[f'eager_{name}_ms'] = bench(fn)
+        res[f'eager_{name}_ms'] = bench(lambda: fn(*xs))
     except Exception as e:
         res[f'eager_{name}_error'] = str(e)[:200]
-compiled = {'tokenStats_f32': (stats, (z,)), 'tokenStats_bf16': (stats, (zb,)), 'reverseKL_f32': (rkl, (z, z2)),
-            'tokenStatsBackward_f32': (stats_backward, (z,)), 'divergenceBackward_f32': (rkl_backward, (z, z2))}
-for name, (fn, xs) in compiled.items():
+    if fn is jsd_backward:  # autograd inside: torch.compile of it is not the comparison
+        continue
     try:
         c = torch.compile(fn)
         t0 = time.time(); c(*xs); torch.cuda.synchronize()

@@ -5,7 +5,8 @@
 # the CPU-vs-CUDA parity suite, compute-sanitizer memcheck and racecheck on its small checks, and
 # bench:cuda. Always runs the carried Node (.device/node.xz, unpacked to /tmp/gear-rl-node). Results go to
 # $OUT (default .device/out):
-#   parity.json, parity.log, memcheck.log, racecheck.log, bench/cuda.{json,md}, bench.log, summary.txt
+#   parity.json, parity.log, memcheck.log, memcheck-split.log, racecheck.log, bench/cuda.{json,md}, bench.log,
+#   summary.txt
 # The summary lines are printed as they come. Exit status: 0 when the parity suite passed and both
 # sanitizers report no error; 3 when nothing could run (no GPU or driver, .device incomplete).
 set -u
@@ -113,9 +114,17 @@ elif [ -n "$SAN" ]; then
   rc=$?
   [ $rc -eq 0 ] || status=1
   note "memcheck exit $rc$(stopped $rc "$t"): $(grep -E 'ERROR SUMMARY|LEAK SUMMARY|CUDA parity:' "$OUT/memcheck.log" | tr '\n' ' ')"
+  # rows split in pieces (few rows, long vocabularies): each pass's last piece merges the row, through a
+  # per-row counter and a shared flag; memcheck on their reads and writes, racecheck on the flag
   t=$(limit 30)
-  timeout -k 3 "$t" "$SAN" --tool racecheck --error-exitcode 9 "$NODE" "$RUNNER" --small \
-    --filter '^(tokenStats|divergence jsd) float32 (5x2049|7x3001|9x4099) T=1$' > "$OUT/racecheck.log" 2>&1
+  timeout -k 3 "$t" "$SAN" --tool memcheck --error-exitcode 9 "$NODE" "$RUNNER" \
+    --filter '^(tokenStats|divergence (reverse_kl|jsd)) (float32|bfloat16) 3x32000 T=1$' > "$OUT/memcheck-split.log" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] || status=1
+  note "memcheck (split rows) exit $rc$(stopped $rc "$t"): $(grep -E 'ERROR SUMMARY|CUDA parity:' "$OUT/memcheck-split.log" | tr '\n' ' ')"
+  t=$(limit 30)
+  timeout -k 3 "$t" "$SAN" --tool racecheck --error-exitcode 9 "$NODE" "$RUNNER" \
+    --filter '^(tokenStats|divergence jsd) float32 (5x2049|7x3001|9x4099|3x32000) T=1$' > "$OUT/racecheck.log" 2>&1
   rc=$?
   [ $rc -eq 0 ] || status=1
   note "racecheck exit $rc$(stopped $rc "$t"): $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|CUDA parity:' "$OUT/racecheck.log" | tr '\n' ' ')"
@@ -124,8 +133,9 @@ else
 fi
 
 # 4. bench:cuda (floors, uploads, kernels, end to end, per-call cost, CPU, then PyTorch with what is left
-#    of its limit). It writes its results after every row, so a bench stopped at its limit keeps them.
-t=$(limit 90)
+#    of its limit): everything left before the deadline. It writes its results after every row, so a
+#    bench stopped at its limit keeps them.
+t=$(limit 280)
 if [ "$t" -ge 20 ]; then
   timeout -k 3 "$t" "$NODE" --expose-gc bench/cuda.mjs --out "$OUT/bench" --budget $((t - 2)) --torch-timeout $((t - 2)) \
     > "$OUT/bench.log" 2>&1

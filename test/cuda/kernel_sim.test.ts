@@ -3,10 +3,12 @@
 // each group in the kernels' order and compares with float64 references: every dtype, temperatures 1,
 // 0.7 and 2, masked entries (-Infinity and finite masks), fully masked / NaN / +Infinity / spiked rows,
 // vocabularies from 1 to 20,011 (heads and tails around the 16-byte vectors), warp and block groups,
-// rows split in up to 5 parts, every 16-byte access checked for alignment, and the error a backward's
-// output still gives after an in-place write. This needs nvcc, not a GPU. A second test sweeps rows with
-// a single finite logit (1 x 1 and one-hot rows) through the kernels' tokenStats code against the CPU
-// module and float64.
+// rows split in up to 37 parts (merged as the finishing warp merges them), the streaming passes' pivots
+// (ascending rows, jumps, rows held at the pivot's floor, logits beyond its band that go through the
+// exact accumulators), every 16-byte access checked for alignment, the error a backward's output still
+// gives after an in-place write, and the staging ring's copy against memcpy. This needs nvcc, not a GPU.
+// A second test sweeps rows with a single finite logit (1 x 1 and one-hot rows) through the kernels'
+// tokenStats code against the CPU module and float64.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -28,7 +30,8 @@ beforeAll(() => {
   const src = (p: string) => join(ROOT, p);
   const cc = spawnSync(nvcc!, ['-std=c++17', '-O2', '-arch=sm_80', `-I${src('native/include')}`,
     src('test/cuda/sim/main.cu'), src('test/cuda/sim/token_stats_sim.cu'), src('test/cuda/sim/divergence_sim.cu'),
-    src('native/src/cuda/device.cu'), src('native/src/core/checks.cc'), src('native/src/cpu/thread_pool.cc'), '-o', exe],
+    src('native/src/cuda/runtime.cc'), src('native/src/cuda/transfers.cc'), src('native/src/cuda/call.cc'),
+    src('native/src/core/checks.cc'), src('native/src/cpu/thread_pool.cc'), '-o', exe],
   { encoding: 'utf8', maxBuffer: 16 * 2 ** 20 });
   expect(cc.status, cc.stderr.slice(-4000)).toBe(0);
 }, 600_000);

@@ -39,12 +39,12 @@ describe('CUDA module build', () => {
     expect(existsSync(MODULE)).toBe(true);
     const sources = await import(pathToFileURL(join(ROOT, 'native/sources.mjs')).href) as { cuda: string[] };
     const cu = sources.cuda.filter((s) => s.endsWith('.cu'));
-    expect(cu.map((s) => s.split('/').pop()).sort()).toEqual(['device.cu', 'divergence.cu', 'token_stats.cu']);
+    expect(cu.map((s) => s.split('/').pop()).sort()).toEqual(['divergence.cu', 'token_stats.cu']);
     // device code is embedded (fat binary section) and every kernel has its host launch stub
     const sections = run('readelf', ['-S', '-W', MODULE]).stdout;
     expect(sections).toContain('.nv_fatbin');
     const syms = run('strings', [MODULE]).stdout;
-    for (const k of ['stats_kernel', 'finish_kernel', 'grad_kernel', 'pair_kernel', 'pair_finish_kernel', 'jsd_kernel', 'jsd_finish_kernel']) {
+    for (const k of ['stats_kernel', 'grad_kernel', 'pair_kernel', 'pair_kernel_cs', 'pair_kernel_ct', 'jsd_kernel']) {
       expect(syms, k).toContain(k);
     }
     // the fat binaries: machine code for both architectures and PTX for newer GPUs, nothing else

@@ -22,7 +22,7 @@ namespace cuda {
 GEAR_DEVICE_OPS(GEAR_CUDA_DECLARE)
 #undef GEAR_CUDA_DECLARE
 
-// The device table (cuda_backend.cc) and the memory services behind gear::DeviceApi (device.cu).
+// The device table (cuda_backend.cc) and the memory services behind gear::DeviceApi (runtime.cc).
 const Backend& backend();
 const DeviceApi& device_api_impl();
 // The runtime the bindings use (cuda_runtime.cc): the table, the services and the functions below.

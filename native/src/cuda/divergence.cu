@@ -1,16 +1,18 @@
 // divergence forward and backward on the GPU.
 //
 // Pass 1 (pair_kernel) streams both rows once with 16-byte loads, each thread keeping both sides' online
-// softmax statistics and the cross sum its kind needs (float sums folded into float64, the pivot rescaling
-// of gear/row_math.h); items reduce over their group in a fixed order and a per-row kernel merges the
-// parts in order into the row's values and the backward's per-row parameters. JSD adds a second pass
-// over the rows for its log-mixture terms (jsd_kernel, one log2 per entry). The backward (grad_kernel) is
+// softmax statistics and the cross sum its kind needs (PairFast: pre-scaled weights around integer pivots,
+// exact power-of-two rescales, float sums folded into float64; PairAcc beyond its band); items reduce over
+// their group in a fixed order and the row's last piece merges the pieces in order into the row's values
+// and the backward's per-row parameters (one kernel). JSD adds a second pass over the rows for its
+// log-mixture terms (jsd_kernel, one log2 per entry, finished the same way). The backward (grad_kernel) is
 // one streaming pass writing d/dz_student. No float atomics: results are bit-identical between runs.
 #include <cmath>
 #include <vector>
 
-#include "device.cuh"
+#include "../core/checks.h"
 #include "gear/cuda.h"
+#include "pair_stats.cuh"
 
 namespace gear {
 namespace cuda {
@@ -19,161 +21,11 @@ namespace {
 // Per-row flags: which side was bad (NaN / +Infinity) or empty (no finite logit), and the backward's
 // uncapped +Infinity divergence.
 enum : int32_t { kStudentBad = 1, kTeacherBad = 2, kInfinite = 4 };
-// Which cross sum pass 1 accumulates besides both sides' statistics.
-enum : int { kWantNone = 0, kWantCs = 1, kWantCt = 2 };
-
-// A row piece's pair statistics: both sides' softmax statistics, the cross sums (finite: a support
-// mismatch is a flag, not an infinity) and problem bits.
-struct PairPart {
-  double ms, ss, as;   // student
-  double mt, st;       // teacher (its entropy is never needed)
-  double cs, ct;       // sum e_s (d_s - d_t), sum e_t (d_t - d_s)
-  int32_t bits;        // 1 student NaN/+inf, 2 teacher NaN/+inf, 4 student mass where the teacher is -inf,
-                       // 8 teacher mass where the student is -inf
-  int32_t pad;
-};
-
-GEAR_HDI rowmath::PairStats to_pair(const PairPart& p) {
-  return rowmath::PairStats{{p.ms, p.ss, p.as}, {p.mt, p.st, 0.0}, p.cs, p.ct};
-}
-
-GEAR_HDI PairPart pair_merge(const PairPart& x, const PairPart& y, double inv_t) {
-  rowmath::PairStats a = to_pair(x), b = to_pair(y);
-  const double ms = a.s.m > b.s.m ? a.s.m : b.s.m, mt = a.t.m > b.t.m ? a.t.m : b.t.m;
-  rowmath::pair_rescale_student(a, ms, inv_t);
-  rowmath::pair_rescale_student(b, ms, inv_t);
-  rowmath::pair_rescale_teacher(a, mt, inv_t);
-  rowmath::pair_rescale_teacher(b, mt, inv_t);
-  return PairPart{ms, a.s.s + b.s.s, a.s.a + b.s.a, mt, a.t.s + b.t.s, a.cs + b.cs, a.ct + b.ct, x.bits | y.bits, 0};
-}
-
-// A lane's pair statistics moved to the group's pivots (>= its own), ready to be added.
-GEAR_HDI PairPart pair_at(const PairPart& x, double ms, double mt, double inv_t) {
-  rowmath::PairStats a = to_pair(x);
-  rowmath::pair_rescale_student(a, ms, inv_t);
-  rowmath::pair_rescale_teacher(a, mt, inv_t);
-  return PairPart{ms, a.s.s, a.s.a, mt, a.t.s, a.cs, a.ct, x.bits, 0};
-}
-GEAR_HDI PairPart pair_add(const PairPart& x, const PairPart& y) {
-  return PairPart{x.ms, x.ss + y.ss, x.as + y.as, x.mt, x.st + y.st, x.cs + y.cs, x.ct + y.ct, x.bits | y.bits, 0};
-}
-
-// A thread's pair statistics (see SoftmaxAcc): float sums over at most kFold vectors relative to the
-// running pivots ms, mt (as, cs, ct in log2 units), folded into float64 sums relative to the pivots MS, MT
-// of the last fold. A pivot move rescales only the float sums (ex2: e' = 2^r e and d' = d + r for the side
-// that moved by r log2 units, so the weighted sums of that side scale and shift and the other side's cross
-// sum shifts); the fold rescales the float64 sums exactly (rowmath::pair_rescale_*) when a pivot moved.
-template <int WANT>
-struct PairAcc {
-  static constexpr int kFold = 4;
-  float ms = -INFINITY, mt = -INFINITY;
-  float ss = 0.f, as = 0.f, st = 0.f, cs = 0.f, ct = 0.f;  // log2 units for as, cs, ct
-  float MS = -INFINITY, MT = -INFINITY;
-  double SS = 0.0, AS = 0.0, ST = 0.0, CS = 0.0, CT = 0.0;
-  int pending = 0;
-  int32_t bits = 0;
-
-  __host__ __device__ void fold(double inv_t) {
-    if (ms > MS || mt > MT) {
-      rowmath::PairStats p{{MS, SS, AS}, {MT, ST, 0.0}, CS, CT};
-      rowmath::pair_rescale_student(p, ms, inv_t);
-      rowmath::pair_rescale_teacher(p, mt, inv_t);
-      MS = static_cast<float>(p.s.m), MT = static_cast<float>(p.t.m);  // raw logits: exact in float
-      SS = p.s.s, AS = p.s.a, ST = p.t.s, CS = p.cs, CT = p.ct;
-    }
-    SS += ss;
-    ST += st;
-    AS += static_cast<double>(as) * rowmath::kLn2;
-    CS += static_cast<double>(cs) * rowmath::kLn2;
-    CT += static_cast<double>(ct) * rowmath::kLn2;
-    ss = as = st = cs = ct = 0.f;
-    pending = 0;
-  }
-  // Moves of the running pivots by r = (old - new) k < 0 log2 units: that side's weights scale by 2^r
-  // (0 past -126) and its d = (z - m) k shift by r, so its own sums scale and shift and the other side's
-  // cross sum shifts (by -r times the other side's weight; where that side is masked the term is excluded,
-  // and then the row's support-mismatch bit decides the value anyway). Nothing to move while the side has
-  // had no weight (no finite logit, or finite masks only): no term depends on its pivot yet (as
-  // rowmath::pair_rescale_* decide it).
-  GEAR_HDI void move_student(float m, float c2) {
-    if (ss > 0.f || SS > 0.0) {
-      const float r = (ms - m) * c2, f = ex2(fmaxf(r, -256.f));
-      as = f * fmaf(r, ss, as);
-      if (WANT == kWantCs) cs = f * fmaf(r, ss, cs);
-      if (WANT == kWantCt) ct = fmaf(-r, st, ct);
-      ss *= f;
-    }
-    ms = m;
-  }
-  GEAR_HDI void move_teacher(float m, float c2) {
-    if (st > 0.f || ST > 0.0) {
-      const float r = (mt - m) * c2, f = ex2(fmaxf(r, -256.f));
-      if (WANT == kWantCt) ct = f * fmaf(r, st, ct);
-      if (WANT == kWantCs) cs = fmaf(-r, ss, cs);
-      st *= f;
-    }
-    mt = m;
-  }
-  template <int N>
-  GEAR_HDI void add(const float (&a)[N], const float (&b)[N], float c2, double inv_t) {
-    float va = a[0], vb = b[0];
-#pragma unroll
-    for (int k = 1; k < N; ++k) va = fmaxf(va, a[k]), vb = fmaxf(vb, b[k]);
-    if (va > ms) move_student(va, c2);
-    if (vb > mt) move_teacher(vb, c2);
-    // (z - m) k in log2 units. An entry is masked when rowmath::is_mask (-Infinity, or a finite mask such
-    // as torch.finfo(dtype).min, at any temperature) or when (z - m) k overflows, as on the CPU. A NaN, or a side whose pivot is +inf, makes it NaN: caught when the row finishes.
-    float da[N], db[N];
-    bool plain = true;  // no masked entry and no NaN: the sums need no selects
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-      da[k] = (a[k] - ms) * c2, db[k] = (b[k] - mt) * c2;
-      plain = plain && da[k] > -INFINITY && db[k] > -INFINITY && !rowmath::is_mask(fminf(a[k], b[k]));
-    }
-    if (plain) {
-#pragma unroll
-      for (int k = 0; k < N; ++k) {
-        const float ea = ex2(da[k]), eb = ex2(db[k]);
-        ss += ea;
-        st += eb;
-        as = fmaf(ea, da[k], as);
-        if (WANT == kWantCs) cs = fmaf(ea, da[k] - db[k], cs);
-        if (WANT == kWantCt) ct = fmaf(eb, db[k] - da[k], ct);
-      }
-    } else {
-#pragma unroll
-      for (int k = 0; k < N; ++k) {
-        const bool xa = rowmath::is_mask(a[k]) || da[k] == -INFINITY, xb = rowmath::is_mask(b[k]) || db[k] == -INFINITY;
-        const float sa = xa ? 0.f : da[k], sb = xb ? 0.f : db[k];
-        const float ea = xa ? 0.f : ex2(sa), eb = xb ? 0.f : ex2(sb);
-        ss += ea;
-        st += eb;
-        as = fmaf(ea, sa, as);
-        if (WANT == kWantCs) cs = fmaf(xb ? 0.f : ea, sa - sb, cs);
-        if (WANT == kWantCt) ct = fmaf(xa ? 0.f : eb, sb - sa, ct);
-        bits |= (!xa && xb ? 4 : 0) | (!xb && xa ? 8 : 0);
-      }
-    }
-    if (++pending == kFold) fold(inv_t);
-  }
-  __host__ __device__ PairPart finish(double inv_t) {
-    fold(inv_t);
-    int32_t b = bits;
-    if (ms == INFINITY || SS != SS || AS != AS) b |= 1;
-    if (mt == INFINITY || ST != ST) b |= 2;
-    // A NaN on one side makes the cross sums NaN: keep them finite for the merge (the row is an error).
-    if (b & 3) {
-      if (CS != CS) CS = 0.0;
-      if (CT != CT) CT = 0.0;
-    }
-    return PairPart{MS, SS, AS, MT, ST, CS, CT, b, 0};
-  }
-};
-
-// Pass 1, one thread's share of item (row, part) (see token_stats.cu's stats_thread).
+// Pass 1 through PairAcc, one thread's share of item (row, part): what pair_thread falls back to beyond
+// the band of PairFast's pivots.
 template <DType D, int WANT>
-__host__ __device__ PairPart pair_thread(const void* zs, const void* zt, int64_t vocab, int64_t row, int64_t part,
-                                         int64_t parts, int lane, int G, float c2, double inv_t) {
+__host__ __device__ PairPart exact_pair_thread(const void* zs, const void* zt, int64_t vocab, int64_t row,
+                                               int64_t part, int64_t parts, int lane, int G, float c2, double inv_t) {
   constexpr int V = Elems<D>::kVec;
   PairAcc<WANT> acc;
   const RowSpan sp = row_span<V>(row, vocab, part, parts);
@@ -195,31 +47,42 @@ __host__ __device__ PairPart pair_thread(const void* zs, const void* zt, int64_t
   return acc.finish(inv_t);
 }
 
-template <DType D, int G, int WANT>
-__device__ __forceinline__ void pair_item(const void* zs, const void* zt, int64_t rows, int64_t vocab, int64_t parts,
-                                          float c2, double inv_t, PairPart* out) {
-  const int lane = threadIdx.x % G;
-  const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
-  const bool active = item < rows * parts;  // uniform over the group: an idle one still joins the block's reductions
-  PairPart p = PairAcc<kWantNone>().finish(inv_t);
-  if (active) p = pair_thread<D, WANT>(zs, zt, vocab, item / parts, item % parts, parts, lane, G, c2, inv_t);
-  // every lane at the group's largest pivots, then fixed-order sums (one rescale per lane and side)
-  const double ms = group_max<G>(p.ms), mt = group_max<G>(p.mt);
-  p = group_reduce<G>(pair_at(p, ms, mt, inv_t), [](const PairPart& x, const PairPart& y) { return pair_add(x, y); });
-  if (active && lane == 0) out[item] = p;
-}
-
-// Pass 1, one kernel per cross sum (see queue_pair_passes).
-#define GEAR_PAIR_KERNEL(NAME, WANT)                                                                            \
-  template <DType D, int G>                                                                                     \
-  __global__ void __launch_bounds__(kThreads) NAME(const void* zs, const void* zt, int64_t rows, int64_t vocab, \
-                                                   int64_t parts, float c2, double inv_t, PairPart* out) {      \
-    pair_item<D, G, WANT>(zs, zt, rows, vocab, parts, c2, inv_t, out);                                          \
+// Pass 1, one thread's share of item (row, part) through PairFast (see token_stats.cu's stats_thread):
+// steps of two 16-byte vectors per side, their four loads issued together, then single vectors and the
+// head / tail scalars; beyond PairFast's band, the share again through PairAcc.
+template <DType D, int WANT>
+__host__ __device__ PairPart pair_thread(const void* zs, const void* zt, int64_t vocab, int64_t row, int64_t part,
+                                         int64_t parts, int lane, int G, const PairScale& k) {
+  constexpr int V = Elems<D>::kVec;
+  constexpr int U = 2;
+  bool redo = !k.fast;
+  PairPart p{};
+  if (k.fast) {
+    PairFast<WANT> acc;
+    const RowSpan sp = row_span<V>(row, vocab, part, parts);
+    if (sp.first && lane < sp.head) pair_scalar(acc, load1<D>(zs, sp.e0 + lane), load1<D>(zt, sp.e0 + lane), k.c2);
+    LaneVectors a = lane_vectors<D>(zs, sp, lane, G), b = lane_vectors<D>(zt, sp, lane, G);
+    for (; a.n >= U; a.n -= U, a.p += U * G, b.p += U * G) {
+      uint32_t ws[4 * U], wt[4 * U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) load_words(a.p + u * G, ws + 4 * u), load_words(b.p + u * G, wt + 4 * u);
+      pair_step<D, 4 * U>(acc, ws, wt, k);
+    }
+    for (; a.n > 0; --a.n, a.p += G, b.p += G) {
+      uint32_t ws[4], wt[4];
+      load_words(a.p, ws);
+      load_words(b.p, wt);
+      pair_step<D, 4>(acc, ws, wt, k);
+    }
+    if (sp.last && lane < sp.tail) {
+      const int64_t e = sp.vec0 + sp.ve * V + lane;
+      pair_scalar(acc, load1<D>(zs, e), load1<D>(zt, e), k.c2);
+    }
+    p = acc.finish(k.c2, &redo);
   }
-GEAR_PAIR_KERNEL(pair_kernel, kWantNone)
-GEAR_PAIR_KERNEL(pair_kernel_cs, kWantCs)
-GEAR_PAIR_KERNEL(pair_kernel_ct, kWantCt)
-#undef GEAR_PAIR_KERNEL
+  if (redo) p = exact_pair_thread<D, WANT>(zs, zt, vocab, row, part, parts, lane, G, k.c2, k.inv_t);
+  return p;
+}
 
 // Per-row results of pass 1 (and, for JSD, pass 2) that the backward and the forward's outputs need.
 struct RowParams {
@@ -228,49 +91,103 @@ struct RowParams {
   double k_sm;   // JSD: sum_v p_s (ln p_s - ln M)
 };
 
-// Row r from pass 1's parts (merged in order): flags a bad or empty side; writes the per-row parameters,
-// and the forward's outputs when asked (JSD's value comes from pass 2).
+// What pass 1 (and JSD's pass 2) write per row of a chunk (pointers from the chunk's row 0; null: not
+// wanted): the forward's outputs, the per-row parameters, the flags.
+struct PairOut {
+  int kind = 0;
+  double kl_cap = 0.0;
+  const int32_t* targets = nullptr;
+  float *value = nullptr, *h = nullptr, *lse_s = nullptr, *lse_t = nullptr, *lp_s = nullptr, *lp_t = nullptr;
+  RowParams* prm = nullptr;
+  int32_t* flags = nullptr;
+};
+
+// Lane l's share of merging row r's `parts` pieces (see lane_pieces).
+GEAR_HDI PairPart lane_pair_pieces(const PairPart* in, int64_t r, int64_t parts, int l, double inv_t) {
+  PairPart acc{rowmath::neg_inf(), 0.0, 0.0, rowmath::neg_inf(), 0.0, 0.0, 0.0, 0, 0};
+  for (int64_t p = l; p < parts; p += 32) acc = pair_merge(acc, load_cg(in + r * parts + p), inv_t);
+  return acc;
+}
+
+// The target's raw logits on both sides when the forward's log-probs are asked (read when the row
+// finishes: unlike tokenStats' target_logit, not ahead of the pass, where it would hold two registers).
+struct TargetLogits {
+  float s, t;
+};
 template <DType D>
-__host__ __device__ void pair_finish_row(int64_t r, const void* zs, const void* zt, int64_t vocab, int64_t parts,
-                                         int kind, double inv_t, double kl_cap, const PairPart* in,
-                                         const int32_t* targets, RowParams* prm, float* value, float* h, float* lse_s,
-                                         float* lse_t, float* lp_s, float* lp_t, int32_t* flags) {
-  PairPart acc = in[r * parts];
-  for (int64_t p = 1; p < parts; ++p) acc = pair_merge(acc, in[r * parts + p], inv_t);
+__host__ __device__ TargetLogits target_logits(const void* zs, const void* zt, int64_t vocab, int64_t r, const PairOut& o) {
+  if (!o.lp_s && !o.lp_t) return TargetLogits{0.f, 0.f};
+  const int64_t e = r * vocab + o.targets[r];
+  return TargetLogits{load1<D>(zs, e), load1<D>(zt, e)};
+}
+
+// Row r from its merged pass-1 statistics (y: target_logits): flags a bad or empty side; writes the
+// per-row parameters, and the forward's outputs when asked (JSD's value comes from pass 2).
+__host__ __device__ inline void pair_finish_row(int64_t r, double inv_t, const PairPart& acc, TargetLogits y,
+                                                const PairOut& o) {
   const int32_t f = (acc.bits & 1) || acc.ss == 0.0 ? kStudentBad : (acc.bits & 2) || acc.st == 0.0 ? kTeacherBad : 0;
   if (f != 0) {
-    flags[r] = f;
+    o.flags[r] = f;
     return;
   }
   rowmath::PairStats ps = to_pair(acc);
   double v = 0.0;
-  if (kind == static_cast<int>(DivKind::ReverseKl)) {
+  if (o.kind == static_cast<int>(DivKind::ReverseKl)) {
     if (acc.bits & 4) ps.cs = rowmath::pos_inf();
     v = rowmath::pair_reverse_kl(ps);
-  } else if (kind == static_cast<int>(DivKind::ForwardKl)) {
+  } else if (o.kind == static_cast<int>(DivKind::ForwardKl)) {
     if (acc.bits & 8) ps.ct = rowmath::pos_inf();
     v = rowmath::pair_forward_kl(ps);
   }
   const double ls = rowmath::stats_lse(ps.s, inv_t), lt = rowmath::stats_lse(ps.t, inv_t);
-  if (prm) prm[r] = RowParams{ls, lt, v, 0.0};
-  if (value && kind != static_cast<int>(DivKind::Jsd)) value[r] = static_cast<float>(v < kl_cap ? v : kl_cap);
-  if (h) h[r] = static_cast<float>(rowmath::stats_entropy(ps.s));
-  if (lse_s) lse_s[r] = static_cast<float>(ls);
-  if (lse_t) lse_t[r] = static_cast<float>(lt);
-  if (lp_s) lp_s[r] = static_cast<float>(rowmath::pair_logprob(load1<D>(zs, r * vocab + targets[r]), ps.s, inv_t));
-  if (lp_t) lp_t[r] = static_cast<float>(rowmath::pair_logprob(load1<D>(zt, r * vocab + targets[r]), ps.t, inv_t));
+  if (o.prm) o.prm[r] = RowParams{ls, lt, v, 0.0};
+  if (o.value && o.kind != static_cast<int>(DivKind::Jsd)) o.value[r] = static_cast<float>(v < o.kl_cap ? v : o.kl_cap);
+  if (o.h) o.h[r] = static_cast<float>(rowmath::stats_entropy(ps.s));
+  if (o.lse_s) o.lse_s[r] = static_cast<float>(ls);
+  if (o.lse_t) o.lse_t[r] = static_cast<float>(lt);
+  if (o.lp_s) o.lp_s[r] = static_cast<float>(rowmath::pair_logprob(y.s, ps.s, inv_t));
+  if (o.lp_t) o.lp_t[r] = static_cast<float>(rowmath::pair_logprob(y.t, ps.t, inv_t));
 }
 
-template <DType D>
-__global__ void pair_finish_kernel(const void* zs, const void* zt, int64_t rows, int64_t vocab, int64_t parts,
-                                   int kind, double inv_t, double kl_cap, const PairPart* in, const int32_t* targets,
-                                   RowParams* prm, float* value, float* h, float* lse_s, float* lse_t, float* lp_s,
-                                   float* lp_t, int32_t* flags) {
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r < rows)
-    pair_finish_row<D>(r, zs, zt, vocab, parts, kind, inv_t, kl_cap, in, targets, prm, value, h, lse_s, lse_t, lp_s,
-                       lp_t, flags);
+// A group's pair statistics at its lane 0: every lane at the group's largest pivots, then fixed-order sums
+// (one rescale per lane and side).
+template <int G>
+__device__ __forceinline__ PairPart group_pair(const PairPart& x, double inv_t) {
+  const double ms = group_max<G>(x.ms), mt = group_max<G>(x.mt);
+  return group_reduce<G>(pair_at(x, ms, mt, inv_t), [](const PairPart& a, const PairPart& b) { return pair_add(a, b); });
 }
+
+// Pass 1 and its per-row finish in one kernel (see token_stats.cu's stats_kernel).
+template <DType D, int G, int WANT>
+__device__ __forceinline__ void pair_item(const void* zs, const void* zt, int64_t rows, int64_t vocab, int64_t parts,
+                                          const PairScale& k, PairPart* pieces, const PairOut& o, int32_t* counters) {
+  const int lane = threadIdx.x % G;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
+  const bool active = item < rows * parts;  // uniform over the group: an idle one still joins the block's reductions
+  PairPart p = PairAcc<kWantNone>().finish(k.inv_t);
+  if (active) p = pair_thread<D, WANT>(zs, zt, vocab, item / parts, item % parts, parts, lane, G, k);
+  p = group_pair<G>(p, k.inv_t);
+  end_item<G>(
+      active, item, parts, p, pieces, counters,
+      [&](int l) { return lane_pair_pieces(pieces, item / parts, parts, l, k.inv_t); },
+      [&](const PairPart& x) { return group_pair<32>(x, k.inv_t); },
+      [&](int64_t row, const PairPart& merged) {
+        pair_finish_row(row, k.inv_t, merged, target_logits<D>(zs, zt, vocab, row, o), o);
+      });
+}
+
+// Pass 1, one kernel per cross sum (see queue_pair_passes).
+#define GEAR_PAIR_KERNEL(NAME, WANT)                                                                              \
+  template <DType D, int G>                                                                                       \
+  __global__ void __launch_bounds__(kThreads)                                                                     \
+      NAME(const void* zs, const void* zt, int64_t rows, int64_t vocab, int64_t parts, PairScale k, PairPart* pieces, \
+           PairOut o, int32_t* counters) {                                                                        \
+    pair_item<D, G, WANT>(zs, zt, rows, vocab, parts, k, pieces, o, counters);                                    \
+  }
+GEAR_PAIR_KERNEL(pair_kernel, kWantNone)
+GEAR_PAIR_KERNEL(pair_kernel_cs, kWantCs)
+GEAR_PAIR_KERNEL(pair_kernel_ct, kWantCt)
+#undef GEAR_PAIR_KERNEL
 
 // JSD pass 2: per item, sum_v jsd_term(ln p_s, ln p_t) and sum_v p_s (ln p_s - ln M) (float64 once folded).
 struct JsdPart {
@@ -334,37 +251,42 @@ __host__ __device__ JsdPart jsd_thread(const void* zs, const void* zt, int64_t v
   return JsdPart{rowmath::kLn2 * (beta * VB + (1.0 - beta) * KS), rowmath::kLn2 * KS};
 }
 
+// Row r's JSD from its merged pass-2 sums (a row pass 1 flagged has none).
+__host__ __device__ inline void jsd_finish_row(int64_t r, const JsdPart& acc, const PairOut& o) {
+  if (o.flags[r] != 0) return;
+  const double v = acc.value > 0.0 ? acc.value : 0.0;
+  o.prm[r].value = v;
+  o.prm[r].k_sm = acc.k_sm;
+  if (o.value) o.value[r] = static_cast<float>(v < o.kl_cap ? v : o.kl_cap);
+}
+GEAR_HDI JsdPart jsd_add(const JsdPart& x, const JsdPart& y) { return JsdPart{x.value + y.value, x.k_sm + y.k_sm}; }
+
+// Lane l's share of merging row r's `parts` pass-2 pieces (see lane_pieces).
+GEAR_HDI JsdPart lane_jsd_pieces(const JsdPart* in, int64_t r, int64_t parts, int l) {
+  JsdPart acc{0.0, 0.0};
+  for (int64_t p = l; p < parts; p += 32) acc = jsd_add(acc, load_cg(in + r * parts + p));
+  return acc;
+}
+
+// JSD pass 2 and its per-row finish in one kernel (as pair_item). Rows pass 1 flagged add nothing.
 template <DType D, int G>
 __global__ void __launch_bounds__(kThreads) jsd_kernel(const void* zs, const void* zt, int64_t rows, int64_t vocab,
-                                                       int64_t parts, double beta, double inv_t,
-                                                       const RowParams* prm, const int32_t* flags, JsdPart* out) {
+                                                       int64_t parts, double beta, double inv_t, JsdPart* pieces,
+                                                       PairOut o, int32_t* counters) {
   const int lane = threadIdx.x % G;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
   const bool in_grid = item < rows * parts;  // uniform over the group, as the reduction requires
+  const int64_t row = item / parts;
   JsdPart acc{0.0, 0.0};
-  if (in_grid && flags[item / parts] == 0) {
-    const int64_t row = item / parts;
-    acc = jsd_thread<D>(zs, zt, vocab, row, item % parts, parts, lane, G, beta, inv_t, prm[row].lse_s, prm[row].lse_t);
+  if (in_grid && o.flags[row] == 0) {
+    const RowParams prm = o.prm[row];
+    acc = jsd_thread<D>(zs, zt, vocab, row, item % parts, parts, lane, G, beta, inv_t, prm.lse_s, prm.lse_t);
   }
-  acc = group_reduce<G>(acc, [](const JsdPart& x, const JsdPart& y) { return JsdPart{x.value + y.value, x.k_sm + y.k_sm}; });
-  if (in_grid && lane == 0) out[item] = acc;
-}
-
-__host__ __device__ inline void jsd_finish_row(int64_t r, int64_t parts, double kl_cap, const JsdPart* in,
-                                               RowParams* prm, float* value, const int32_t* flags) {
-  if (flags[r] != 0) return;
-  JsdPart acc = in[r * parts];
-  for (int64_t p = 1; p < parts; ++p) acc = JsdPart{acc.value + in[r * parts + p].value, acc.k_sm + in[r * parts + p].k_sm};
-  const double v = acc.value > 0.0 ? acc.value : 0.0;
-  prm[r].value = v;
-  prm[r].k_sm = acc.k_sm;
-  if (value) value[r] = static_cast<float>(v < kl_cap ? v : kl_cap);
-}
-
-__global__ void jsd_finish_kernel(int64_t rows, int64_t parts, double kl_cap, const JsdPart* in, RowParams* prm,
-                                  float* value, const int32_t* flags) {
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r < rows) jsd_finish_row(r, parts, kl_cap, in, prm, value, flags);
+  const auto add = [](const JsdPart& x, const JsdPart& y) { return jsd_add(x, y); };
+  acc = group_reduce<G>(acc, add);
+  end_item<G>(
+      in_grid, item, parts, acc, pieces, counters, [&](int l) { return lane_jsd_pieces(pieces, row, parts, l); },
+      [&](const JsdPart& x) { return group_reduce<32>(x, add); }, [&](int64_t r, const JsdPart& m) { jsd_finish_row(r, m, o); });
 }
 
 // The backward's constants of one row, as the CPU kernel forms them: log2 p of each side is
@@ -469,31 +391,18 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(const void* zs, const vo
   if (bad) atomicOr(flags + row, bad);  // integer OR: the same result in any order
 }
 
-// Per-row outputs of the forward passes for a chunk (null: not wanted).
-struct PairOuts {
-  const int32_t* targets = nullptr;
-  float *value = nullptr, *h = nullptr, *lse_s = nullptr, *lse_t = nullptr, *lp_s = nullptr, *lp_t = nullptr;
-};
-
-// Queues the forward passes over a chunk of n rows on the compute stream: pass 1 (one kernel per cross
-// sum: a runtime switch would size every variant's registers by the largest, 70 instead of 64 for 16-bit
-// rows, 3 blocks per multiprocessor instead of 4), its per-row merge (flags, `prm`, the wanted outputs),
-// and for JSD pass 2 and its merge.
+// Queues the forward passes over a chunk of n rows on the compute stream: pass 1 with its per-row finish
+// (one kernel per cross sum: a runtime switch would size every variant's registers by the largest), and
+// for JSD pass 2 with its finish.
 void queue_pair_passes(cudaStream_t stream, const RowGrid& grid, DType dtype, DivKind kind, double beta, double inv_t,
-                       double kl_cap, const void* zs, const void* zt, int64_t n, int64_t v, PairPart* parts,
-                       RowParams* prm, JsdPart* jp, const PairOuts& o, int32_t* fl) {
+                       const void* zs, const void* zt, int64_t n, int64_t v, PairPart* parts, JsdPart* jp,
+                       const PairOut& o, int32_t* counters) {
   const RowGrid g = sub_grid(grid, n);
-  const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
-  if (kind == DivKind::ReverseKl) GEAR_LAUNCH_ROWS(g, dtype, stream, pair_kernel_cs, zs, zt, n, v, g.parts, c2, inv_t, parts);
-  else if (kind == DivKind::ForwardKl) GEAR_LAUNCH_ROWS(g, dtype, stream, pair_kernel_ct, zs, zt, n, v, g.parts, c2, inv_t, parts);
-  else GEAR_LAUNCH_ROWS(g, dtype, stream, pair_kernel, zs, zt, n, v, g.parts, c2, inv_t, parts);
-  GEAR_LAUNCH_PER_ROW(n, dtype, stream, pair_finish_kernel, zs, zt, n, v, g.parts, static_cast<int>(kind), inv_t, kl_cap,
-                      parts, o.targets, prm, o.value, o.h, o.lse_s, o.lse_t, o.lp_s, o.lp_t, fl);
-  if (kind == DivKind::Jsd) {
-    GEAR_LAUNCH_ROWS(g, dtype, stream, jsd_kernel, zs, zt, n, v, g.parts, beta, inv_t, prm, fl, jp);
-    const unsigned blocks = static_cast<unsigned>((n + kThreads - 1) / kThreads);
-    jsd_finish_kernel<<<blocks, kThreads, 0, stream>>>(n, g.parts, kl_cap, jp, prm, o.value, fl);
-  }
+  const PairScale k = pair_scale(inv_t, dtype);
+  if (kind == DivKind::ReverseKl) GEAR_LAUNCH_ROWS(g, dtype, stream, pair_kernel_cs, zs, zt, n, v, g.parts, k, parts, o, counters);
+  else if (kind == DivKind::ForwardKl) GEAR_LAUNCH_ROWS(g, dtype, stream, pair_kernel_ct, zs, zt, n, v, g.parts, k, parts, o, counters);
+  else GEAR_LAUNCH_ROWS(g, dtype, stream, pair_kernel, zs, zt, n, v, g.parts, k, parts, o, counters);
+  if (kind == DivKind::Jsd) GEAR_LAUNCH_ROWS(g, dtype, stream, jsd_kernel, zs, zt, n, v, g.parts, beta, inv_t, jp, o, counters);
 }
 
 // The error of the first flagged row, in the CPU backend's order: a bad or empty side before an
@@ -513,86 +422,68 @@ Status flagged_status(const LogitsView& s, const LogitsView& t, const std::vecto
 
 Status divergence(const LogitsView& s, const LogitsView& t, DivKind kind, double beta, double temperature,
                   double kl_cap, const int32_t* targets, const DivergenceOut& out, const ExecContext& ctx) {
-  DeviceLock dev;
-  GEAR_TRY(dev.open(ctx.device));
-  Device& d = *dev;
-  const int64_t rows = s.rows, v = s.vocab;
-  std::vector<int32_t> flags(static_cast<size_t>(rows));
-  RowIO io;
-  io.in[0] = &s;
-  io.in[1] = &t;
-  io.inputs = 2;
-  const int64_t cr = chunk_rows(io);
-  const RowGrid g = row_grid(d, rows, v);
+  RowPass p;
+  GEAR_TRY(p.open(ctx, s, &t));
+  Call& call = p.call;
+  const int64_t rows = p.rows, v = p.vocab;
   const bool jsd = kind == DivKind::Jsd;
-  Call call(d);
   const int s_tg = call.input(out.student_logprob || out.teacher_logprob ? targets : nullptr, rows * 4);
   const int s_val = call.output(out.value, rows * 4), s_h = call.output(out.student_entropy, rows * 4);
   const int s_ls = call.output(out.student_lse, rows * 4), s_lt = call.output(out.teacher_lse, rows * 4);
   const int s_ps = call.output(out.student_logprob, rows * 4), s_pt = call.output(out.teacher_logprob, rows * 4);
-  const int s_fl = call.output(flags.data(), rows * 4);
-  const int s_parts = call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(PairPart)));
-  const int s_prm = jsd ? call.scratch(cr * static_cast<int64_t>(sizeof(RowParams))) : -1;
-  const int s_jsd = jsd ? call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(JsdPart))) : -1;
-  GEAR_TRY(call.commit());
+  const int s_parts = p.item_scratch(sizeof(PairPart));
+  const int s_prm = jsd ? p.row_scratch(sizeof(RowParams)) : -1;
+  const int s_jsd = jsd ? p.item_scratch(sizeof(JsdPart)) : -1;
   const double inv_t = 1.0 / temperature;
-  GEAR_TRY(for_each_chunk(call, io, ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float*) {
-    PairOuts o;
+  GEAR_TRY(p.run(ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float*) {
+    PairOut o;
+    o.kind = static_cast<int>(kind), o.kl_cap = kl_cap;
     o.targets = at(call.ptr<int32_t>(s_tg), r0);
     o.value = at(call.ptr<float>(s_val), r0), o.h = at(call.ptr<float>(s_h), r0);
     o.lse_s = at(call.ptr<float>(s_ls), r0), o.lse_t = at(call.ptr<float>(s_lt), r0);
     o.lp_s = at(call.ptr<float>(s_ps), r0), o.lp_t = at(call.ptr<float>(s_pt), r0);
-    queue_pair_passes(d.compute, g, s.dtype, kind, beta, inv_t, kl_cap, in[0].data, in[1].data, n, v,
-                      call.ptr<PairPart>(s_parts), call.ptr<RowParams>(s_prm), call.ptr<JsdPart>(s_jsd), o,
-                      call.ptr<int32_t>(s_fl) + r0);
+    o.prm = call.ptr<RowParams>(s_prm), o.flags = p.flags_at(r0);
+    queue_pair_passes(p.device().compute, p.grid, s.dtype, kind, beta, inv_t, in[0].data, in[1].data, n, v,
+                      call.ptr<PairPart>(s_parts), call.ptr<JsdPart>(s_jsd), o, p.counters());
     return Status::ok();
   }));
-  GEAR_TRY(call.finish());
-  return flagged_status(s, t, flags);
+  return flagged_status(s, t, p.flags);
 }
 
 Status divergence_backward(const LogitsView& s, const LogitsView& t, DivKind kind, double beta, double temperature,
                            double kl_cap, const float* grad, const float* value, const float* student_lse,
                            const float* teacher_lse, float* out, const ExecContext& ctx) {
-  DeviceLock dev;
-  GEAR_TRY(dev.open(ctx.device));
-  Device& d = *dev;
-  const int64_t rows = s.rows, v = s.vocab;
+  RowPass p;
+  GEAR_TRY(p.open(ctx, s, &t, out));
+  Call& call = p.call;
+  const int64_t rows = p.rows, v = p.vocab;
   const bool jsd = kind == DivKind::Jsd;
   const bool recompute = jsd || value == nullptr || student_lse == nullptr || teacher_lse == nullptr;
-  std::vector<int32_t> flags(static_cast<size_t>(rows));
-  RowIO io;
-  io.in[0] = &s;
-  io.in[1] = &t;
-  io.inputs = 2;
-  io.out = out;
-  io.out_on_device = ctx.out_on_device;
-  const int64_t cr = chunk_rows(io);
-  const RowGrid g = row_grid(d, rows, v);
-  Call call(d);
   const int s_grad = call.input(grad, rows * 4);
   const int s_val = recompute ? -1 : call.input(value, rows * 4);
   const int s_ls = recompute ? -1 : call.input(student_lse, rows * 4);
   const int s_lt = recompute ? -1 : call.input(teacher_lse, rows * 4);
-  const int s_fl = call.output(flags.data(), rows * 4);
-  const int s_parts = recompute ? call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(PairPart))) : -1;
-  const int s_prm = recompute ? call.scratch(cr * static_cast<int64_t>(sizeof(RowParams))) : -1;
-  const int s_jsd = jsd ? call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(JsdPart))) : -1;
-  GEAR_TRY(call.commit());
+  const int s_parts = recompute ? p.item_scratch(sizeof(PairPart)) : -1;
+  const int s_prm = recompute ? p.row_scratch(sizeof(RowParams)) : -1;
+  const int s_jsd = jsd ? p.item_scratch(sizeof(JsdPart)) : -1;
   const double inv_t = 1.0 / temperature;
-  GEAR_TRY(for_each_chunk(call, io, ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float* o) {
-    int32_t* fl = call.ptr<int32_t>(s_fl) + r0;
+  const cudaStream_t st = p.device().compute;
+  GEAR_TRY(p.run(ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float* o) {
+    int32_t* fl = p.flags_at(r0);
     RowParams* prm = call.ptr<RowParams>(s_prm);
-    if (recompute)
-      queue_pair_passes(d.compute, g, s.dtype, kind, beta, inv_t, kl_cap, in[0].data, in[1].data, n, v,
-                        call.ptr<PairPart>(s_parts), prm, call.ptr<JsdPart>(s_jsd), PairOuts{}, fl);
-    GEAR_LAUNCH_ROWS(sub_grid(g, n), s.dtype, d.compute, grad_kernel, in[0].data, in[1].data, n, v, g.parts,
-                     static_cast<int>(kind), beta, inv_t, kl_cap, recompute ? prm : nullptr, at(call.ptr<float>(s_ls), r0), at(call.ptr<float>(s_lt), r0),
-                     at(call.ptr<float>(s_val), r0), call.ptr<float>(s_grad) + r0, o, fl);
+    if (recompute) {
+      PairOut po;
+      po.kind = static_cast<int>(kind), po.kl_cap = kl_cap, po.prm = prm, po.flags = fl;
+      queue_pair_passes(st, p.grid, s.dtype, kind, beta, inv_t, in[0].data, in[1].data, n, v,
+                        call.ptr<PairPart>(s_parts), call.ptr<JsdPart>(s_jsd), po, p.counters());
+    }
+    GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), s.dtype, st, grad_kernel, in[0].data, in[1].data, n, v, p.grid.parts,
+                     static_cast<int>(kind), beta, inv_t, kl_cap, recompute ? prm : nullptr,
+                     at(call.ptr<float>(s_ls), r0), at(call.ptr<float>(s_lt), r0), at(call.ptr<float>(s_val), r0),
+                     call.ptr<float>(s_grad) + r0, o, fl);
     return Status::ok();
   }));
-  GEAR_TRY(call.finish());
-  return flagged_status(s, t, flags);
+  return flagged_status(s, t, p.flags);
 }
 
 }  // namespace cuda

@@ -1,16 +1,18 @@
 // tokenStats forward, backward and vocabulary-shard statistics on the GPU.
 //
 // Pass 1 (stats_kernel) streams each row once with 16-byte loads: every (row, part) item keeps online
-// softmax statistics per thread (float sums folded into float64, see SoftmaxAcc) and reduces them over
-// its group of threads in a fixed order (group_stats: one rescale per lane to the group's pivot, then sums); a per-row kernel (finish_kernel) merges the parts in order and
-// computes the outputs through gear/row_math.h, the CPU kernels' own finalisation. The backward
-// (grad_kernel) is one streaming pass per row, one exp per logit, reusing the forward's logsumexp and
-// entropy (or pass 1's when none are given). No float atomics: results are bit-identical between runs.
+// softmax statistics per thread (StatsAcc: pre-scaled weights around an integer pivot, exact power-of-two
+// rescales, float sums folded into float64; SoftmaxAcc beyond its band) and reduces them over its group of
+// threads in a fixed order (group_stats: one rescale per lane to the group's pivot, then sums); the row's
+// last piece to finish merges the pieces in order and computes the outputs through gear/row_math.h, the
+// CPU kernels' own finalisation (one kernel). The backward (grad_kernel) is one streaming pass per row,
+// one exp per logit, reusing the forward's logsumexp and entropy (or pass 1's when none are given). No
+// float atomics: results are bit-identical between runs.
 #include <cmath>
 #include <vector>
 
-#include "device.cuh"
 #include "gear/cuda.h"
+#include "row_stats.cuh"
 
 namespace gear {
 namespace cuda {
@@ -18,11 +20,12 @@ namespace {
 
 enum Mode : int { kStats = 0, kPartial = 1, kBackward = 2 };
 
-// Pass 1, one thread's share of item (row, part): the lanes of a group of G stride through the part's
-// vectors, two in flight per lane; lanes below the head / tail count take those scalars.
+// Pass 1 through SoftmaxAcc, one thread's share of item (row, part): the lanes of a group of G stride
+// through the part's vectors, two in flight per lane; lanes below the head / tail count take those
+// scalars. What stats_thread falls back to beyond StatsAcc's band.
 template <DType D>
-__host__ __device__ SoftmaxAcc stats_thread(const void* z, int64_t vocab, int64_t row, int64_t part, int64_t parts,
-                                            int lane, int G, float c2, double inv_t) {
+__host__ __device__ SoftmaxAcc exact_stats_thread(const void* z, int64_t vocab, int64_t row, int64_t part,
+                                                  int64_t parts, int lane, int G, float c2, double inv_t) {
   constexpr int V = Elems<D>::kVec;
   constexpr int U = 2;
   SoftmaxAcc acc;
@@ -47,65 +50,110 @@ __host__ __device__ SoftmaxAcc stats_thread(const void* z, int64_t vocab, int64_
   return acc;
 }
 
-template <DType D, int G>
-__global__ void __launch_bounds__(kThreads) stats_kernel(const void* z, int64_t rows, int64_t vocab, int64_t parts,
-                                                         float c2, double inv_t, PartStats* out) {
-  const int lane = threadIdx.x % G;
-  const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
-  const bool active = item < rows * parts;  // uniform over the group (and over the block when G = block)
-  SoftmaxAcc acc;
-  if (active) acc = stats_thread<D>(z, vocab, item / parts, item % parts, parts, lane, G, c2, inv_t);
-  int bad = 0;
-  const rowmath::SoftmaxStats st = acc.stats(inv_t, &bad);
-  const PartStats ps = group_stats<G>(PartStats{st.m, st.s, st.a, bad, 0}, inv_t);
-  if (active && lane == 0) out[item] = ps;
+// Pass 1, one thread's share of item (row, part) through StatsAcc: steps of 16 elements (4 float32
+// vectors, or 2 of 16-bit logits) with one pivot move each, their loads issued together; then single
+// vectors, and the head / tail scalars for the lanes below their counts. Beyond StatsAcc's band, the share
+// again through SoftmaxAcc. Returns the statistics around the thread's largest logit; *bad as SoftmaxAcc.
+template <DType D>
+__host__ __device__ rowmath::SoftmaxStats stats_thread(const void* z, int64_t vocab, int64_t row, int64_t part,
+                                                       int64_t parts, int lane, int G, const PassScale& k, int* bad) {
+  constexpr int V = Elems<D>::kVec;
+  constexpr int U = D == DType::F32 ? 4 : 2;
+  bool redo = !k.fast;
+  rowmath::SoftmaxStats st{};
+  if (k.fast) {
+    StatsAcc acc;
+    const RowSpan sp = row_span<V>(row, vocab, part, parts);
+    if (sp.first && lane < sp.head) stats_scalar(acc, load1<D>(z, sp.e0 + lane), k.c2);
+    LaneVectors lv = lane_vectors<D>(z, sp, lane, G);
+    for (; lv.n >= U; lv.n -= U, lv.p += U * G) {
+      uint32_t w[4 * U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) load_words(lv.p + u * G, w + 4 * u);
+      stats_step<D, 4 * U>(acc, w, k);
+    }
+    for (; lv.n > 0; --lv.n, lv.p += G) {
+      uint32_t w[4];
+      load_words(lv.p, w);
+      stats_step<D, 4>(acc, w, k);
+    }
+    if (sp.last && lane < sp.tail) stats_scalar(acc, load1<D>(z, sp.vec0 + sp.ve * V + lane), k.c2);
+    st = acc.stats(k.c2, bad, &redo);
+  }
+  if (redo) st = exact_stats_thread<D>(z, vocab, row, part, parts, lane, G, k.c2, k.inv_t).stats(k.inv_t, bad);
+  return st;
 }
 
-// Row r's outputs from its parts (merged in order) for the mode. A row with a NaN or +Infinity logit, or
-// (kStats, kBackward) without a finite one, is flagged.
+// What pass 1 writes per row of a chunk, by mode (pointers from the chunk's row 0; null: not wanted).
+struct StatsOut {
+  int mode;
+  const int32_t* targets;
+  int64_t vocab_start;  // kPartial
+  float *lp, *ent, *lse;                   // kStats
+  double *pmax, *psum, *psumx, *ptarget;   // kPartial; kBackward: lse and entropy in pmax, psum
+  int32_t* flags;
+};
+
+// The raw logit a row's outputs need (tokenStats' target, tokenStatsPartial's target in this shard: NaN
+// when it is elsewhere), read at the start of the row's pass so that its latency (a page-locked read for
+// a small call) overlaps the pass.
 template <DType D>
-__host__ __device__ void finish_row(int64_t r, const void* z, int64_t vocab, int64_t parts, double inv_t,
-                                    const PartStats* in, int mode, const int32_t* targets, int64_t vocab_start,
-                                    float* lp, float* ent, float* lse, double* pmax, double* psum, double* psumx,
-                                    double* ptarget, int32_t* flags) {
-  PartStats acc = in[r * parts];
-  for (int64_t p = 1; p < parts; ++p) acc = part_merge(acc, in[r * parts + p], inv_t);
+__host__ __device__ float target_logit(const void* z, int64_t vocab, int64_t r, const StatsOut& o) {
+  if (o.mode == kStats) return o.lp ? load1<D>(z, r * vocab + o.targets[r]) : 0.f;
+  if (o.mode != kPartial) return 0.f;
+  const int64_t y = static_cast<int64_t>(o.targets[r]) - o.vocab_start;
+  return y >= 0 && y < vocab ? load1<D>(z, r * vocab + y) : rowmath::quiet_nan();
+}
+
+// Row r's outputs from its merged statistics for the mode (zy: target_logit). A row with a NaN or
+// +Infinity logit, or (kStats, kBackward) without a finite one, is flagged.
+__host__ __device__ inline void finish_row(int64_t r, double inv_t, const PartStats& acc, float zy, const StatsOut& o) {
   if (acc.bad) {
-    flags[r] = 1;
+    o.flags[r] = 1;
     return;
   }
   const rowmath::SoftmaxStats s{acc.m, acc.s, acc.a};
-  if (mode == kPartial) {
-    pmax[r] = s.m;
-    psum[r] = s.s;
-    psumx[r] = s.a;
-    const int64_t y = static_cast<int64_t>(targets[r]) - vocab_start;
-    ptarget[r] = y >= 0 && y < vocab ? static_cast<double>(load1<D>(z, r * vocab + y)) : rowmath::quiet_nan();
+  if (o.mode == kPartial) {
+    o.pmax[r] = s.m;
+    o.psum[r] = s.s;
+    o.psumx[r] = s.a;
+    o.ptarget[r] = zy;
     return;
   }
   if (s.s == 0.0) {  // every logit masked
-    flags[r] = 1;
+    o.flags[r] = 1;
     return;
   }
-  if (mode == kBackward) {  // the backward keeps its logsumexp and entropy in float64 (pmax's and psum's
-    pmax[r] = rowmath::stats_lse(s, inv_t);  // slots), as the CPU does
-    psum[r] = rowmath::stats_entropy(s);
+  if (o.mode == kBackward) {  // the backward keeps its logsumexp and entropy in float64 (pmax's and psum's
+    o.pmax[r] = rowmath::stats_lse(s, inv_t);  // slots), as the CPU does
+    o.psum[r] = rowmath::stats_entropy(s);
     return;
   }
-  if (lse) lse[r] = static_cast<float>(rowmath::stats_lse(s, inv_t));
-  if (ent) ent[r] = static_cast<float>(rowmath::stats_entropy(s));
-  if (lp) lp[r] = static_cast<float>(rowmath::stats_logprob(load1<D>(z, r * vocab + targets[r]), s, inv_t));
+  if (o.lse) o.lse[r] = static_cast<float>(rowmath::stats_lse(s, inv_t));
+  if (o.ent) o.ent[r] = static_cast<float>(rowmath::stats_entropy(s));
+  if (o.lp) o.lp[r] = static_cast<float>(rowmath::stats_logprob(zy, s, inv_t));
 }
 
-template <DType D>
-__global__ void finish_kernel(const void* z, int64_t rows, int64_t vocab, int64_t parts, double inv_t,
-                              const PartStats* in, int mode, const int32_t* targets, int64_t vocab_start, float* lp,
-                              float* ent, float* lse, double* pmax, double* psum, double* psumx, double* ptarget,
-                              int32_t* flags) {
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r < rows)
-    finish_row<D>(r, z, vocab, parts, inv_t, in, mode, targets, vocab_start, lp, ent, lse, pmax, psum, psumx, ptarget,
-                  flags);
+// Pass 1 and its per-row finish in one kernel (end_item): each (row, part) item reduces over its group;
+// a row in one piece is finished by its group, one in several by warp 0 of the block that finishes its
+// last piece. `counters`: one per row, zero.
+template <DType D, int G>
+__global__ void __launch_bounds__(kThreads, 5) stats_kernel(const void* z, int64_t rows, int64_t vocab, int64_t parts,
+                                                         PassScale k, PartStats* pieces, StatsOut o,
+                                                         int32_t* counters) {
+  const int lane = threadIdx.x % G;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / G) + threadIdx.x / G;
+  const bool active = item < rows * parts;  // uniform over the group (and over the block when G = block)
+  const float zy = active && lane == 0 ? target_logit<D>(z, vocab, item / parts, o) : 0.f;
+  int bad = 0;
+  rowmath::SoftmaxStats st = rowmath::stats_empty();
+  if (active) st = stats_thread<D>(z, vocab, item / parts, item % parts, parts, lane, G, k, &bad);
+  const PartStats ps = group_stats<G>(PartStats{st.m, st.s, st.a, bad, 0}, k.inv_t);
+  end_item<G>(
+      active, item, parts, ps, pieces, counters,
+      [&](int l) { return lane_pieces(pieces, item / parts, parts, l, k.inv_t); },
+      [&](const PartStats& x) { return group_stats<32>(x, k.inv_t); },
+      [&](int64_t row, const PartStats& merged) { finish_row(row, k.inv_t, merged, zy, o); });
 }
 
 // The backward's per-row constants, as the CPU kernel forms them: dL/dz_v = p_v (alpha + beta ln p_v) +
@@ -197,120 +245,92 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(const void* z, int64_t r
 
 Status token_stats(const LogitsView& l, const int32_t* targets, double temperature, float* logprob, float* entropy,
                    float* lse, const ExecContext& ctx) {
-  DeviceLock dev;
-  GEAR_TRY(dev.open(ctx.device));
-  Device& d = *dev;
-  const int64_t rows = l.rows, v = l.vocab;
-  std::vector<int32_t> flags(static_cast<size_t>(rows));
-  RowIO io;
-  io.in[0] = &l;
-  const int64_t cr = chunk_rows(io);
-  const RowGrid g = row_grid(d, rows, v);
-  Call call(d);
-  const int s_tg = call.input(logprob ? targets : nullptr, rows * 4);
-  const int s_lp = call.output(logprob, rows * 4), s_en = call.output(entropy, rows * 4), s_ls = call.output(lse, rows * 4);
-  const int s_fl = call.output(flags.data(), rows * 4);
-  const int s_parts = call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(PartStats)));
-  GEAR_TRY(call.commit());
+  RowPass p;
+  GEAR_TRY(p.open(ctx, l));
+  Call& call = p.call;
+  const int64_t n_rows = p.rows, v = p.vocab;
+  const int s_tg = call.input(logprob ? targets : nullptr, n_rows * 4);
+  const int s_lp = call.output(logprob, n_rows * 4), s_en = call.output(entropy, n_rows * 4);
+  const int s_ls = call.output(lse, n_rows * 4);
+  const int s_parts = p.item_scratch(sizeof(PartStats));
   const double inv_t = 1.0 / temperature;
-  const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
-  PartStats* parts = call.ptr<PartStats>(s_parts);
-  GEAR_TRY(for_each_chunk(call, io, ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float*) {
-    GEAR_LAUNCH_ROWS(sub_grid(g, n), l.dtype, d.compute, stats_kernel, in[0].data, n, v, g.parts, c2, inv_t, parts);
-    GEAR_LAUNCH_PER_ROW(n, l.dtype, d.compute, finish_kernel, in[0].data, n, v, g.parts, inv_t, parts, kStats,
-                        at(call.ptr<int32_t>(s_tg), r0), int64_t{0}, at(call.ptr<float>(s_lp), r0),
-                        at(call.ptr<float>(s_en), r0), at(call.ptr<float>(s_ls), r0), nullptr, nullptr, nullptr,
-                        nullptr, call.ptr<int32_t>(s_fl) + r0);
+  const PassScale k = pass_scale(inv_t);
+  const cudaStream_t st = p.device().compute;
+  GEAR_TRY(p.run(ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float*) {
+    const StatsOut o{kStats, at(call.ptr<int32_t>(s_tg), r0), 0, at(call.ptr<float>(s_lp), r0),
+                     at(call.ptr<float>(s_en), r0), at(call.ptr<float>(s_ls), r0), nullptr, nullptr, nullptr, nullptr,
+                     p.flags_at(r0)};
+    GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), l.dtype, st, stats_kernel, in[0].data, n, v, p.grid.parts, k,
+                     call.ptr<PartStats>(s_parts), o, p.counters());
     return Status::ok();
   }));
-  GEAR_TRY(call.finish());
-  const int64_t b = first_flagged(flags.data(), rows);
+  const int64_t b = p.first_flagged();
   return b >= 0 ? bad_row(l, "logits", b) : Status::ok();
 }
 
 Status token_stats_backward(const LogitsView& l, const int32_t* targets, const float* grad_logprob,
                             const float* grad_entropy, double temperature, const float* lse, const float* entropy,
                             float* out, const ExecContext& ctx) {
-  DeviceLock dev;
-  GEAR_TRY(dev.open(ctx.device));
-  Device& d = *dev;
-  const int64_t rows = l.rows, v = l.vocab;
+  RowPass p;
+  GEAR_TRY(p.open(ctx, l, nullptr, out));
+  Call& call = p.call;
+  const int64_t n_rows = p.rows, v = p.vocab;
   const bool recompute = lse == nullptr;
-  std::vector<int32_t> flags(static_cast<size_t>(rows));
-  RowIO io;
-  io.in[0] = &l;
-  io.out = out;
-  io.out_on_device = ctx.out_on_device;
-  const int64_t cr = chunk_rows(io);
-  const RowGrid g = row_grid(d, rows, v);
-  Call call(d);
-  const int s_tg = call.input(grad_logprob ? targets : nullptr, rows * 4);
-  const int s_gl = call.input(grad_logprob, rows * 4), s_ge = call.input(grad_entropy, rows * 4);
-  const int s_ls = call.input(lse, rows * 4), s_en = call.input(grad_entropy ? entropy : nullptr, rows * 4);
-  const int s_fl = call.output(flags.data(), rows * 4);
-  const int s_parts = recompute ? call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(PartStats))) : -1;
-  const int s_rls = recompute ? call.scratch(cr * 8) : -1, s_ren = recompute ? call.scratch(cr * 8) : -1;
-  GEAR_TRY(call.commit());
+  const int s_tg = call.input(grad_logprob ? targets : nullptr, n_rows * 4);
+  const int s_gl = call.input(grad_logprob, n_rows * 4), s_ge = call.input(grad_entropy, n_rows * 4);
+  const int s_ls = call.input(lse, n_rows * 4), s_en = call.input(grad_entropy ? entropy : nullptr, n_rows * 4);
+  const int s_parts = recompute ? p.item_scratch(sizeof(PartStats)) : -1;
+  const int s_rls = recompute ? p.row_scratch(8) : -1, s_ren = recompute ? p.row_scratch(8) : -1;
   const double inv_t = 1.0 / temperature;
-  const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
-  GEAR_TRY(for_each_chunk(call, io, ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float* o) {
-    int32_t* fl = call.ptr<int32_t>(s_fl) + r0;
+  const PassScale k = pass_scale(inv_t);
+  const cudaStream_t st = p.device().compute;
+  GEAR_TRY(p.run(ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float* o) {
+    int32_t* fl = p.flags_at(r0);
     const float* ls = at(call.ptr<float>(s_ls), r0);
     const double *ls_d = nullptr, *en_d = nullptr;
     const float* en = grad_entropy ? at(call.ptr<float>(s_en), r0) : nullptr;
     if (recompute) {
-      PartStats* parts = call.ptr<PartStats>(s_parts);
-      GEAR_LAUNCH_ROWS(sub_grid(g, n), l.dtype, d.compute, stats_kernel, in[0].data, n, v, g.parts, c2, inv_t, parts);
-      GEAR_LAUNCH_PER_ROW(n, l.dtype, d.compute, finish_kernel, in[0].data, n, v, g.parts, inv_t, parts, kBackward,
-                          nullptr, int64_t{0}, nullptr, nullptr, nullptr, call.ptr<double>(s_rls),
-                          call.ptr<double>(s_ren), nullptr, nullptr, fl);
+      const StatsOut so{kBackward, nullptr, 0, nullptr, nullptr, nullptr, call.ptr<double>(s_rls),
+                        call.ptr<double>(s_ren), nullptr, nullptr, fl};
+      GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), l.dtype, st, stats_kernel, in[0].data, n, v, p.grid.parts, k,
+                       call.ptr<PartStats>(s_parts), so, p.counters());
       ls = nullptr;
       ls_d = call.ptr<double>(s_rls);
       en = nullptr;
       en_d = grad_entropy ? call.ptr<double>(s_ren) : nullptr;
     }
-    GEAR_LAUNCH_ROWS(sub_grid(g, n), l.dtype, d.compute, grad_kernel, in[0].data, n, v, g.parts, inv_t, ls_d, ls, en_d,
-                     en, at(call.ptr<float>(s_gl), r0), at(call.ptr<float>(s_ge), r0), at(call.ptr<int32_t>(s_tg), r0),
-                     o, fl);
+    GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), l.dtype, st, grad_kernel, in[0].data, n, v, p.grid.parts, inv_t, ls_d, ls,
+                     en_d, en, at(call.ptr<float>(s_gl), r0), at(call.ptr<float>(s_ge), r0),
+                     at(call.ptr<int32_t>(s_tg), r0), o, fl);
     return Status::ok();
   }));
-  GEAR_TRY(call.finish());
-  const int64_t b = first_flagged(flags.data(), rows);
+  const int64_t b = p.first_flagged();
   return b >= 0 ? bad_row(l, "logits", b) : Status::ok();
 }
 
 Status token_stats_partial(const LogitsView& l, const int32_t* targets, int64_t vocab_start, double temperature,
                            double* max, double* sum_exp, double* sum_exp_x, double* target_logit,
                            const ExecContext& ctx) {
-  DeviceLock dev;
-  GEAR_TRY(dev.open(ctx.device));
-  Device& d = *dev;
-  const int64_t rows = l.rows, v = l.vocab;
-  std::vector<int32_t> flags(static_cast<size_t>(rows));
-  RowIO io;
-  io.in[0] = &l;
-  const int64_t cr = chunk_rows(io);
-  const RowGrid g = row_grid(d, rows, v);
-  Call call(d);
-  const int s_tg = call.input(targets, rows * 4);
-  const int s_mx = call.output(max, rows * 8), s_se = call.output(sum_exp, rows * 8);
-  const int s_sx = call.output(sum_exp_x, rows * 8), s_tl = call.output(target_logit, rows * 8);
-  const int s_fl = call.output(flags.data(), rows * 4);
-  const int s_parts = call.scratch(cr * g.parts * static_cast<int64_t>(sizeof(PartStats)));
-  GEAR_TRY(call.commit());
+  RowPass p;
+  GEAR_TRY(p.open(ctx, l));
+  Call& call = p.call;
+  const int64_t n_rows = p.rows, v = p.vocab;
+  const int s_tg = call.input(targets, n_rows * 4);
+  const int s_mx = call.output(max, n_rows * 8), s_se = call.output(sum_exp, n_rows * 8);
+  const int s_sx = call.output(sum_exp_x, n_rows * 8), s_tl = call.output(target_logit, n_rows * 8);
+  const int s_parts = p.item_scratch(sizeof(PartStats));
   const double inv_t = 1.0 / temperature;
-  const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
-  PartStats* parts = call.ptr<PartStats>(s_parts);
-  GEAR_TRY(for_each_chunk(call, io, ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float*) {
-    GEAR_LAUNCH_ROWS(sub_grid(g, n), l.dtype, d.compute, stats_kernel, in[0].data, n, v, g.parts, c2, inv_t, parts);
-    GEAR_LAUNCH_PER_ROW(n, l.dtype, d.compute, finish_kernel, in[0].data, n, v, g.parts, inv_t, parts, kPartial,
-                        call.ptr<int32_t>(s_tg) + r0, vocab_start, nullptr, nullptr, nullptr,
-                        call.ptr<double>(s_mx) + r0, call.ptr<double>(s_se) + r0, call.ptr<double>(s_sx) + r0,
-                        call.ptr<double>(s_tl) + r0, call.ptr<int32_t>(s_fl) + r0);
+  const PassScale k = pass_scale(inv_t);
+  const cudaStream_t st = p.device().compute;
+  GEAR_TRY(p.run(ctx, [&](int64_t r0, int64_t n, const LogitsView* in, float*) {
+    const StatsOut o{kPartial, call.ptr<int32_t>(s_tg) + r0, vocab_start, nullptr, nullptr, nullptr,
+                     call.ptr<double>(s_mx) + r0, call.ptr<double>(s_se) + r0, call.ptr<double>(s_sx) + r0,
+                     call.ptr<double>(s_tl) + r0, p.flags_at(r0)};
+    GEAR_LAUNCH_ROWS(sub_grid(p.grid, n), l.dtype, st, stats_kernel, in[0].data, n, v, p.grid.parts, k,
+                     call.ptr<PartStats>(s_parts), o, p.counters());
     return Status::ok();
   }));
-  GEAR_TRY(call.finish());
-  const int64_t b = first_flagged(flags.data(), rows);
+  const int64_t b = p.first_flagged();
   return b >= 0 ? bad_row(l, "shard", b) : Status::ok();
 }
 

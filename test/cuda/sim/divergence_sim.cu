@@ -14,37 +14,51 @@ struct Fwd {
   std::vector<int32_t> flags;
 };
 
+// The kernels' group reduction (group_pair): every lane at the group's largest pivots, then added in order.
+PairPart sim_group_pair(std::vector<PairPart> lanes, int G, double inv_t) {
+  double ms = -INFINITY, mt = -INFINITY;
+  for (const PairPart& x : lanes) ms = std::fmax(ms, x.ms), mt = std::fmax(mt, x.mt);
+  for (PairPart& x : lanes) x = pair_at(x, ms, mt, inv_t);
+  return sim::group_reduce(lanes, G, [](const PairPart& a, const PairPart& b) { return pair_add(a, b); });
+}
+
 template <DType D>
 Fwd run_forward(const sim::Logits& s, const sim::Logits& t, int G, int64_t parts, DivKind kind, double beta, double T,
                 double kl_cap, const int32_t* targets) {
   const int64_t rows = s.rows, vocab = s.vocab;
   const double inv_t = 1.0 / T;
-  const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
+  const PairScale k = pair_scale(inv_t, D);
   const int want = kind == DivKind::ReverseKl ? kWantCs : kind == DivKind::ForwardKl ? kWantCt : kWantNone;
   std::vector<PairPart> P(static_cast<size_t>(rows * parts));
   for (int64_t item = 0; item < rows * parts; ++item) {
     std::vector<PairPart> lanes(static_cast<size_t>(G));
     for (int lane = 0; lane < G; ++lane)
-      lanes[lane] = want == kWantCs   ? pair_thread<D, kWantCs>(s.data.get(), t.data.get(), vocab, item / parts, item % parts, parts, lane, G, c2, inv_t)
-                    : want == kWantCt ? pair_thread<D, kWantCt>(s.data.get(), t.data.get(), vocab, item / parts, item % parts, parts, lane, G, c2, inv_t)
-                                      : pair_thread<D, kWantNone>(s.data.get(), t.data.get(), vocab, item / parts, item % parts, parts, lane, G, c2, inv_t);
-    // the kernels' group reduction: every lane at the group's largest pivots, then added in order
-    double ms = -INFINITY, mt = -INFINITY;
-    for (const PairPart& x : lanes) ms = std::fmax(ms, x.ms), mt = std::fmax(mt, x.mt);
-    for (PairPart& x : lanes) x = pair_at(x, ms, mt, inv_t);
-    P[item] = sim::group_reduce(lanes, G, [](const PairPart& a, const PairPart& b) { return pair_add(a, b); });
+      lanes[lane] = want == kWantCs   ? pair_thread<D, kWantCs>(s.data.get(), t.data.get(), vocab, item / parts, item % parts, parts, lane, G, k)
+                    : want == kWantCt ? pair_thread<D, kWantCt>(s.data.get(), t.data.get(), vocab, item / parts, item % parts, parts, lane, G, k)
+                                      : pair_thread<D, kWantNone>(s.data.get(), t.data.get(), vocab, item / parts, item % parts, parts, lane, G, k);
+    P[item] = sim_group_pair(lanes, G, inv_t);
   }
   Fwd o;
   const size_t n = static_cast<size_t>(rows);
   o.value.assign(n, NAN), o.h.assign(n, NAN), o.lse_s.assign(n, NAN), o.lse_t.assign(n, NAN);
   o.lp_s.assign(n, NAN), o.lp_t.assign(n, NAN), o.prm.assign(n, RowParams{NAN, NAN, NAN, NAN}), o.flags.assign(n, 0);
-  for (int64_t r = 0; r < rows; ++r)
-    pair_finish_row<D>(r, s.data.get(), t.data.get(), vocab, parts, static_cast<int>(kind), inv_t, kl_cap, P.data(), targets,
-                       o.prm.data(), o.value.data(), o.h.data(), o.lse_s.data(), o.lse_t.data(), o.lp_s.data(),
-                       o.lp_t.data(), o.flags.data());
+  PairOut po;
+  po.kind = static_cast<int>(kind), po.kl_cap = kl_cap, po.targets = targets;
+  po.value = o.value.data(), po.h = o.h.data(), po.lse_s = o.lse_s.data(), po.lse_t = o.lse_t.data();
+  po.lp_s = o.lp_s.data(), po.lp_t = o.lp_t.data(), po.prm = o.prm.data(), po.flags = o.flags.data();
+  // a row in several pieces: merged as end_item's warp does (lane l merges pieces l, l + 32, ... in
+  // order; the lanes then as a group of 32)
+  for (int64_t r = 0; r < rows; ++r) {
+    PairPart merged = P[r * parts];
+    if (parts > 1) {
+      std::vector<PairPart> lanes(32);
+      for (int lane = 0; lane < 32; ++lane) lanes[lane] = lane_pair_pieces(P.data(), r, parts, lane, inv_t);
+      merged = sim_group_pair(lanes, 32, inv_t);
+    }
+    pair_finish_row(r, inv_t, merged, target_logits<D>(s.data.get(), t.data.get(), vocab, r, po), po);
+  }
   if (kind == DivKind::Jsd) {
     std::vector<JsdPart> J(static_cast<size_t>(rows * parts), JsdPart{0, 0});
-    auto add = [](const JsdPart& a, const JsdPart& b) { return JsdPart{a.value + b.value, a.k_sm + b.k_sm}; };
     for (int64_t item = 0; item < rows * parts; ++item) {
       const int64_t row = item / parts;
       std::vector<JsdPart> lanes(static_cast<size_t>(G), JsdPart{0, 0});
@@ -52,9 +66,17 @@ Fwd run_forward(const sim::Logits& s, const sim::Logits& t, int G, int64_t parts
         for (int lane = 0; lane < G; ++lane)
           lanes[lane] = jsd_thread<D>(s.data.get(), t.data.get(), vocab, row, item % parts, parts, lane, G, beta, inv_t,
                                       o.prm[row].lse_s, o.prm[row].lse_t);
-      J[item] = sim::group_reduce(lanes, G, add);
+      J[item] = sim::group_reduce(lanes, G, jsd_add);
     }
-    for (int64_t r = 0; r < rows; ++r) jsd_finish_row(r, parts, kl_cap, J.data(), o.prm.data(), o.value.data(), o.flags.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      JsdPart merged = J[r * parts];
+      if (parts > 1) {
+        std::vector<JsdPart> lanes(32);
+        for (int lane = 0; lane < 32; ++lane) lanes[lane] = lane_jsd_pieces(J.data(), r, parts, lane);
+        merged = sim::group_reduce(lanes, 32, jsd_add);
+      }
+      jsd_finish_row(r, merged, po);
+    }
   }
   return o;
 }
@@ -113,11 +135,25 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, DivKind kind
   // same entries of both sides, and one student entry of small mass where only the teacher has it: a
   // mask at every temperature (reverse KL +Infinity), as on the CPU; float16's lowest (-65504) is an
   // ordinary logit.
+  const double lowest = dt == DType::F32 ? -3.4028234663852886e38 : dt == DType::BF16 ? -3.3895313892515355e38 : -65504.0;
   if (rows > 5 && vocab > 3) {
-    const double lowest = dt == DType::F32 ? -3.4028234663852886e38 : dt == DType::BF16 ? -3.3895313892515355e38 : -65504.0;
     for (int64_t v = 0; v < vocab; v += 3) zs[5 * vocab + v] = zt[5 * vocab + v] = lowest;
     zs[5 * vocab + 1] = -200, zt[5 * vocab + 1] = lowest;
   }
+  // Rows for the streaming pass's pivots (PairFast): 6 the student ascending, the teacher descending (every
+  // step moves both); 7 the teacher 10^4 lower on the first third (a move far past 127 log2 units: the
+  // student's cross sum shifts by the whole move; row 4's spike moves the student so); 8 both sides at the dtype's lowest finite value (a mask) on
+  // the first half (the pivots held at their floor, then rising); 9 one student logit of 10^12 and 10 a
+  // teacher near -10^7 (beyond the band: the share again through PairAcc; float16 stays in the band).
+  const double big = dt == DType::F16 ? 60000.0 : 1e7, huge = dt == DType::F16 ? 60000.0 : 1e12;
+  for (int64_t v = 0; v < vocab; ++v) {
+    const double ramp = 40.0 * static_cast<double>(v) / static_cast<double>(vocab);
+    if (rows > 6) zs[6 * vocab + v] = -20.0 + ramp, zt[6 * vocab + v] = 20.0 - ramp;
+    if (rows > 7 && v < vocab / 3) zt[7 * vocab + v] -= 1e4;
+    if (rows > 8 && v < vocab / 2) zs[8 * vocab + v] = zt[8 * vocab + v] = lowest;
+    if (rows > 10) zt[10 * vocab + v] = -big - std::floor(rng.next() * 8) * (dt == DType::F32 ? 1.0 : 0.0);
+  }
+  if (rows > 9) zs[9 * vocab + vocab / 2] = huge;
   std::vector<int32_t> targets(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) targets[r] = static_cast<int32_t>(rng.next() * vocab);
   const sim::Logits s = sim::encode(zs, dt, rows, vocab), t = sim::encode(zt, dt, rows, vocab);
@@ -191,8 +227,9 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, DivKind kind
     }
   }
   for (int G : {32, kThreads}) {
-    for (int64_t parts : {int64_t{1}, int64_t{3}}) {
-      if (G == 32 && parts > 1) continue;
+    // 37 pieces: end_item's warp merges more than one piece per lane
+    for (int64_t parts : {int64_t{1}, int64_t{3}, int64_t{37}}) {
+      if ((G == 32 && parts > 1) || (parts == 37 && vocab < 4096)) continue;
       const std::string grid = " G=" + std::to_string(G) + " parts=" + std::to_string(parts);
       const Fwd o = by_dtype(dt, [&](auto d) {
         return run_forward<decltype(d)::value>(s, t, G, parts, kind, beta, T, kl_cap, targets.data());
@@ -262,7 +299,7 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, DivKind kind
 
 int sim_divergence() {
   int cases = 0;
-  const int64_t shapes[][2] = {{1, 1}, {5, 3}, {6, 33}, {5, 1001}, {6, 3001}, {2, 20011}};
+  const int64_t shapes[][2] = {{1, 1}, {5, 3}, {6, 33}, {5, 1001}, {6, 3001}, {2, 20011}, {11, 40}, {11, 2501}, {11, 4099}};
   for (DType dt : {DType::F32, DType::BF16, DType::F16})
     for (const auto& sh : shapes)
       for (DivKind k : {DivKind::ReverseKl, DivKind::ForwardKl, DivKind::Jsd})

@@ -99,7 +99,7 @@ inline Logits encode(const std::vector<double>& z, gear::DType dt, int64_t rows,
   return l;
 }
 
-// Reduces the lanes of one group to lane 0 in the order of device.cuh's group_reduce: shuffles down by
+// Reduces the lanes of one group to lane 0 in the order of row_stats.cuh's group_reduce: shuffles down by
 // 16, 8, 4, 2, 1 within each warp (a lane past the warp's end reads its own value), then, for a block,
 // warp 0 over the warps' results (lanes past the warp count keep theirs).
 template <typename T, typename Merge>

@@ -15,35 +15,47 @@ struct Out {
   std::vector<int32_t> flags;
 };
 
+// group_stats: every lane at the group's largest pivot, then added in group_reduce's order.
+PartStats sim_group_stats(std::vector<PartStats> lanes, int G, double inv_t) {
+  double M = -INFINITY;
+  for (const PartStats& x : lanes) M = std::fmax(M, x.m);
+  for (PartStats& x : lanes) x = part_at(x, M, inv_t);
+  return sim::group_reduce(lanes, G, [&](const PartStats& a, const PartStats& b) { return part_add(a, b); });
+}
+
 template <DType D>
 Out run_stats(const sim::Logits& l, int G, int64_t parts, double T, const int32_t* targets, int mode, int64_t vocab_start) {
   const int64_t rows = l.rows, vocab = l.vocab;
   const double inv_t = 1.0 / T;
-  const float c2 = static_cast<float>(inv_t * rowmath::kLog2e);
+  const PassScale k = pass_scale(inv_t);
   std::vector<PartStats> P(static_cast<size_t>(rows * parts));
   for (int64_t item = 0; item < rows * parts; ++item) {
     std::vector<PartStats> lanes(static_cast<size_t>(G));
     for (int lane = 0; lane < G; ++lane) {
-      SoftmaxAcc acc = stats_thread<D>(l.data.get(), vocab, item / parts, item % parts, parts, lane, G, c2, inv_t);
       int bad = 0;
-      const rowmath::SoftmaxStats st = acc.stats(inv_t, &bad);
+      const rowmath::SoftmaxStats st = stats_thread<D>(l.data.get(), vocab, item / parts, item % parts, parts, lane, G, k, &bad);
       lanes[lane] = PartStats{st.m, st.s, st.a, bad, 0};
     }
-    // group_stats: every lane at the group's largest pivot, then added in group_reduce's order
-    double M = -INFINITY;
-    for (const PartStats& x : lanes) M = std::fmax(M, x.m);
-    for (PartStats& x : lanes) x = part_at(x, M, inv_t);
-    P[item] = sim::group_reduce(lanes, G, [&](const PartStats& a, const PartStats& b) { return part_add(a, b); });
+    P[item] = sim_group_stats(lanes, G, inv_t);
   }
   Out o;
   const size_t n = static_cast<size_t>(rows);
   o.lp.assign(n, NAN), o.ent.assign(n, NAN), o.lse.assign(n, NAN);
   o.pm.assign(n, NAN), o.ps.assign(n, NAN), o.pa.assign(n, NAN), o.pt.assign(n, NAN);
   o.flags.assign(n, 0);
-  for (int64_t r = 0; r < rows; ++r)
-    finish_row<D>(r, l.data.get(), vocab, parts, inv_t, P.data(), mode, targets, vocab_start,
-                  mode == kStats && targets ? o.lp.data() : nullptr, o.ent.data(), o.lse.data(), o.pm.data(), o.ps.data(),
-                  o.pa.data(), o.pt.data(), o.flags.data());
+  const StatsOut so{mode, targets, vocab_start, mode == kStats && targets ? o.lp.data() : nullptr, o.ent.data(),
+                    o.lse.data(), o.pm.data(), o.ps.data(), o.pa.data(), o.pt.data(), o.flags.data()};
+  // a row in several pieces: merged as end_item's warp does (lane l merges pieces l, l + 32, ... in
+  // order; the lanes then as a group of 32)
+  for (int64_t r = 0; r < rows; ++r) {
+    PartStats merged = P[r * parts];
+    if (parts > 1) {
+      std::vector<PartStats> lanes(32);
+      for (int lane = 0; lane < 32; ++lane) lanes[lane] = lane_pieces(P.data(), r, parts, lane, inv_t);
+      merged = sim_group_stats(lanes, 32, inv_t);
+    }
+    finish_row(r, inv_t, merged, target_logit<D>(l.data.get(), vocab, r, so), so);
+  }
   return o;
 }
 
@@ -97,6 +109,21 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, double T) {
   if (rows > kMasked) for (int64_t v = 0; v < vocab; ++v) z[kMasked * vocab + v] = -INFINITY;
   if (rows > kNaN) z[kNaN * vocab + (vocab * 2) / 3] = NAN;
   if (rows > kInf) z[kInf * vocab + vocab / 3] = INFINITY;
+  // Rows for the streaming pass's pivot (StatsAcc): 5 ascending (every step of every lane moves it); 6 a
+  // jump of 10^4 after a third of the row (a move far past 127 log2 units); 7 the dtype's lowest finite
+  // value on the first half (the pivot held at its floor, then rising); 8 ties (every logit 0.5); 9 one
+  // logit of 10^12 (beyond the band: the share again through SoftmaxAcc); 10 every logit near -10^7
+  // (below the band's floor: again through SoftmaxAcc; float16 stays in the band).
+  const double lowest = dt == DType::F32 ? -3.4028234663852886e38 : dt == DType::BF16 ? -3.3895313892515355e38 : -65504.0;
+  const double big = dt == DType::F16 ? 60000.0 : 1e7, huge = dt == DType::F16 ? 60000.0 : 1e12;
+  for (int64_t v = 0; v < vocab; ++v) {
+    if (rows > 5) z[5 * vocab + v] = -20.0 + 40.0 * static_cast<double>(v) / static_cast<double>(vocab);
+    if (rows > 6 && v < vocab / 3) z[6 * vocab + v] -= 1e4;
+    if (rows > 7 && v < vocab / 2) z[7 * vocab + v] = lowest;
+    if (rows > 8) z[8 * vocab + v] = 0.5;
+    if (rows > 10) z[10 * vocab + v] = -big - std::floor(rng.next() * 8) * (dt == DType::F32 ? 1.0 : 0.0);
+  }
+  if (rows > 9) z[9 * vocab + (vocab * 3) / 4] = huge;
   std::vector<int32_t> targets(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
     int64_t y = static_cast<int64_t>(rng.next() * vocab);
@@ -134,8 +161,9 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, double T) {
   const std::string name = std::string(dname(dt)) + " " + std::to_string(rows) + "x" + std::to_string(vocab) +
                            " T=" + std::to_string(T).substr(0, 4);
   for (int G : {32, kThreads}) {
-    for (int64_t parts : {int64_t{1}, int64_t{2}, int64_t{5}}) {
-      if (G == 32 && parts > 2) continue;
+    // 37 pieces: end_item's warp merges more than one piece per lane
+    for (int64_t parts : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{37}}) {
+      if ((G == 32 && parts > 2) || (parts == 37 && vocab < 4096)) continue;
       const std::string grid = " G=" + std::to_string(G) + " parts=" + std::to_string(parts);
       const Out o = by_dtype(dt, [&](auto d) { return run_stats<decltype(d)::value>(l, G, parts, T, targets.data(), kStats, 0); });
       const Out pt = by_dtype(dt, [&](auto d) { return run_stats<decltype(d)::value>(l, G, parts, T, targets.data(), kPartial, 0); });
@@ -145,8 +173,10 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, double T) {
         sim::check((o.flags[r] != 0) == (nan_inf || !finite), "tokenStats flag row " + std::to_string(r) + " " + name + grid);
         sim::check((pt.flags[r] != 0) == nan_inf, "tokenStatsPartial flag row " + std::to_string(r) + " " + name + grid);
         if (!nan_inf && finite) {
+          // float32 outputs: a log-prob beyond float32's range (a target at the lowest finite logit, T < 1) is -Infinity
+          const double lp32 = static_cast<float>(ref_lp[r]);
           e_stats = std::max({e_stats, sim::scaled_error(o.lse[r], ref_lse[r]), sim::scaled_error(o.ent[r], ref_ent[r]),
-                              sim::scaled_error(o.lp[r], ref_lp[r])});
+                              sim::scaled_error(o.lp[r], std::isinf(lp32) ? lp32 : ref_lp[r])});
         }
         if (!nan_inf) {
           double m = -INFINITY, s = 0, a = 0;
@@ -215,7 +245,8 @@ void run_case(uint32_t seed, int64_t rows, int64_t vocab, DType dt, double T) {
 
 int sim_token_stats() {
   int cases = 0;
-  const int64_t shapes[][2] = {{1, 1}, {2, 3}, {6, 33}, {5, 1000}, {6, 3001}, {2, 20011}, {3, 8}, {6, 2048}, {5, 4099}};
+  const int64_t shapes[][2] = {{1, 1}, {2, 3}, {6, 33}, {5, 1000}, {6, 3001}, {2, 20011}, {3, 8}, {6, 2048}, {5, 4099},
+                                {11, 40}, {11, 2500}, {11, 4099}};
   for (DType dt : {DType::F32, DType::BF16, DType::F16})
     for (const auto& sh : shapes)
       for (double T : {1.0, 0.7, 2.0}) {
