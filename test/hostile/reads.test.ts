@@ -605,6 +605,30 @@ describe('the classes of escape of the adversarial campaign, one by one', () => 
     expect(report.toSavedBatch({ ...b4, tokens: withGetter(['a', 'b', 'c', 'd', 'e'], '1', 'b', () => {}) })).toEqual(report.toSavedBatch({ ...batch(), tokens: ['a', 'b', 'c', 'd', 'e'] }));
   });
 
+  it('gigpo and stepGroups: an anchor that answers differently on a second read is read once', () => {
+    // each anchor element a getter: the first read gives the state, a later one another state
+    const swapping = (states: string[]) => {
+      const reads = states.map(() => 0);
+      const list: string[] = [];
+      states.forEach((x, i) => Object.defineProperty(list, i, { get: () => (reads[i]++ === 0 ? x : `other ${i}`), enumerable: true }));
+      return { list, reads };
+    };
+    const states = ['look', 'go', 'look', 'go!'];
+    const args = { episodeRewards: [1, 1, 0, 0], stepRewards: [0, 1, 0, 0], trajectories: [0, 0, 1, 1], groups: [0, 0, 0, 0] };
+    for (const sim of [undefined, { threshold: 0.5 }]) {
+      const want = rl.gigpo({ ...args, anchors: states, ...(sim ? { similarity: sim } : {}) });
+      const s = swapping(states);
+      expect(rl.gigpo({ ...args, anchors: s.list, ...(sim ? { similarity: sim } : {}) })).toEqual(want);
+      expect(s.reads).toEqual([1, 1, 1, 1]);
+      const g = swapping(states);
+      expect(rl.stepGroups(g.list, [0, 0, 0, 0], sim)).toEqual(rl.stepGroups(states, [0, 0, 0, 0], sim));
+      expect(g.reads).toEqual([1, 1, 1, 1]);
+    }
+    const a = swapping(states);
+    expect(similarity.anchorIds(a.list)).toEqual(similarity.anchorIds(states));
+    expect(a.reads).toEqual([1, 1, 1, 1]);
+  });
+
   it('gearFromLogits without targets is ERR_DTYPE', async () => {
     const args = { student: logits(2, 3), teacher: logits(2, 3, 2), advantages: [1], offsets: i32(0, 2) };
     expect(await codeOf(() => rl.gearFromLogits(args as unknown as rl.GearFromLogitsInput))).toBe('ERR_DTYPE');
