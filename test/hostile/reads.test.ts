@@ -629,6 +629,56 @@ describe('the classes of escape of the adversarial campaign, one by one', () => 
     expect(a.reads).toEqual([1, 1, 1, 1]);
   });
 
+  it('every logits argument of every public function is read once (each field, one read in the whole call)', async () => {
+    /** Logits whose fields are getters counting their reads. */
+    const counted = (rows = 5, vocab = 4, s = 1) => {
+      const l = logits(rows, vocab, s);
+      const reads: Record<string, number> = { data: 0, rows: 0, vocab: 0 };
+      const o = {};
+      for (const k of Object.keys(reads)) {
+        Object.defineProperty(o, k, { get: () => { reads[k]!++; return l[k as keyof typeof l]; }, enumerable: true });
+      }
+      return { l: o as rl.Logits, reads };
+    };
+    const t = () => i32(0, 1, 2, 3, 0);
+    const g = () => f32(1, 1, -1, 0.5, 0);
+    type Case = (a: () => rl.Logits, b: () => rl.Logits) => unknown;
+    const cases: Record<string, Case> = {
+      tokenStats: (a) => rl.tokenStats(a(), t()),
+      tokenStatsAsync: (a) => rl.tokenStatsAsync(a(), t()),
+      tokenStatsBackward: (a) => rl.tokenStatsBackward(a(), t(), { logprob: g(), entropy: g() }),
+      tokenStatsBackwardAsync: (a) => rl.tokenStatsBackwardAsync(a(), t(), { logprob: g() }),
+      tokenStatsPartial: (a) => rl.tokenStatsPartial(a(), t(), { vocabStart: 0 }),
+      tokenStatsPartialAsync: (a) => rl.tokenStatsPartialAsync(a(), t(), { vocabStart: 0 }),
+      divergence: (a, b) => rl.divergence(a(), b(), { targets: t() }),
+      divergenceAsync: (a, b) => rl.divergenceAsync(a(), b(), { kind: 'jsd' }),
+      divergenceBackward: (a, b) => rl.divergenceBackward(a(), b(), g(), { klCap: 10 }),
+      divergenceBackwardAsync: (a, b) => rl.divergenceBackwardAsync(a(), b(), g()),
+      distillLoss: (a, b) => rl.distillLoss({ student: a(), teacher: b(), distillCoef: 0.5, mask: mask() }),
+      gearFromLogits: (a, b) => rl.gearFromLogits({
+        student: a(), teacher: b(), targets: t(), advantages: [1, -1], offsets: off(), mask: mask(), distillCoef: 0.1,
+      }),
+      lossGradToLogits: (a, b) => rl.lossGradToLogits({
+        logits: a(), targets: t(), gradLogprob: g(), offsets: off(), distill: { teacher: b(), coef: 0.5 },
+      }),
+      gatherRows: (a) => rl.gatherRows(a(), [0, 2]),
+    };
+    // the public functions taking logits that may live on a device (listed from the declarations), and the host-only ones
+    const { deviceFunctions } = await import('../device/public_functions.js');
+    const listed = deviceFunctions().filter((f) => !f.startsWith('DeviceLogits.') && !f.startsWith('cuda.'));
+    expect(Object.keys(cases).filter((f) => !listed.includes(f)).sort()).toEqual(['gatherRows', 'lossGradToLogits']);
+    expect(listed.filter((f) => !(f in cases))).toEqual([]);
+    const found: string[] = [];
+    for (const [name, call] of Object.entries(cases)) {
+      const a = counted(), b = counted(5, 4, 2);
+      await call(() => a.l, () => b.l);
+      for (const [side, c] of [['first', a], ['second', b]] as const) {
+        for (const [k, n] of Object.entries(c.reads)) if (n > 1 || (side === 'first' && n !== 1)) found.push(`${name}: ${side} logits .${k} read ${n} times`);
+      }
+    }
+    expect(found).toEqual([]);
+  }, 60_000);
+
   it('gearFromLogits without targets is ERR_DTYPE', async () => {
     const args = { student: logits(2, 3), teacher: logits(2, 3, 2), advantages: [1], offsets: i32(0, 2) };
     expect(await codeOf(() => rl.gearFromLogits(args as unknown as rl.GearFromLogitsInput))).toBe('ERR_DTYPE');
