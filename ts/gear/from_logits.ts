@@ -14,8 +14,9 @@ import * as v from '../core/validate.js';
 import { checkLogits } from '../core/logits.js';
 import { distillChecked } from './distill.js';
 import type { DistillResult } from './distill.js';
-import { gearAdvantagesArg, gearChecked, gearMaskArg, resolveGearOptions } from './gear.js';
-import type { GearOptions, GearResult } from './gear.js';
+import { gearAdvantagesArg, gearChecked, gearMaskArg } from './gear.js';
+import type { GearResult } from './gear.js';
+import { type GearOptions, resolveGearOptions } from './options.js';
 
 /**
  * Arguments of {@link gearFromLogits}.

@@ -181,7 +181,8 @@ export type SpecValue<S extends OptionSpec> =
  * @internal
  * @param schema the option specs (`undefined`: nothing to read)
  * @param obj the arguments
- * @param what name used in error messages, e.g. the estimator's name (`"what: key"`; `''`: the key alone)
+ * @param what name used in error messages, e.g. the estimator's name (`"what: key"`; `''`: the key alone;
+ *   ending with `.`, a path: `"options."` names `"options.key"`)
  * @param opts `foreign`: options checked when given but never required nor defaulted (another kind's)
  * @returns a new object with one entry per schema key
  */
@@ -193,7 +194,7 @@ export function resolveOptions<S extends OptionsSchema>(
   for (const k of Object.keys(schema)) {
     const spec = schema[k]!;
     const x = obj[k];
-    const name = what === '' ? k : `${what}: ${k}`;
+    const name = what === '' || what.endsWith('.') ? `${what}${k}` : `${what}: ${k}`;
     const foreign = opts.foreign?.has(k) === true;
     if (x === undefined) {
       if (foreign) continue;

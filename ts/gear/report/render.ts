@@ -6,7 +6,8 @@
  */
 import { fail } from '../../core/errors.js';
 import * as v from '../../core/validate.js';
-import { gear, resolveGearOptions } from '../gear.js';
+import { gear } from '../gear.js';
+import { resolveGearOptions } from '../options.js';
 import type { GearDiagnostics } from '../gear.js';
 import { REPORT_TEMPLATE } from './assets.generated.js';
 import type { ReportSlot } from './assets.generated.js';
