@@ -679,6 +679,30 @@ describe('the classes of escape of the adversarial campaign, one by one', () => 
     expect(found).toEqual([]);
   }, 60_000);
 
+  it('gearFromSparse: the top-k lists and the options are read once (with and without a teacher)', () => {
+    const counting = <T extends object>(o: T) => {
+      const reads: Record<string, number> = {};
+      const out = {};
+      for (const [k, x] of Object.entries(o)) {
+        reads[k] = 0;
+        Object.defineProperty(out, k, { get: () => { reads[k]!++; return x; }, enumerable: true });
+      }
+      return { o: out as T, reads };
+    };
+    const lp = (...p: number[]) => Float32Array.from(p, Math.log);
+    const topk = () => ({ ids: Int32Array.of(5, 1, 8, 2, 3, 4), logprobs: lp(0.7, 0.2, 0.6, 0.3, 0.9, 0.05), k: 2 });
+    const layout = { advantages: [1], offsets: i32(0, 3), vocab: 16, studentLogprob: lp(0.7, 0.3, 0.9), teacherLogprob: lp(0.6, 0.01, 0.8) };
+    for (const teacher of [true, false]) {
+      const st = counting(topk()), te = counting(topk());
+      const o = counting({ peakMinKl: 0.1, alpha: 0.5, ...(teacher ? {} : { anchorSignal: 'logratio' as const }) });
+      rl.gearFromSparse({ ...layout, student: st.o, ...(teacher ? { teacher: te.o } : {}), options: o.o });
+      const all = { ...Object.fromEntries(Object.entries(st.reads).map(([k, n]) => [`student.${k}`, n])),
+        ...(teacher ? Object.fromEntries(Object.entries(te.reads).map(([k, n]) => [`teacher.${k}`, n])) : {}),
+        ...Object.fromEntries(Object.entries(o.reads).map(([k, n]) => [`options.${k}`, n])) };
+      expect(Object.entries(all).filter(([, n]) => n !== 1), `teacher: ${teacher}`).toEqual([]);
+    }
+  });
+
   it('gearFromLogits without targets is ERR_DTYPE', async () => {
     const args = { student: logits(2, 3), teacher: logits(2, 3, 2), advantages: [1], offsets: i32(0, 2) };
     expect(await codeOf(() => rl.gearFromLogits(args as unknown as rl.GearFromLogitsInput))).toBe('ERR_DTYPE');
