@@ -65,8 +65,31 @@ export interface CheckedLogits {
   logits: AnyLogits;
 }
 
-/** The frozen host views {@link checkLogits} handed out, each with its checked form. */
-const checkedViews = new WeakMap<object, CheckedLogits>();
+/**
+ * Host logits as {@link checkLogits} read them: the value it hands down, frozen, and branded by its
+ * class (a private field: telling one apart runs no getter or Proxy trap of the caller's).
+ */
+class CheckedHostLogits implements Logits {
+  readonly data: Float32Array | Uint16Array;
+  readonly rows: number;
+  readonly vocab: number;
+  readonly dtype: LogitsDType;
+  readonly #checked: CheckedLogits;
+
+  constructor(c: CheckedLogits) {
+    this.data = c.data!;
+    this.rows = c.rows;
+    this.vocab = c.vocab;
+    this.dtype = c.dtype;
+    this.#checked = c;
+    Object.freeze(this);
+  }
+
+  /** The checked form of `x` when it is one of these, else undefined. */
+  static checked(x: unknown): CheckedLogits | undefined {
+    return typeof x === 'object' && x !== null && #checked in x ? (x as CheckedHostLogits).#checked : undefined;
+  }
+}
 
 /**
  * The one reader of a logits argument: validates a {@link Logits} argument (shape, dtype tag, length),
@@ -84,7 +107,7 @@ export function checkLogits(l: unknown, what: string): CheckedLogits {
     return { data: null, rows: t.rows, vocab: t.vocab, dtype: t.dtype, code: DTYPE_CODE[t.dtype], device: t.device,
       native: ref, tensor: t, logits: t };
   }
-  const seen = typeof l === 'object' && l !== null ? checkedViews.get(l) : undefined;
+  const seen = CheckedHostLogits.checked(l);
   if (seen !== undefined) {
     hostLength(seen.data!, seen.rows, seen.vocab, what);
     return seen;
@@ -110,10 +133,9 @@ export function checkLogits(l: unknown, what: string): CheckedLogits {
   }
   hostLength(data, rows, vocab, what);
   const code = DTYPE_CODE[dt];
-  const view: Logits = Object.freeze({ data, rows, vocab, dtype: dt });
-  const c: CheckedLogits = { data, rows, vocab, dtype: dt, code, device: -1,
-    native: { data, rows, vocab, dtype: code as DTypeCode }, tensor: null, logits: view };
-  checkedViews.set(view, c);
+  const c = { data, rows, vocab, dtype: dt, code, device: -1,
+    native: { data, rows, vocab, dtype: code as DTypeCode }, tensor: null } as Omit<CheckedLogits, 'logits'> as CheckedLogits;
+  c.logits = new CheckedHostLogits(c);
   return c;
 }
 

@@ -25,11 +25,12 @@ std::vector<const char*> OptionNames() {
 // checked by gear_option as it is stored. An absent threshold keeps -1 ("use the batch quantile").
 GearParams ReadOptions(Napi::Env env, const Params& opt) {
   GearParams g;
-#define GEAR_READ_NUMBER(name, field, type, range) Check(env, gear_option(opt.Name(#name), opt.Number(#name), range, &g.field));
+#define GEAR_READ_NUMBER(name, field, type, range) \
+  Check(env, gear_option("options", #name, opt.Number(#name), range, &g.field));
 #define GEAR_READ_UNSET(name, field, range) \
-  if (opt.Has(#name)) Check(env, gear_option(opt.Name(#name), opt.Number(#name), range, &g.field));
+  if (opt.Has(#name)) Check(env, gear_option("options", #name, opt.Number(#name), range, &g.field));
 #define GEAR_READ_NAMED(name, field, type, ...) \
-  Check(env, gear_option(opt.Name(#name), opt.String(#name), {__VA_ARGS__}, &g.field));
+  Check(env, gear_option("options", #name, opt.String(#name), {__VA_ARGS__}, &g.field));
   GEAR_OPTIONS(GEAR_READ_NUMBER, GEAR_READ_UNSET, GEAR_READ_NAMED)
 #undef GEAR_READ_NUMBER
 #undef GEAR_READ_UNSET

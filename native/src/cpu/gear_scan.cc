@@ -422,34 +422,47 @@ bool in_range(double v, const GearRange& r) {
   return (r.min_open ? v > r.min : v >= r.min) && (r.max_open ? v < r.max : v <= r.max) && !std::isnan(v) &&
          (!r.finite || std::isfinite(v)) && (!r.integer || v == std::floor(v));
 }
+// An option's name in messages; built only for an error.
+std::string option_name(const char* object, const char* name) { return std::string(object) + "." + name; }
 template <class T>
-Status store(const std::string& what, double v, const GearRange& r, T* out) {
-  if (!in_range(v, r)) return error(Code::Option, what + ": expected " + range_text(r) + ", got " + number_text(v));
-  const T x = static_cast<T>(v);
-  if (!in_range(static_cast<double>(x), r))
-    return error(Code::Option, what + ": expected " + range_text(r) + " in float32, got " + number_text(v));
-  *out = x;
-  return Status::ok();
+Status store(const char* object, const char* name, double v, const GearRange& r, T* out) {
+  const bool ok = in_range(v, r);  // before the conversion: a double out of an integer type's range has none
+  // within the range as a double, out of it as stored: only a float32 rounds that far (1e-50 to 0)
+  if (ok && in_range(static_cast<double>(static_cast<T>(v)), r)) {
+    *out = static_cast<T>(v);
+    return Status::ok();
+  }
+  return error(Code::Option, option_name(object, name) + ": expected " + range_text(r) + (ok ? " in float32" : "") +
+                                 ", got " + number_text(v));
 }
 }  // namespace
 
-Status gear_option(const std::string& what, double v, const GearRange& r, float* out) { return store(what, v, r, out); }
-Status gear_option(const std::string& what, double v, const GearRange& r, double* out) { return store(what, v, r, out); }
-Status gear_option(const std::string& what, double v, const GearRange& r, int64_t* out) { return store(what, v, r, out); }
-Status gear_option(const std::string& what, double v, const GearRange& r, uint32_t* out) { return store(what, v, r, out); }
+Status gear_option(const char* object, const char* name, double v, const GearRange& r, float* out) {
+  return store(object, name, v, r, out);
+}
+Status gear_option(const char* object, const char* name, double v, const GearRange& r, double* out) {
+  return store(object, name, v, r, out);
+}
+Status gear_option(const char* object, const char* name, double v, const GearRange& r, int64_t* out) {
+  return store(object, name, v, r, out);
+}
+Status gear_option(const char* object, const char* name, double v, const GearRange& r, uint32_t* out) {
+  return store(object, name, v, r, out);
+}
 
-Status gear_option_index(const std::string& what, const std::string& v, std::initializer_list<const char*> names,
-                         int* index) {
-  std::string list;
+Status gear_option_index(const char* object, const char* name, const std::string& v,
+                         std::initializer_list<const char*> names, int* index) {
   int i = 0;
-  for (const char* name : names) {
-    if (v == name) {
+  for (const char* n : names) {
+    if (v == n) {
       *index = i;
       return Status::ok();
     }
-    list += std::string(i++ ? ", '" : "'") + name + "'";
+    ++i;
   }
-  return error(Code::Option, what + ": expected one of " + list + ", got \"" + v + "\"");
+  std::string list;
+  for (const char* n : names) list += std::string(list.empty() ? "'" : ", '") + n + "'";
+  return error(Code::Option, option_name(object, name) + ": expected one of " + list + ", got \"" + v + "\"");
 }
 
 Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, const ExecContext& outer) {

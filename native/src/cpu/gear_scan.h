@@ -83,19 +83,20 @@ struct GearParams {
 #undef GEAR_NAMED_FIELD
 };
 
-// Stores the option `what` (its name in messages) in *out after checking it: a number within `range`
-// whose stored value is still within it (a float32 cap of 1e-50 would be 0), or one of `names`
-// (the enumerator's index). Error: Code::Option.
-Status gear_option(const std::string& what, double v, const GearRange& range, float* out);
-Status gear_option(const std::string& what, double v, const GearRange& range, double* out);
-Status gear_option(const std::string& what, double v, const GearRange& range, int64_t* out);
-Status gear_option(const std::string& what, double v, const GearRange& range, uint32_t* out);
-Status gear_option_index(const std::string& what, const std::string& v, std::initializer_list<const char*> names,
-                         int* index);
+// Stores the option `name` of the object `object` (the two name it in messages: "options.klCap") in
+// *out after checking it: a number within `range` whose stored value is still within it (a float32 cap
+// of 1e-50 would be 0), or one of `names` (the enumerator's index). Error: Code::Option.
+Status gear_option(const char* object, const char* name, double v, const GearRange& range, float* out);
+Status gear_option(const char* object, const char* name, double v, const GearRange& range, double* out);
+Status gear_option(const char* object, const char* name, double v, const GearRange& range, int64_t* out);
+Status gear_option(const char* object, const char* name, double v, const GearRange& range, uint32_t* out);
+Status gear_option_index(const char* object, const char* name, const std::string& v,
+                         std::initializer_list<const char*> names, int* index);
 template <class E>
-Status gear_option(const std::string& what, const std::string& v, std::initializer_list<const char*> names, E* out) {
+Status gear_option(const char* object, const char* name, const std::string& v, std::initializer_list<const char*> names,
+                   E* out) {
   int i = 0;
-  GEAR_TRY(gear_option_index(what, v, names, &i));
+  GEAR_TRY(gear_option_index(object, name, v, names, &i));
   *out = static_cast<E>(i);
   return Status::ok();
 }
