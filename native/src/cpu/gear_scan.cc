@@ -223,11 +223,12 @@ void row_moments(Scan& S, int64_t r, float* vals, uint32_t* hdw, uint32_t* hhw) 
   const int64_t b = S.off[r], e = S.off[r + 1];
   const uint8_t* mask = S.mask;
   const float *D = S.D, *H = S.H;
+  const float cap = S.cap;  // a local: the stores to vals could otherwise alias it
   int64_t cnt = 0;
   double sum = 0;
   for (int64_t t = b; t < e; ++t) {
     if (mask && !mask[t]) continue;
-    const float dc = cap_d(D[t], S.cap);
+    const float dc = cap_d(D[t], cap);
     if (hdw) {
       ++hdw[pkey(dc) >> 16];
       ++hhw[pkey(clamp_h(H[t])) >> 16];
