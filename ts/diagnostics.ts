@@ -18,4 +18,4 @@ export { maskedMean, maskedRowMean, maskedVar, maskedWhiten } from './advantages
 export { tokenReturns } from './advantages/reinforce.js';
 export { quantileLinear } from './losses/trl_loss.js';
 export { effectiveRowWeights } from './losses/aggregate.js';
-export { resolveGearOptions } from './gear/gear.js';
+export { resolveGearOptions } from './gear/options.js';

@@ -106,11 +106,12 @@ export type { GroupId, SingletonPolicy } from './advantages/groups.js';
 
 // GEAR (GEAR-proposed reweighting, teacher context, distillation term; the visualiser is gear-rl/report)
 import './gear/estimator.js'; // computeAdvantages('gear', ...)
-export { gearAdvantages, gear, GEAR_DEFAULTS, GEAR_OPTION_KEYS } from './gear/gear.js';
+export { gearAdvantages, gear } from './gear/gear.js';
+export type { GearInput, GearLogratioInput, GearResult, GearDiagnostics, GearQuantiles } from './gear/gear.js';
+export { GEAR_DEFAULTS, GEAR_OPTION_KEYS } from './gear/options.js';
 export type {
-  GearOptions, ResolvedGearOptions, GearInput, GearLogratioInput, GearResult, GearDiagnostics, GearQuantiles,
-  GearPeakRule, GearSegmentEnd, GearSignMode, GearNormalize, GearAblation, GearAnchorSignal,
-} from './gear/gear.js';
+  GearOptions, ResolvedGearOptions, GearPeakRule, GearSegmentEnd, GearSignMode, GearNormalize, GearAblation, GearAnchorSignal,
+} from './gear/options.js';
 export {
   teacherInput, teacherMessages, formatReference, gatherRows, DEFAULT_TEACHER_TEMPLATE,
 } from './gear/teacher.js';

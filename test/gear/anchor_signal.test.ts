@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
 import { native } from '../../ts/core/addon.js';
-import type { GearOptions } from '../../ts/gear/gear.js';
+import type { GearOptions } from '../../ts/gear/options.js';
 import { gearReference } from '../helpers/gear_reference.js';
 import { eachIsa, restoreBackendAfterAll } from '../helpers/isa.js';
 import { maxScaledError, randomLogits } from '../helpers/reference.js';
@@ -167,26 +167,25 @@ describe("gear: anchorSignal 'logratio' against the float64 reference", () => {
     expect(code(() => rl.gear({ ...lrOnly, logratio: new Float32Array(5), options: LR }))).toBe('ERR_OFFSETS');
   });
 
-  it('the raw scan: anchorSignal by code, absent meaning the divergence, out-of-range codes refused, the divergence optional', () => {
+  it('the raw scan: anchorSignal by name and required, other names refused, the divergence optional', () => {
     const b = makeBatch(5, [9, 12], [1, -0.5], 0.1);
     const opts = (extra: Record<string, unknown>) => ({
-      klCap: 20, peakRule: 0, peakZ: 2, peakMinKl: 0.25, peakQuantile: 0.95, entropyQuantile: 0.8, segmentEnd: 0,
-      maxSegmentLength: 256, alpha: 1, dRefQuantile: 0.95, signMode: 0, epsW: 0.2, normalize: 0, ablation: 0, seed: 0,
-      fixedSegmentLength: 0, entropyLowQuantile: 0.5, ...extra,
+      klCap: 20, peakRule: 'zscore', peakZ: 2, peakMinKl: 0.25, peakQuantile: 0.95, entropyQuantile: 0.8, segmentEnd: 'next_fork',
+      maxSegmentLength: 256, alpha: 1, dRefQuantile: 0.95, signMode: 'symmetric', epsW: 0.2, normalize: 'mean_one', ablation: 'none',
+      seed: 0, fixedSegmentLength: 0, entropyLowQuantile: 0.5, ...extra,
     });
     const scan = (extra: Record<string, unknown>, over: Record<string, unknown> = {}) => native.gearScan({
       advantages: b.advantages, offsets: b.offsets, mask: b.mask, divergence: b.divergence, entropy: b.entropy,
       logratio: b.logratio, options: opts(extra), ...over,
     } as never);
-    expect(bits(scan({}).weights)).toEqual(bits(run(b, {}).weights));
-    expect(bits(scan({ anchorSignal: 0 }).weights)).toEqual(bits(run(b, {}).weights));
-    expect(bits(scan({ anchorSignal: 1 }).weights)).toEqual(bits(run(b, LR).weights));
-    expect(bits(scan({ anchorSignal: 1 }, { divergence: null }).weights)).toEqual(bits(run(b, LR).weights));
+    expect(bits(scan({ anchorSignal: 'divergence' }).weights)).toEqual(bits(run(b, {}).weights));
+    expect(bits(scan({ anchorSignal: 'logratio' }).weights)).toEqual(bits(run(b, LR).weights));
+    expect(bits(scan({ anchorSignal: 'logratio' }, { divergence: null }).weights)).toEqual(bits(run(b, LR).weights));
     const code = (f: () => unknown) => { try { f(); return 'no error'; } catch (e) { return (e as { code?: string }).code; } };
-    for (const bad of [2, -1, 0.5, NaN]) expect(code(() => scan({ anchorSignal: bad }))).toBe('ERR_OPTION');
-    expect(code(() => scan({ anchorSignal: 1 }, { logratio: null }))).toBe('ERR_OPTION');
-    expect(code(() => scan({ anchorSignal: 1 }, { divergence: null, logratio: null }))).toBe('ERR_DTYPE');
-    expect(code(() => scan({ anchorSignal: 0 }, { divergence: null }))).toBe('ERR_DTYPE');
+    for (const bad of [undefined, 'kl', 'Divergence', '', 0, 1]) expect(code(() => scan({ anchorSignal: bad }))).toBe('ERR_OPTION');
+    expect(code(() => scan({ anchorSignal: 'logratio' }, { logratio: null }))).toBe('ERR_OPTION');
+    expect(code(() => scan({ anchorSignal: 'logratio' }, { divergence: null, logratio: null }))).toBe('ERR_DTYPE');
+    expect(code(() => scan({ anchorSignal: 'divergence' }, { divergence: null }))).toBe('ERR_DTYPE');
   });
 
   it('through the estimator registry, without a divergence', () => {

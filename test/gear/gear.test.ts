@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import * as rl from '../../ts/index.js';
 import { native } from '../../ts/core/addon.js';
-import type { GearOptions } from '../../ts/gear/gear.js';
+import { type GearOptions, resolveGearOptions } from '../../ts/gear/options.js';
 import { gearReference, quantileRef } from '../helpers/gear_reference.js';
 
 // ---------- random batches (deterministic from a seed) ----------
@@ -638,16 +638,12 @@ describe('gear: bad input throws GearError with a code', () => {
   });
 
   it('the native layer re-checks its arguments on its own', () => {
-    const P = () => Float64Array.from([20, 0, 2, 0.25, 0.95, 0.8, NaN, 0, 256, 1, 0.95, 0, 0.2, 0, 0, 0, 0, 0.5, NaN]);
-    // The options of P() by name (the order of the values above).
-    const NAMES = ['klCap', 'peakRule', 'peakZ', 'peakMinKl', 'peakQuantile', 'entropyQuantile', 'entropyThreshold',
-      'segmentEnd', 'maxSegmentLength', 'alpha', 'dRefQuantile', 'signMode', 'epsW', 'normalize', 'ablation', 'seed',
-      'fixedSegmentLength', 'entropyLowQuantile', 'entropyLowThreshold'];
-    const named = (p: Float64Array) => Object.fromEntries(NAMES.map((k, i) => [k, p[i]]));
+    // every option, as the TypeScript layer sends them: resolved, enumerations by name
+    const P = (over: Record<string, unknown> = {}) => ({ ...resolveGearOptions({}), ...over });
     const call = (over: Partial<Record<'adv' | 'off' | 'mask' | 'd' | 'h' | 'lr' | 'p', unknown>>) => code(() =>
       native.gearScan({ advantages: over.adv ?? b.advantages, offsets: over.off ?? b.offsets,
         mask: over.mask === undefined ? b.mask : over.mask, divergence: over.d ?? b.divergence, entropy: over.h ?? b.entropy,
-        logratio: over.lr ?? null, options: named((over.p ?? P()) as Float64Array) } as never));
+        logratio: over.lr ?? null, options: over.p ?? P() } as never));
     expect(call({})).toBe('no error');
     expect(call({ off: new Int32Array([0, 5, 99]) })).toBe('ERR_OFFSETS');
     expect(call({ off: new Int32Array([1, 5, 11]) })).toBe('ERR_OFFSETS');
@@ -656,18 +652,14 @@ describe('gear: bad input throws GearError with a code', () => {
     expect(call({ h: new Float32Array(3) })).toBe('ERR_SHAPE');
     expect(call({ d: new Float64Array(11) })).toBe('ERR_DTYPE');
     expect(call({ mask: new Uint8Array(11).fill(7) })).toBe('ERR_OPTION');
-    for (const [i, val] of [[0, 0], [1, 2], [2, -1], [7, 3], [8, 0], [11, 5], [12, 1], [14, 4], [15, -1], [16, 0.5]] as const) {
-      const p = P(); p[i] = val;
-      expect(call({ p })).toBe('ERR_OPTION');
+    for (const [k, val] of [['klCap', 0], ['peakRule', 'max'], ['peakZ', -1], ['segmentEnd', 'eos'], ['maxSegmentLength', 0],
+      ['signMode', 'positive_only'], ['epsW', 1], ['ablation', 'random'], ['seed', -1], ['fixedSegmentLength', 0.5]] as const) {
+      expect(call({ p: P({ [k]: val }) })).toBe('ERR_OPTION');
     }
-    const p = P(); p[11] = 2; // rlsd without logratio
-    expect(call({ p })).toBe('ERR_OPTION');
+    expect(call({ p: P({ signMode: 'rlsd' }) })).toBe('ERR_OPTION'); // rlsd without logratio
     expect(call({ adv: Float64Array.from([Infinity, 0]) })).toBe('ERR_NON_FINITE');
     // the batch quantiles: a NaN value and a level beyond 1 (peakQuantile, entropyQuantile)
     expect(call({ d: Float32Array.from(b.divergence, (x, i) => (i === 0 ? NaN : x)), mask: null })).toBe('ERR_NON_FINITE');
-    for (const i of [4, 5]) {
-      const p = P(); p[i] = 1.5;
-      expect(call({ p })).toBe('ERR_OPTION');
-    }
+    for (const k of ['peakQuantile', 'entropyQuantile']) expect(call({ p: P({ [k]: 1.5 }) })).toBe('ERR_OPTION');
   });
 });

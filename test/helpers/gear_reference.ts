@@ -1,7 +1,7 @@
 // Float64 reference of the GEAR-proposed reweighting (docs/gear.md), written directly from
 // the spec with plain arrays and a full sort for quantiles — independent of the native kernel. Only the
 // tests use it.
-import type { GearOptions } from '../../ts/gear/gear.js';
+import type { GearOptions } from '../../ts/gear/options.js';
 
 export type RefOptions = Required<Omit<GearOptions, 'entropyThreshold' | 'entropyLowThreshold'>> &
   Pick<GearOptions, 'entropyThreshold' | 'entropyLowThreshold'>;

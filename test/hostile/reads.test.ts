@@ -605,6 +605,104 @@ describe('the classes of escape of the adversarial campaign, one by one', () => 
     expect(report.toSavedBatch({ ...b4, tokens: withGetter(['a', 'b', 'c', 'd', 'e'], '1', 'b', () => {}) })).toEqual(report.toSavedBatch({ ...batch(), tokens: ['a', 'b', 'c', 'd', 'e'] }));
   });
 
+  it('gigpo and stepGroups: an anchor that answers differently on a second read is read once', () => {
+    // each anchor element a getter: the first read gives the state, a later one another state
+    const swapping = (states: string[]) => {
+      const reads = states.map(() => 0);
+      const list: string[] = [];
+      states.forEach((x, i) => Object.defineProperty(list, i, { get: () => (reads[i]++ === 0 ? x : `other ${i}`), enumerable: true }));
+      return { list, reads };
+    };
+    const states = ['look', 'go', 'look', 'go!'];
+    const args = { episodeRewards: [1, 1, 0, 0], stepRewards: [0, 1, 0, 0], trajectories: [0, 0, 1, 1], groups: [0, 0, 0, 0] };
+    for (const sim of [undefined, { threshold: 0.5 }]) {
+      const want = rl.gigpo({ ...args, anchors: states, ...(sim ? { similarity: sim } : {}) });
+      const s = swapping(states);
+      expect(rl.gigpo({ ...args, anchors: s.list, ...(sim ? { similarity: sim } : {}) })).toEqual(want);
+      expect(s.reads).toEqual([1, 1, 1, 1]);
+      const g = swapping(states);
+      expect(rl.stepGroups(g.list, [0, 0, 0, 0], sim)).toEqual(rl.stepGroups(states, [0, 0, 0, 0], sim));
+      expect(g.reads).toEqual([1, 1, 1, 1]);
+    }
+    const a = swapping(states);
+    expect(similarity.anchorIds(a.list)).toEqual(similarity.anchorIds(states));
+    expect(a.reads).toEqual([1, 1, 1, 1]);
+  });
+
+  it('every logits argument of every public function is read once (each field, one read in the whole call)', async () => {
+    /** Logits whose fields are getters counting their reads. */
+    const counted = (rows = 5, vocab = 4, s = 1) => {
+      const l = logits(rows, vocab, s);
+      const reads: Record<string, number> = { data: 0, rows: 0, vocab: 0 };
+      const o = {};
+      for (const k of Object.keys(reads)) {
+        Object.defineProperty(o, k, { get: () => { reads[k]!++; return l[k as keyof typeof l]; }, enumerable: true });
+      }
+      return { l: o as rl.Logits, reads };
+    };
+    const t = () => i32(0, 1, 2, 3, 0);
+    const g = () => f32(1, 1, -1, 0.5, 0);
+    type Case = (a: () => rl.Logits, b: () => rl.Logits) => unknown;
+    const cases: Record<string, Case> = {
+      tokenStats: (a) => rl.tokenStats(a(), t()),
+      tokenStatsAsync: (a) => rl.tokenStatsAsync(a(), t()),
+      tokenStatsBackward: (a) => rl.tokenStatsBackward(a(), t(), { logprob: g(), entropy: g() }),
+      tokenStatsBackwardAsync: (a) => rl.tokenStatsBackwardAsync(a(), t(), { logprob: g() }),
+      tokenStatsPartial: (a) => rl.tokenStatsPartial(a(), t(), { vocabStart: 0 }),
+      tokenStatsPartialAsync: (a) => rl.tokenStatsPartialAsync(a(), t(), { vocabStart: 0 }),
+      divergence: (a, b) => rl.divergence(a(), b(), { targets: t() }),
+      divergenceAsync: (a, b) => rl.divergenceAsync(a(), b(), { kind: 'jsd' }),
+      divergenceBackward: (a, b) => rl.divergenceBackward(a(), b(), g(), { klCap: 10 }),
+      divergenceBackwardAsync: (a, b) => rl.divergenceBackwardAsync(a(), b(), g()),
+      distillLoss: (a, b) => rl.distillLoss({ student: a(), teacher: b(), distillCoef: 0.5, mask: mask() }),
+      gearFromLogits: (a, b) => rl.gearFromLogits({
+        student: a(), teacher: b(), targets: t(), advantages: [1, -1], offsets: off(), mask: mask(), distillCoef: 0.1,
+      }),
+      lossGradToLogits: (a, b) => rl.lossGradToLogits({
+        logits: a(), targets: t(), gradLogprob: g(), offsets: off(), distill: { teacher: b(), coef: 0.5 },
+      }),
+      gatherRows: (a) => rl.gatherRows(a(), [0, 2]),
+    };
+    // the public functions taking logits that may live on a device (listed from the declarations), and the host-only ones
+    const { deviceFunctions } = await import('../device/public_functions.js');
+    const listed = deviceFunctions().filter((f) => !f.startsWith('DeviceLogits.') && !f.startsWith('cuda.'));
+    expect(Object.keys(cases).filter((f) => !listed.includes(f)).sort()).toEqual(['gatherRows', 'lossGradToLogits']);
+    expect(listed.filter((f) => !(f in cases))).toEqual([]);
+    const found: string[] = [];
+    for (const [name, call] of Object.entries(cases)) {
+      const a = counted(), b = counted(5, 4, 2);
+      await call(() => a.l, () => b.l);
+      for (const [side, c] of [['first', a], ['second', b]] as const) {
+        for (const [k, n] of Object.entries(c.reads)) if (n > 1 || (side === 'first' && n !== 1)) found.push(`${name}: ${side} logits .${k} read ${n} times`);
+      }
+    }
+    expect(found).toEqual([]);
+  }, 60_000);
+
+  it('gearFromSparse: the top-k lists and the options are read once (with and without a teacher)', () => {
+    const counting = <T extends object>(o: T) => {
+      const reads: Record<string, number> = {};
+      const out = {};
+      for (const [k, x] of Object.entries(o)) {
+        reads[k] = 0;
+        Object.defineProperty(out, k, { get: () => { reads[k]!++; return x; }, enumerable: true });
+      }
+      return { o: out as T, reads };
+    };
+    const lp = (...p: number[]) => Float32Array.from(p, Math.log);
+    const topk = () => ({ ids: Int32Array.of(5, 1, 8, 2, 3, 4), logprobs: lp(0.7, 0.2, 0.6, 0.3, 0.9, 0.05), k: 2 });
+    const layout = { advantages: [1], offsets: i32(0, 3), vocab: 16, studentLogprob: lp(0.7, 0.3, 0.9), teacherLogprob: lp(0.6, 0.01, 0.8) };
+    for (const teacher of [true, false]) {
+      const st = counting(topk()), te = counting(topk());
+      const o = counting({ peakMinKl: 0.1, alpha: 0.5, ...(teacher ? {} : { anchorSignal: 'logratio' as const }) });
+      rl.gearFromSparse({ ...layout, student: st.o, ...(teacher ? { teacher: te.o } : {}), options: o.o });
+      const all = { ...Object.fromEntries(Object.entries(st.reads).map(([k, n]) => [`student.${k}`, n])),
+        ...(teacher ? Object.fromEntries(Object.entries(te.reads).map(([k, n]) => [`teacher.${k}`, n])) : {}),
+        ...Object.fromEntries(Object.entries(o.reads).map(([k, n]) => [`options.${k}`, n])) };
+      expect(Object.entries(all).filter(([, n]) => n !== 1), `teacher: ${teacher}`).toEqual([]);
+    }
+  });
+
   it('gearFromLogits without targets is ERR_DTYPE', async () => {
     const args = { student: logits(2, 3), teacher: logits(2, 3, 2), advantages: [1], offsets: i32(0, 2) };
     expect(await codeOf(() => rl.gearFromLogits(args as unknown as rl.GearFromLogitsInput))).toBe('ERR_DTYPE');

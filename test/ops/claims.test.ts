@@ -12,7 +12,7 @@ import { importHostDevice } from '../helpers/host_device.js';
 const rl = await importHostDevice();
 const { native } = await import('../../ts/core/addon.js');
 const { nativeOps } = await import('../../ts/core/invoke.js');
-const { gearParams, resolveGearOptions } = await import('../../ts/gear/gear.js');
+const { resolveGearOptions } = await import('../../ts/gear/options.js');
 
 type Params = Record<string, unknown>;
 type Op = { name: string; writes: readonly (string | readonly [string, string])[]; async: boolean;
@@ -83,7 +83,7 @@ const FIXTURES: Record<string, (() => Params)[]> = {
     dampening: 0, weightDecay: 0, nesterov: false, maximize: false, firstStep: false })],
   gearScan: [() => ({ advantages: Float64Array.of(1, -1, 0.5, 2), offsets: offsets(), mask: mask(),
     divergence: Float32Array.from({ length: N }, (_, i) => (i % 7 === 3 ? 4 : 0.01)), entropy: wave(N, 24).map(Math.abs),
-    logratio: wave(N, 25), options: gearParams(resolveGearOptions({ peakMinKl: 0.25 })),
+    logratio: wave(N, 25), options: resolveGearOptions({ peakMinKl: 0.25 }),
     out: { advantages: f32(N, 7), weights: f32(N, 7), segmentId: new Int32Array(N).fill(7) } })],
   cudaUpload: [() => ({ logits: logits(26), device: 0 })],
   cudaDownload: [() => {

@@ -113,7 +113,9 @@ export function anchorIds(anchors: ArrayLike<unknown>, what?: string): Int32Arra
   const w = v.nameArg(what, 'anchors');
   if (!v.isTypedArray(anchors)) v.list(anchors, w, 'an array of anchor states');
   else v.attached(anchors, w);
-  return sampledIds(anchors, w) ?? mapIds(anchors, w);
+  // each state read once: the hashing below compares states with earlier ones again
+  const states = v.readList(anchors) as ArrayLike<unknown>;
+  return sampledIds(states, w) ?? mapIds(states, w);
 }
 
 // Sampled string hashing: at most SAMPLE characters spread over the string plus its last SAMPLE.

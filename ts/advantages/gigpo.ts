@@ -161,8 +161,9 @@ function discount(r: ArrayLike<number>, traj: Int32Array, T: number, gamma: numb
 export function stepGroups(anchors: ArrayLike<unknown>, groups: ArrayLike<GroupId>, similarity?: { threshold: number }): Int32Array {
   if (!(Array.isArray(anchors) || v.isTypedArray(anchors))) fail('ERR_DTYPE', 'stepGroups: anchors', 'an array', anchors);
   if (!Array.isArray(anchors)) v.attached(anchors, 'stepGroups: anchors');
-  const idx = groupIndex(groups, 'stepGroups: groups', anchors.length);
-  return buildStepGroups(anchors, idx.ids, idx.count, similarityArg(similarity, 'stepGroups'), 'stepGroups');
+  const states = v.readList(anchors) as ArrayLike<unknown>;  // each read once
+  const idx = groupIndex(groups, 'stepGroups: groups', states.length);
+  return buildStepGroups(states, idx.ids, idx.count, similarityArg(similarity, 'stepGroups'), 'stepGroups');
 }
 
 function similarityArg(s: unknown, fn: string): number | undefined {
@@ -369,7 +370,7 @@ export function gigpo(a: GigpoArgs): GigpoResult {
   const traj = groupIndex(o.trajectories as ArrayLike<GroupId>, `${fn}: trajectories`, R);
   if (!(Array.isArray(o.anchors) || v.isTypedArray(o.anchors))) fail('ERR_DTYPE', `${fn}: anchors`, 'an array', o.anchors);
   if (!Array.isArray(o.anchors)) v.attached(o.anchors, `${fn}: anchors`);
-  const anchors = o.anchors as ArrayLike<unknown>;
+  const anchors = v.readList(o.anchors) as ArrayLike<unknown>;  // each state read once
   if (anchors.length !== R) fail('ERR_SHAPE', `${fn}: anchors.length`, `the row count ${R}`, anchors.length);
   const cross = o.crossStepStats;
 

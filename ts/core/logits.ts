@@ -1,6 +1,7 @@
 /**
- * The logits argument shared by every logits op: its type, and the checks of its shape, dtype tag,
- * targets and temperature (the native layer re-checks what memory safety needs, and the values).
+ * The logits argument shared by every logits op: its type, the one reader of a logits argument, and the
+ * checks of its targets, temperature and divergence cap (the native layer re-checks what memory safety
+ * needs, and the values).
  *
  * @internal
  * @module
@@ -56,15 +57,60 @@ export interface CheckedLogits {
   native: NativeLogits;
   /** The device tensor, when on a device. */
   tensor: DeviceLogits | null;
+  /**
+   * The checked value to hand down to the ops a function calls: the device tensor, or a frozen
+   * `{ data, rows, vocab, dtype }` of the fields read, which {@link checkLogits} recognises and does
+   * not read again.
+   */
+  logits: AnyLogits;
 }
 
-/** Validates a {@link Logits} argument (shape, dtype tag, length) or a live {@link DeviceLogits}. @internal */
+/**
+ * Host logits as {@link checkLogits} read them: the value it hands down, frozen, and branded by its
+ * class (a private field: telling one apart runs no getter or Proxy trap of the caller's).
+ */
+class CheckedHostLogits implements Logits {
+  readonly data: Float32Array | Uint16Array;
+  readonly rows: number;
+  readonly vocab: number;
+  readonly dtype: LogitsDType;
+  readonly #checked: CheckedLogits;
+
+  constructor(c: CheckedLogits) {
+    this.data = c.data!;
+    this.rows = c.rows;
+    this.vocab = c.vocab;
+    this.dtype = c.dtype;
+    this.#checked = c;
+    Object.freeze(this);
+  }
+
+  /** The checked form of `x` when it is one of these, else undefined. */
+  static checked(x: unknown): CheckedLogits | undefined {
+    return typeof x === 'object' && x !== null && #checked in x ? (x as CheckedHostLogits).#checked : undefined;
+  }
+}
+
+/**
+ * The one reader of a logits argument: validates a {@link Logits} argument (shape, dtype tag, length),
+ * each field read once, or a live {@link DeviceLogits}. Public functions call it once per argument and
+ * hand `logits` of the result down to the ops they call: given that value again, it reads nothing of
+ * the caller's and re-checks only what may have changed since (the buffer still attached and long
+ * enough), with the same errors.
+ *
+ * @internal
+ */
 export function checkLogits(l: unknown, what: string): CheckedLogits {
   if (DeviceLogits.isDeviceLogits(l)) {
     const t = l;
     const ref = t.ref(what);
     return { data: null, rows: t.rows, vocab: t.vocab, dtype: t.dtype, code: DTYPE_CODE[t.dtype], device: t.device,
-      native: ref, tensor: t };
+      native: ref, tensor: t, logits: t };
+  }
+  const seen = CheckedHostLogits.checked(l);
+  if (seen !== undefined) {
+    hostLength(seen.data!, seen.rows, seen.vocab, what);
+    return seen;
   }
   if (typeof l !== 'object' || l === null) fail('ERR_DTYPE', what, 'a Logits object { data, rows, vocab, dtype? }', l);
   v.knownKeys(l, what, ['data', 'rows', 'vocab', 'dtype']);
@@ -85,12 +131,20 @@ export function checkLogits(l: unknown, what: string): CheckedLogits {
   } else {
     fail('ERR_DTYPE', `${what}.data`, 'a Float32Array, or a Uint16Array with dtype bfloat16/float16', data);
   }
+  hostLength(data, rows, vocab, what);
+  const code = DTYPE_CODE[dt];
+  const c = { data, rows, vocab, dtype: dt, code, device: -1,
+    native: { data, rows, vocab, dtype: code as DTypeCode }, tensor: null } as Omit<CheckedLogits, 'logits'> as CheckedLogits;
+  c.logits = new CheckedHostLogits(c);
+  return c;
+}
+
+/** Host logits data: attached, and `rows * vocab` long. */
+function hostLength(data: Float32Array | Uint16Array, rows: number, vocab: number, what: string): void {
   v.attached(data, `${what}.data`);
   if (rows * vocab !== data.length) {
     fail('ERR_SHAPE', `${what}.data.length`, `rows * vocab = ${rows} * ${vocab} = ${rows * vocab}`, data.length);
   }
-  const code = DTYPE_CODE[dt];
-  return { data, rows, vocab, dtype: dt, code, device: -1, native: { data, rows, vocab, dtype: code as DTypeCode }, tensor: null };
 }
 
 /** Validates token ids: an Int32Array of `rows` ids in [0, vocab). @internal */
@@ -108,3 +162,17 @@ export function checkTemperature(t: unknown): number {
   return v.numOpt(t, 'temperature', 1, { min: 1e-30, max: Infinity, maxOpen: true });
 }
 
+
+/** The cap on a divergence that GEAR, `distillLoss` and their callers apply when given none, in nats. @internal */
+export const KL_CAP_DEFAULT = 20;
+
+/**
+ * The one rule of a divergence cap (`klCap`): a number > 0 (`Infinity`: no cap). GEAR's option adds
+ * the bound its float32 scan needs (the largest float32) to the same rule. @internal
+ */
+export const KL_CAP_RULE = Object.freeze({ min: 0, minOpen: true });
+
+/** Reads a `klCap` option by {@link KL_CAP_RULE}; `dflt` when absent. @internal */
+export function checkKlCap(x: unknown, what: string, dflt: number): number {
+  return v.numOpt(x, what, dflt, KL_CAP_RULE);
+}

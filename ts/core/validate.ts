@@ -181,11 +181,11 @@ function list_(v: unknown, what: string, expected: string): unknown[] {
   return v;
 }
 
-/** A number option (never NaN) within the given bounds (inclusive unless `minOpen` / `maxOpen`); `finite` also rejects ±Infinity. */
-export function numOpt(
-  v: unknown, what: string, dflt: number,
-  range: { min?: number; max?: number; minOpen?: boolean; maxOpen?: boolean; int?: boolean; finite?: boolean } = {},
-): number {
+/** The bounds of a number option (inclusive unless `minOpen` / `maxOpen`); `finite` also rejects ±Infinity. */
+export interface NumRange { min?: number; max?: number; minOpen?: boolean; maxOpen?: boolean; int?: boolean; finite?: boolean }
+
+/** A number option (never NaN) within the given bounds (see {@link NumRange}). */
+export function numOpt(v: unknown, what: string, dflt: number, range: NumRange = {}): number {
   if (v === undefined) return dflt;
   if (typeof v !== 'number' || Number.isNaN(v)) fail('ERR_OPTION', what, 'a number', v);
   const { min, max, minOpen, maxOpen, int, finite } = range;
@@ -194,13 +194,16 @@ export function numOpt(
     (max !== undefined && (maxOpen ? !(v < max) : !(v <= max))) ||
     (finite === true && !Number.isFinite(v)) ||
     (int === true && !Number.isInteger(v));
-  if (bad) {
-    const lo = min === undefined ? '' : `${minOpen ? '>' : '>='} ${min}`;
-    const hi = max === undefined ? '' : `${maxOpen ? '<' : '<='} ${max}`;
-    const kind = int ? 'an integer' : finite ? 'a finite number' : 'a number';
-    fail('ERR_OPTION', what, [kind, [lo, hi].filter(Boolean).join(' and ')].filter(Boolean).join(' '), v);
-  }
+  if (bad) fail('ERR_OPTION', what, numRule(range), v);
   return v;
+}
+
+/** What a number option with these bounds accepts, as the messages say it: "an integer >= 1 and <= 8". */
+export function numRule({ min, max, minOpen, maxOpen, int, finite }: NumRange): string {
+  const lo = min === undefined ? '' : `${minOpen ? '>' : '>='} ${min}`;
+  const hi = max === undefined ? '' : `${maxOpen ? '<' : '<='} ${max}`;
+  const kind = int ? 'an integer' : finite ? 'a finite number' : 'a number';
+  return [kind, [lo, hi].filter(Boolean).join(' and ')].filter(Boolean).join(' ');
 }
 
 /** One of a fixed set of string options. */

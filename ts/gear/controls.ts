@@ -16,7 +16,7 @@
 import { fail } from '../core/errors.js';
 import { mulberry32 } from '../core/prng.js';
 import * as v from '../core/validate.js';
-import type { GearNormalize } from './gear.js';
+import type { GearNormalize } from './options.js';
 
 /**
  * Options of {@link shuffleWithinRows}.

@@ -13,7 +13,7 @@ import type { Divergence } from '../ops/divergence.js';
 import type { AnyLogits, Logits } from '../ops/token_stats.js';
 import type { DeviceLogits } from '../core/device.js';
 import * as v from '../core/validate.js';
-import { checkLogits } from '../core/logits.js';
+import { KL_CAP_DEFAULT, checkKlCap, checkLogits } from '../core/logits.js';
 
 /**
  * Arguments of {@link distillLoss}.
@@ -92,12 +92,12 @@ export function distillLoss(a: DistillArgs<AnyLogits>): DistillResult<Float32Arr
   v.knownKeys(a, 'distillLoss(a)', ['student', 'teacher', 'mask', 'distillCoef', 'temperature', 'klCap', 'stats']);
   // Each argument (and each field of the logits and of `stats`) read once, before anything is checked:
   // the forward, the checks and the backward all see the same values.
-  const student = readLogits(a.student, 'student'), teacher = readLogits(a.teacher, 'teacher');
+  const student = checkLogits(a.student, 'student').logits, teacher = checkLogits(a.teacher, 'teacher').logits;
   const { mask: mask0, distillCoef, temperature, klCap: cap, stats: stats0 } = a;
   const given = stats0 === undefined ? undefined : readStats(stats0);
   if (distillCoef === undefined) fail('ERR_OPTION', 'distillCoef', 'a number >= 0', undefined);
   const coef = v.numOpt(distillCoef, 'distillCoef', 0, { min: 0, finite: true });
-  const klCap = v.numOpt(cap, 'klCap', 20, { min: 0, minOpen: true });
+  const klCap = checkKlCap(cap, 'klCap', KL_CAP_DEFAULT);
   const opts = { kind: 'reverse_kl' as const, temperature: temperature ?? 1, klCap };
   const stats = given ?? divergence(student, teacher, opts);
   const rows = student.rows;
@@ -130,16 +130,6 @@ export function distillChecked(
   }
   const grad = divergenceBackward(student, teacher, g, { ...opts, stats });
   return { loss: nv > 0 ? (coef * sum) / nv : 0, grad, divergence: value, validTokens: nv };
-}
-
-/**
- * @internal A logits argument read once, by the one reader of logits arguments (`checkLogits`): a
- * {@link DeviceLogits} as it is (its shape is fixed), host logits as a plain object of the checked
- * fields, which the ops then read again unchanged; anything else is refused with that reader's errors.
- */
-export function readLogits(x: unknown, what = 'logits'): AnyLogits {
-  const l = checkLogits(x, what);
-  return l.tensor ?? { data: l.data!, rows: l.rows, vocab: l.vocab, dtype: l.dtype };
 }
 
 /** `stats` of a forward pass, read once (every field of a {@link Divergence}). */

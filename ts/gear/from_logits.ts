@@ -11,10 +11,12 @@ import type { Divergence } from '../ops/divergence.js';
 import type { AnyLogits, Logits } from '../ops/token_stats.js';
 import type { DeviceLogits } from '../core/device.js';
 import * as v from '../core/validate.js';
-import { distillChecked, readLogits } from './distill.js';
+import { checkLogits } from '../core/logits.js';
+import { distillChecked } from './distill.js';
 import type { DistillResult } from './distill.js';
-import { gearAdvantagesArg, gearChecked, gearMaskArg, resolveGearOptions } from './gear.js';
-import type { GearOptions, GearResult } from './gear.js';
+import { gearAdvantagesArg, gearChecked, gearMaskArg } from './gear.js';
+import type { GearResult } from './gear.js';
+import { type GearOptions, resolveGearOptions } from './options.js';
 
 /**
  * Arguments of {@link gearFromLogits}.
@@ -108,7 +110,7 @@ export function gearFromLogits(a: GearFromLogitsInput): GearFromLogitsResult<Flo
   // Each argument read once, in a fixed order, before anything is checked; the GEAR options are
   // resolved and the offsets and advantages checked once, here, for the whole call.
   const { student: s0, teacher: t0, targets, advantages, offsets, mask, temperature, options, distillCoef: coef } = a;
-  const student = readLogits(s0, 'student'), teacher = readLogits(t0, 'teacher');
+  const student = checkLogits(s0, 'student').logits, teacher = checkLogits(t0, 'teacher').logits;
   const o = resolveGearOptions(options);
   const distillCoef = v.numOpt(coef, 'distillCoef', 0, { min: 0, finite: true });
   if (targets === undefined) fail('ERR_DTYPE', 'targets', 'an Int32Array (the sampled token of each row)', targets);

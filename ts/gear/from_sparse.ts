@@ -19,8 +19,9 @@ import type { SparseDivergence, SparseSupport } from '../ops/sparse_divergence.j
 import type { SparseTopK } from '../server/common.js';
 import { checkModesMatch, readLogprobMode } from '../server/mode.js';
 import type { LogprobMode } from '../server/mode.js';
-import { gearAdvantages, resolveGearOptions } from './gear.js';
-import type { GearOptions, GearResult } from './gear.js';
+import { gearAdvantagesArg, gearChecked, gearMaskArg } from './gear.js';
+import type { GearResult } from './gear.js';
+import { type GearOptions, resolveGearOptions } from './options.js';
 
 /**
  * Arguments of {@link gearFromSparse}.
@@ -153,8 +154,11 @@ export function gearFromSparse(a: GearFromSparseInput): GearFromSparseResult | G
   if (typeof a !== 'object' || a === null) fail('ERR_OPTION', 'gearFromSparse(a)', 'an object', a);
   v.knownKeys(a, 'gearFromSparse(a)', ['student', 'teacher', 'studentLogprob', 'teacherLogprob', 'advantages', 'offsets',
     'mask', 'vocab', 'entropy', 'support', 'options', 'modes']);
-  // each argument read once, before anything is checked
-  const { student, teacher, studentLogprob, teacherLogprob, advantages, offsets, mask, vocab, entropy: which, support, options, modes } = a;
+  // Each argument read once, before anything is checked (the student's top-k too: its fields feed the
+  // sparse pass and, without a teacher, the padding list); the GEAR options are resolved and the offsets,
+  // advantages and mask checked once, here, for the whole call.
+  const { student: s0, teacher, studentLogprob, teacherLogprob, advantages, offsets, mask, vocab, entropy: which, support, options, modes } = a;
+  const student = (s0 !== null && typeof s0 === 'object' ? { ...s0 } : s0) as SparseTopK;
   const o = resolveGearOptions(options);
   const byLogratio = o.anchorSignal === 'logratio';
   const entropy = v.enumOpt(which, 'entropy', ['lower', 'upper', 'mid'] as const, 'lower');
@@ -165,7 +169,7 @@ export function gearFromSparse(a: GearFromSparseInput): GearFromSparseResult | G
   // Without a teacher top-k, the student's pass alone (against an all-padding list) gives its entropy bounds.
   const stats = sparseDivergence(student, teacher ?? paddingTopK(student), sparseOpts);
   const n = stats.value.length;
-  v.offsets(offsets, 'offsets', n);
+  const rows = v.offsets(offsets, 'offsets', n);
   let logratio: Float32Array | undefined;
   if (studentLogprob !== undefined || teacherLogprob !== undefined) {
     logratio = sampledLogratio(studentLogprob, teacherLogprob, mask, n);
@@ -179,9 +183,10 @@ export function gearFromSparse(a: GearFromSparseInput): GearFromSparseResult | G
     for (let t = 0; t < n; t++) h[t] = 0.5 * (stats.entropyLower[t]! + stats.entropyUpper[t]!);
   }
   const divergence = teacher === undefined ? undefined : stats.value;
-  const res = gearAdvantages({
-    advantages, offsets, mask, entropy: h, ...(divergence ? { divergence } : {}), ...(logratio ? { logratio } : {}), options,
-  } as Parameters<typeof gearAdvantages>[0]);
+  const adv = gearAdvantagesArg(advantages, rows);
+  const m = gearMaskArg(mask, n);
+  const res = gearChecked({ adv, offsets: offsets as Int32Array, rows, mask: m, div: divergence, ent: h, lr: logratio, o,
+    out: { advantages: null, weights: null, segmentId: null } });
   return { ...res, signals: { ...(divergence ? { divergence } : {}), entropy: h, ...(logratio ? { logratio } : {}) }, stats } as GearFromSparseResult;
 }
 

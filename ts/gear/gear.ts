@@ -22,42 +22,11 @@ import { syncOp } from '../core/invoke.js';
 import * as v from '../core/validate.js';
 import type { AdvantageEstimatorDefinition } from '../advantages/registry.js';
 import type { OptionsSchema } from '../registry/schema.js';
+import { type GearOptions, type ResolvedGearOptions, resolveGearOptions } from './options.js';
 
 // ---- native contract: the GEAR scan ----
 // What this file calls in the addon; the `declare module` block adds it to NativeAddon (ts/core/addon_types.ts).
 
-/** The resolved GEAR options, enumerations as codes (native/include/gear/gear_scan.h). @internal */
-export interface GearScanOptions {
-  klCap: number;
-  /** 0 zscore, 1 quantile. */
-  peakRule: 0 | 1;
-  peakZ: number;
-  peakMinKl: number;
-  peakQuantile: number;
-  entropyQuantile: number;
-  /** Absent: the batch entropyQuantile quantile. */
-  entropyThreshold?: number;
-  /** 0 next_fork, 1 entropy_settles. */
-  segmentEnd: 0 | 1;
-  maxSegmentLength: number;
-  alpha: number;
-  dRefQuantile: number;
-  /** 0 symmetric, 1 negative_only, 2 rlsd. */
-  signMode: 0 | 1 | 2;
-  epsW: number;
-  /** 0 mean_one, 1 none. */
-  normalize: 0 | 1;
-  /** 0 none, 1 random_anchors, 2 fixed_length, 3 token_only. */
-  ablation: 0 | 1 | 2 | 3;
-  seed: number;
-  /** 0: auto. */
-  fixedSegmentLength: number;
-  entropyLowQuantile: number;
-  /** Absent: the batch entropyLowQuantile quantile. */
-  entropyLowThreshold?: number;
-  /** 0 divergence, 1 logratio (absent: 0). */
-  anchorSignal?: 0 | 1;
-}
 /** @internal */
 export interface GearScanParams {
   advantages: Float64Array;
@@ -67,7 +36,8 @@ export interface GearScanParams {
   divergence?: Float32Array | null;
   entropy: Float32Array;
   logratio?: Float32Array | null;
-  options: GearScanOptions;
+  /** Every option, enumerations by name (read by name into gear::GearParams). */
+  options: ResolvedGearOptions;
   out?: { advantages?: Float32Array | null; weights?: Float32Array | null; segmentId?: Int32Array | null } | null;
 }
 /** @internal */
@@ -110,284 +80,6 @@ declare module '../core/addon_types.js' {
 }
 // Writes `out` (every other array of its parameter object is read: ts/core/invoke.ts).
 const gearScanOp = syncOp('gearScan', { writes: ['out'] });
-
-/**
- * How departure points (divergence spikes) are detected.
- *
- * @category GEAR
- */
-export type GearPeakRule = 'zscore' | 'quantile';
-/**
- * How a segment that starts at a departure point ends.
- *
- * @category GEAR
- */
-export type GearSegmentEnd = 'next_fork' | 'entropy_settles';
-/**
- * How positive and negative trajectory advantages use the weights.
- *
- * @category GEAR
- */
-export type GearSignMode = 'symmetric' | 'negative_only' | 'rlsd';
-/**
- * Whether weights are rescaled to mean 1 over each row's valid tokens.
- *
- * @category GEAR
- */
-export type GearNormalize = 'mean_one' | 'none';
-/**
- * Ablations that remove one adaptive component while keeping the same normalisation.
- *
- * @category GEAR
- */
-export type GearAblation = 'none' | 'random_anchors' | 'fixed_length' | 'token_only';
-/**
- * The per-token signal that places anchors and sets their weights: the reverse KL `D` (the paper's), or
- * the sampled-token log-ratio signal `s = max(0, ℓ_student(y) − ℓ_teacher(y))` (GEAR-proposed).
- *
- * @category GEAR
- */
-export type GearAnchorSignal = 'divergence' | 'logratio';
-
-/**
- * Every switch of the GEAR-proposed design (docs/gear.md, "What is ours"), camelCase, with the same
- * defaults ({@link GEAR_DEFAULTS}). Unknown keys are rejected with `ERR_OPTION`.
- *
- * @category GEAR
- */
-export interface GearOptions {
-  /**
-   * Cap on the divergence in nats, applied in float32 before anything else (default 20; +Infinity divergences become the cap).
-   *
-   * @defaultValue `20`
-   */
-  klCap?: number;
-  /**
-   * `'zscore'` (default): peak if the row z-score of D is >= `peakZ`; `'quantile'`: peak if D >= the batch `peakQuantile` quantile. Both also need D >= `peakMinKl`.
-   *
-   * @defaultValue `'zscore'`
-   */
-  peakRule?: GearPeakRule;
-  /**
-   * z-score threshold kappa of the `'zscore'` rule (default 2.0; >= 0). The z-score uses the row's population std + 1e-6.
-   *
-   * @defaultValue `2`
-   */
-  peakZ?: number;
-  /**
-   * Minimum divergence of a peak in nats (default 0.25; >= 0): rows that never really diverge get no peaks.
-   *
-   * @defaultValue `0.25`
-   */
-  peakMinKl?: number;
-  /**
-   * Batch quantile level of the `'quantile'` rule (default 0.95; in [0, 1]).
-   *
-   * @defaultValue `0.95`
-   */
-  peakQuantile?: number;
-  /**
-   * Entropy threshold eta as a batch quantile of the student entropy over valid tokens (default 0.8, "top-20% forking tokens").
-   *
-   * @defaultValue `0.8`
-   */
-  entropyQuantile?: number;
-  /**
-   * Absolute entropy threshold eta in nats; when set it replaces `entropyQuantile` (>= 0; default unset).
-   *
-   * @defaultValue `undefined` (`entropyQuantile` applies)
-   */
-  entropyThreshold?: number;
-  /**
-   * `'next_fork'` (default): a segment ends before the first token with entropy >= eta; `'entropy_settles'`: it continues while entropy >= eta_low and ends before the first token below it. Both also end at a new peak, a mask gap, `maxSegmentLength` and the row end.
-   *
-   * @defaultValue `'next_fork'`
-   */
-  segmentEnd?: GearSegmentEnd;
-  /**
-   * eta_low of `'entropy_settles'` as a batch entropy quantile (default 0.5). Extension of section 10.3, where eta_low is fixed at the median.
-   *
-   * @defaultValue `0.5`
-   */
-  entropyLowQuantile?: number;
-  /**
-   * Absolute eta_low in nats; when set it replaces `entropyLowQuantile` (>= 0; default unset).
-   *
-   * @defaultValue `undefined` (`entropyLowQuantile` applies)
-   */
-  entropyLowThreshold?: number;
-  /**
-   * Longest segment in tokens, L_max (default 256; integer >= 1).
-   *
-   * @defaultValue `256`
-   */
-  maxSegmentLength?: number;
-  /**
-   * Weight strength: unit weight `1 + alpha * min(D_anchor / D_ref, 1)` (default 1.0; >= 0; 0 gives GRPO). Unused by `'rlsd'`.
-   *
-   * @defaultValue `1`
-   */
-  alpha?: number;
-  /**
-   * Batch quantile of D that sets the scale D_ref = max(quantile, 1e-6) (default 0.95).
-   *
-   * @defaultValue `0.95`
-   */
-  dRefQuantile?: number;
-  /**
-   * `'symmetric'` (default), `'negative_only'` (weights only where A < 0), `'rlsd'` (`clip(exp(sign(A) * logratio_anchor), 1 - epsW, 1 + epsW)`, needs `logratio`).
-   *
-   * @defaultValue `'symmetric'`
-   */
-  signMode?: GearSignMode;
-  /**
-   * Clip half-width of the `'rlsd'` weights (default 0.2; in [0, 1)).
-   *
-   * @defaultValue `0.2`
-   */
-  epsW?: number;
-  /**
-   * `'mean_one'` (default): weights rescaled to mean 1 over each row's valid tokens, so the row's summed advantage equals GRPO's; `'none'`: raw weights.
-   *
-   * @defaultValue `'mean_one'`
-   */
-  normalize?: GearNormalize;
-  /**
-   * `'none'` (default) or an ablation: `'random_anchors'` (the same number of anchors per row as the rule finds, placed uniformly at random over the row's valid tokens, seeded by `seed` and the row index), `'fixed_length'` (the same anchors, segments of `fixedSegmentLength` tokens without the entropy rule), `'token_only'` (no segments: every token weighted by its own divergence).
-   *
-   * @defaultValue `'none'`
-   */
-  ablation?: GearAblation;
-  /**
-   * Seed of the `'random_anchors'` ablation (default 0; integer in [0, 2^32)).
-   *
-   * @defaultValue `0`
-   */
-  seed?: number;
-  /**
-   * Segment length of the `'fixed_length'` ablation (integer >= 1); default 0 = the batch mean segment length the adaptive rule produces (rounded, >= 1).
-   *
-   * @defaultValue `0` (the batch mean segment length)
-   */
-  fixedSegmentLength?: number;
-  /**
-   * The signal the spike rule, `peakMinKl`, `dRefQuantile` and the weights read (GEAR-proposed): `'divergence'` (default, the paper's reverse KL `D`) or `'logratio'`, `s_t = max(0, −logratio_t) = max(0, ℓ_student(y_t) − ℓ_teacher(y_t))` (the teacher disbelieves the sampled token), capped at `klCap` as `D` is; needs `logratio`, and `divergence` may be left out. Segments and the entropy rules are unchanged.
-   *
-   * @defaultValue `'divergence'`
-   */
-  anchorSignal?: GearAnchorSignal;
-}
-
-/**
- * {@link GearOptions} with every default filled in (absolute thresholds may stay `undefined`).
- *
- * @category GEAR
- */
-export interface ResolvedGearOptions {
-  /** See {@link GearOptions.klCap}. */ klCap: number;
-  /** See {@link GearOptions.peakRule}. */ peakRule: GearPeakRule;
-  /** See {@link GearOptions.peakZ}. */ peakZ: number;
-  /** See {@link GearOptions.peakMinKl}. */ peakMinKl: number;
-  /** See {@link GearOptions.peakQuantile}. */ peakQuantile: number;
-  /** See {@link GearOptions.entropyQuantile}. */ entropyQuantile: number;
-  /** See {@link GearOptions.entropyThreshold}. */ entropyThreshold: number | undefined;
-  /** See {@link GearOptions.segmentEnd}. */ segmentEnd: GearSegmentEnd;
-  /** See {@link GearOptions.entropyLowQuantile}. */ entropyLowQuantile: number;
-  /** See {@link GearOptions.entropyLowThreshold}. */ entropyLowThreshold: number | undefined;
-  /** See {@link GearOptions.maxSegmentLength}. */ maxSegmentLength: number;
-  /** See {@link GearOptions.alpha}. */ alpha: number;
-  /** See {@link GearOptions.dRefQuantile}. */ dRefQuantile: number;
-  /** See {@link GearOptions.signMode}. */ signMode: GearSignMode;
-  /** See {@link GearOptions.epsW}. */ epsW: number;
-  /** See {@link GearOptions.normalize}. */ normalize: GearNormalize;
-  /** See {@link GearOptions.ablation}. */ ablation: GearAblation;
-  /** See {@link GearOptions.seed}. */ seed: number;
-  /** See {@link GearOptions.fixedSegmentLength}. */ fixedSegmentLength: number;
-  /** See {@link GearOptions.anchorSignal}. */ anchorSignal: GearAnchorSignal;
-}
-
-/**
- * The defaults of {@link GearOptions} (the table in docs/gear.md). Absolute thresholds are unset (`undefined`).
- *
- * @category GEAR
- */
-export const GEAR_DEFAULTS: Readonly<ResolvedGearOptions> = Object.freeze({
-  klCap: 20,
-  peakRule: 'zscore',
-  peakZ: 2.0,
-  peakMinKl: 0.25,
-  peakQuantile: 0.95,
-  entropyQuantile: 0.8,
-  entropyThreshold: undefined,
-  segmentEnd: 'next_fork',
-  entropyLowQuantile: 0.5,
-  entropyLowThreshold: undefined,
-  maxSegmentLength: 256,
-  alpha: 1.0,
-  dRefQuantile: 0.95,
-  signMode: 'symmetric',
-  epsW: 0.2,
-  normalize: 'mean_one',
-  ablation: 'none',
-  seed: 0,
-  fixedSegmentLength: 0,
-  anchorSignal: 'divergence',
-});
-
-/**
- * The option keys {@link gear} accepts.
- *
- * @category GEAR
- */
-export const GEAR_OPTION_KEYS: readonly (keyof GearOptions)[] = Object.freeze(
-  Object.keys(GEAR_DEFAULTS) as (keyof GearOptions)[],
-);
-
-/**
- * Validates GEAR options and fills in the defaults. Throws `ERR_OPTION` on an unknown key or a value out
- * of range.
- *
- * @param options the user's options (may be undefined)
- * @returns every option with its value
- * @example
- * ```ts
- * import { resolveGearOptions } from 'gear-rl/diagnostics';
- *
- * const o = resolveGearOptions({ alpha: 0.5, segmentEnd: 'entropy_settles' });
- * console.log(o.alpha, o.klCap, o.maxSegmentLength); // 0.5 20 256: unset options take GEAR_DEFAULTS
- * ```
- * @category GEAR
- */
-export function resolveGearOptions(options?: GearOptions): ResolvedGearOptions {
-  v.knownKeys(options, 'options', GEAR_OPTION_KEYS);
-  const o = (options ?? {}) as Record<string, unknown>;
-  const unit = { min: 0, max: 1 };
-  const thr = (k: string) => (o[k] === undefined ? undefined : v.numOpt(o[k], `options.${k}`, 0, { min: 0 }));
-  return {
-    klCap: v.numOpt(o.klCap, 'options.klCap', 20, { min: 0, minOpen: true, max: 3.4028234663852886e38 }),
-    peakRule: v.enumOpt(o.peakRule, 'options.peakRule', ['zscore', 'quantile'] as const, 'zscore'),
-    peakZ: v.numOpt(o.peakZ, 'options.peakZ', 2.0, { min: 0, finite: true }),
-    peakMinKl: v.numOpt(o.peakMinKl, 'options.peakMinKl', 0.25, { min: 0, finite: true }),
-    peakQuantile: v.numOpt(o.peakQuantile, 'options.peakQuantile', 0.95, unit),
-    entropyQuantile: v.numOpt(o.entropyQuantile, 'options.entropyQuantile', 0.8, unit),
-    entropyThreshold: thr('entropyThreshold'),
-    segmentEnd: v.enumOpt(o.segmentEnd, 'options.segmentEnd', ['next_fork', 'entropy_settles'] as const, 'next_fork'),
-    entropyLowQuantile: v.numOpt(o.entropyLowQuantile, 'options.entropyLowQuantile', 0.5, unit),
-    entropyLowThreshold: thr('entropyLowThreshold'),
-    maxSegmentLength: v.numOpt(o.maxSegmentLength, 'options.maxSegmentLength', 256, { min: 1, max: 2147483647, int: true }),
-    alpha: v.numOpt(o.alpha, 'options.alpha', 1.0, { min: 0, finite: true }),
-    dRefQuantile: v.numOpt(o.dRefQuantile, 'options.dRefQuantile', 0.95, unit),
-    signMode: v.enumOpt(o.signMode, 'options.signMode', ['symmetric', 'negative_only', 'rlsd'] as const, 'symmetric'),
-    epsW: v.numOpt(o.epsW, 'options.epsW', 0.2, { min: 0, max: 1, maxOpen: true }),
-    normalize: v.enumOpt(o.normalize, 'options.normalize', ['mean_one', 'none'] as const, 'mean_one'),
-    ablation: v.enumOpt(o.ablation, 'options.ablation',
-      ['none', 'random_anchors', 'fixed_length', 'token_only'] as const, 'none'),
-    seed: v.numOpt(o.seed, 'options.seed', 0, { min: 0, max: 4294967295, int: true }),
-    fixedSegmentLength: v.numOpt(o.fixedSegmentLength, 'options.fixedSegmentLength', 0,
-      { min: 0, max: 2147483647, int: true }),
-    anchorSignal: v.enumOpt(o.anchorSignal, 'options.anchorSignal', ['divergence', 'logratio'] as const, 'divergence'),
-  };
-}
 
 /**
  * Inputs of {@link gear}: one row per trajectory (or per agent step), packed as in the rest of the library.
@@ -517,25 +209,6 @@ const GEAR_INPUT = {
   options: { type: 'object' }, out: { type: 'object' },
 } as const satisfies OptionsSchema;
 const INPUT_KEYS = Object.keys(GEAR_INPUT);
-const ENUM_CODES = {
-  peakRule: { zscore: 0, quantile: 1 },
-  segmentEnd: { next_fork: 0, entropy_settles: 1 },
-  signMode: { symmetric: 0, negative_only: 1, rlsd: 2 },
-  normalize: { mean_one: 0, none: 1 },
-  ablation: { none: 0, random_anchors: 1, fixed_length: 2, token_only: 3 },
-  anchorSignal: { divergence: 0, logratio: 1 },
-} as const;
-
-/** Resolved options in the native form: enumerations as their codes. @internal */
-export function gearParams(o: ResolvedGearOptions): GearScanOptions {
-  return {
-    ...o,
-    peakRule: ENUM_CODES.peakRule[o.peakRule], segmentEnd: ENUM_CODES.segmentEnd[o.segmentEnd],
-    signMode: ENUM_CODES.signMode[o.signMode], normalize: ENUM_CODES.normalize[o.normalize],
-    ablation: ENUM_CODES.ablation[o.ablation], anchorSignal: ENUM_CODES.anchorSignal[o.anchorSignal],
-  };
-}
-
 /**
  * GEAR-proposed advantage reweighting (GEAR, arXiv 2605.11853; the design is laid out in docs/gear.md).
  *
@@ -641,7 +314,7 @@ export interface GearChecked {
 export function gearChecked(p: GearChecked): GearResult {
   const { rows } = p;
   const r = gearScanOp.call({ advantages: p.adv, offsets: p.offsets, mask: p.mask, divergence: p.div, entropy: p.ent,
-    logratio: p.lr, options: gearParams(p.o), out: p.out });
+    logratio: p.lr, options: p.o, out: p.out });
   const s = r.diagnostics;
   const valid = s.validTokens, peaks = s.peaks, segments = s.segments, inSeg = s.tokensInSegments;
   return {

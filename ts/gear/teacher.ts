@@ -11,6 +11,7 @@
  */
 import { fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
+import { checkLogits } from '../core/logits.js';
 
 /**
  * Default reference template of the GEAR-proposed design (docs/gear.md; ours: the paper's
@@ -294,21 +295,17 @@ export interface LogitsRows {
  * @category GEAR
  */
 export function gatherRows<L extends LogitsRows>(logits: L, rows: ArrayLike<number>): L {
-  if (typeof logits !== 'object' || logits === null) fail('ERR_DTYPE', 'logits', 'a Logits object', logits);
-  // every field read once (the result copies these values, not the object again)
-  const fields = { ...logits } as L;
-  const { data, vocab, rows: n } = fields;
-  const idx = v.numArray(rows, 'rows'); // read (and copied) before the logits are checked
-  if (!(v.isTyped(data, Float32Array) || v.isTyped(data, Uint16Array))) fail('ERR_DTYPE', 'logits.data', 'a Float32Array or Uint16Array', data);
-  v.attached(data, 'logits.data');
-  if (!Number.isSafeInteger(vocab) || vocab < 1) fail('ERR_SHAPE', 'logits.vocab', 'an integer >= 1', vocab);
-  if (!Number.isSafeInteger(n) || n < 0) fail('ERR_SHAPE', 'logits.rows', 'an integer >= 0', n);
-  if (n * vocab !== data.length) fail('ERR_SHAPE', 'logits', 'rows * vocab = data.length', `${n} x ${vocab} vs ${data.length}`);
-  const out = new (data.constructor as { new (n: number): Float32Array | Uint16Array })(idx.length * vocab);
+  // the logits read once, by the one reader of logits; then the row indices (read and copied): a getter
+  // of theirs cannot reach the logits fields, only the buffer, which the second check looks at again
+  const l = checkLogits(logits, 'logits');
+  if (l.data === null) fail('ERR_DEVICE', 'logits', 'host logits (gatherRows copies rows of host arrays)', String(logits));
+  const idx = v.numArray(rows, 'rows');
+  const { data, vocab, rows: n } = checkLogits(l.logits, 'logits');
+  const out = new (data!.constructor as { new (n: number): Float32Array | Uint16Array })(idx.length * vocab);
   for (let j = 0; j < idx.length; j++) {
     const r = idx[j]!;
     if (!Number.isInteger(r) || r < 0 || r >= n) fail('ERR_SHAPE', `rows[${j}]`, `a row index in [0, ${n})`, r);
-    out.set(data.subarray(r * vocab, (r + 1) * vocab), j * vocab);
+    out.set(data!.subarray(r * vocab, (r + 1) * vocab), j * vocab);
   }
-  return { ...fields, data: out, rows: idx.length };
+  return { data: out, rows: idx.length, vocab, ...(l.dtype === 'float32' ? {} : { dtype: l.dtype }) } as L;
 }

@@ -195,7 +195,10 @@ export function lossGradToLogits(a: LossGradToLogitsArgs): Float32Array {
     ? (({ teacher, gradValue, coef, agg, kind, beta, klCap }) => ({ teacher, gradValue, coef, agg, kind, beta, klCap }))(distill)
     : undefined;
   if (logits === null || typeof logits !== 'object') fail('ERR_OPTION', 'logits', 'a Logits object', logits);
-  const rows = checkLogits(logits, 'logits').rows;
+  // read once: the ops below get the checked value
+  const L = checkLogits(logits, 'logits');
+  const checked = L.logits as Logits;
+  const rows = L.rows;
   const gl = to32(floats(gradLogprob, 'gradLogprob', rows));
   let ge: Float32Array | undefined = gradEntropy === undefined ? undefined : Float32Array.from(floats(gradEntropy, 'gradEntropy', rows));
   let d: DistillTerm | undefined;
@@ -226,11 +229,11 @@ export function lossGradToLogits(a: LossGradToLogitsArgs): Float32Array {
       gv = Float32Array.from(w, (x) => c * x);
     }
     // before the logits-gradient pass: it may write over a caller-supplied buffer
-    dz = divergenceBackward(logits, d.teacher, gv, {
+    dz = divergenceBackward(checked, d.teacher, gv, {
       kind: d.kind, beta: d.beta, temperature, ...(d.klCap !== undefined ? { klCap: d.klCap } : {}),
     });
   }
-  const out = tokenStatsBackward(logits, targets, { logprob: gl, ...(ge ? { entropy: ge } : {}) }, {
+  const out = tokenStatsBackward(checked, targets, { logprob: gl, ...(ge ? { entropy: ge } : {}) }, {
     temperature, ...(stats ? { stats } : {}), ...(out0 ? { out: out0 } : {}),
   });
   if (dz) for (let i = 0; i < out.length; i++) out[i] = out[i]! + dz[i]!;

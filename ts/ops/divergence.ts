@@ -21,7 +21,7 @@ import { fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
 import { type AsyncOptions, asyncOp } from '../core/invoke.js';
 import type { AsyncControl, AsyncOp, DeviceControl, NativeLogits, NativeTensor, NativeTensorRef } from '../core/addon_types.js';
-import { type AnyLogits, type Logits, checkLogits, checkTemperature } from '../core/logits.js';
+import { type AnyLogits, type Logits, checkKlCap, checkLogits, checkTemperature } from '../core/logits.js';
 import { type Device, DeviceLogits, adoptTensor, callDevice } from '../core/device.js';
 
 // ---- native contract: divergence ----
@@ -187,7 +187,7 @@ function commonArgs(student: AnyLogits, teacher: AnyLogits, opts: DivergenceComm
   const kind = v.enumOpt(opts?.kind, 'kind', KINDS, 'reverse_kl');
   const beta = v.numOpt(opts?.beta, 'beta', 0.5, { min: 0, max: 1 });
   const temperature = checkTemperature(opts?.temperature);
-  const klCap = v.numOpt(opts?.klCap, 'klCap', Infinity, { min: 0, minOpen: true });
+  const klCap = checkKlCap(opts?.klCap, 'klCap', Infinity);
   const device = callDevice(opts?.device, s.device);
   return { s, t, kind: KINDS.indexOf(kind) as DivergenceKindCode, beta, temperature, klCap, device };
 }

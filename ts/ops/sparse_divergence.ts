@@ -35,6 +35,7 @@ import { fail } from '../core/errors.js';
 import * as v from '../core/validate.js';
 import { type AsyncOptions, asyncOp } from '../core/invoke.js';
 import type { AsyncControl, AsyncOp } from '../core/addon_types.js';
+import { checkKlCap } from '../core/logits.js';
 import type { DivergenceKind, DivergenceKindCode } from './divergence.js';
 
 /**
@@ -235,7 +236,7 @@ function commonArgs(student: SparseTopK, teacher: SparseTopK, opts: SparseDiverg
     support: SUPPORTS.indexOf(support) as SparseSupportCode,
     tailClamp: v.numOpt(opts?.tailClamp, 'tailClamp', 1e-7, { min: 0, max: 1, maxOpen: true }),
     vocab: v.numOpt(opts?.vocab, 'vocab', 0, { min: 1, max: 2 ** 31, int: true }),
-    klCap: v.numOpt(opts?.klCap, 'klCap', Infinity, { min: 0, minOpen: true }),
+    klCap: checkKlCap(opts?.klCap, 'klCap', Infinity),
   };
   return { params };
 }

@@ -146,8 +146,7 @@ function typeOk(x: unknown, t: OptionType): boolean {
 function checkValue(spec: OptionSpec, x: unknown, what: string): void {
   if (x === null && spec.nullable === true) return;
   if (spec.type === 'number') {
-    const { min, max, minOpen, maxOpen, int, finite } = spec;
-    v.numOpt(x, what, 0, { min, max, minOpen, maxOpen, int, finite });
+    v.numOpt(x, what, 0, spec);  // a spec holds a number's bounds under the same names
   } else if (spec.type === 'string' && spec.values !== undefined) {
     v.enumOpt(x, what, spec.values, spec.values[0]!);
   } else if (!typeOk(x, spec.type)) {
@@ -181,30 +180,59 @@ export type SpecValue<S extends OptionSpec> =
  * @internal
  * @param schema the option specs (`undefined`: nothing to read)
  * @param obj the arguments
- * @param what name used in error messages, e.g. the estimator's name (`"what: key"`; `''`: the key alone)
+ * @param what name used in error messages, e.g. the estimator's name (`"what: key"`; `''`: the key alone;
+ *   ending with `.`, a path: `"options."` names `"options.key"`)
  * @param opts `foreign`: options checked when given but never required nor defaulted (another kind's)
  * @returns a new object with one entry per schema key
  */
 export function resolveOptions<S extends OptionsSchema>(
   schema: S | undefined, obj: Readonly<Record<string, unknown>>, what: string, opts: { foreign?: ReadonlySet<string> } = {},
 ): ResolvedOptions<S> {
-  const out: Record<string, unknown> = {};
-  if (schema === undefined) return out as ResolvedOptions<S>;
-  for (const k of Object.keys(schema)) {
-    const spec = schema[k]!;
+  if (schema === undefined) return {} as ResolvedOptions<S>;
+  const { keys, specs, names, defaults } = optionNames(schema, what);
+  const foreign = opts.foreign;
+  // every key with its default (in the schema's order), then the values given
+  const out: Record<string, unknown> = foreign === undefined ? { ...defaults } : {};
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i]!;
+    const spec = specs[i]!;
     const x = obj[k];
-    const name = what === '' ? k : `${what}: ${k}`;
-    const foreign = opts.foreign?.has(k) === true;
     if (x === undefined) {
-      if (foreign) continue;
-      if (spec.required === true) fail('ERR_OPTION', name, 'a value (required)', undefined);
-      out[k] = spec.default;
+      if (foreign?.has(k) === true) continue;
+      if (spec.required === true) fail('ERR_OPTION', names[i]!, 'a value (required)', undefined);
+      if (foreign !== undefined) out[k] = spec.default;
       continue;
     }
-    checkValue(spec, x, name);
+    checkValue(spec, x, names[i]!);
     out[k] = x;
   }
   return out as ResolvedOptions<S>;
+}
+
+/**
+ * A schema's keys, their names in messages for a given `what` and their defaults, kept per schema (a
+ * registered schema is frozen; a kind's options are resolved on every call).
+ */
+interface SchemaNames {
+  keys: readonly string[];
+  specs: readonly OptionSpec[];
+  names: readonly string[];
+  defaults: Readonly<Record<string, unknown>>;
+}
+const NAMES = new WeakMap<OptionsSchema, Map<string, SchemaNames>>();
+function optionNames(schema: OptionsSchema, what: string): SchemaNames {
+  let byWhat = NAMES.get(schema);
+  if (byWhat === undefined) NAMES.set(schema, (byWhat = new Map()));
+  let kn = byWhat.get(what);
+  if (kn === undefined) {
+    const keys = Object.keys(schema);
+    kn = {
+      keys, specs: keys.map((k) => schema[k]!), names: keys.map((k) => (what === '' || what.endsWith('.') ? `${what}${k}` : `${what}: ${k}`)),
+      defaults: Object.fromEntries(keys.map((k) => [k, schema[k]!.default])),
+    };
+    if (Object.isFrozen(schema) && byWhat.size < 64) byWhat.set(what, kn);
+  }
+  return kn;
 }
 
 /**

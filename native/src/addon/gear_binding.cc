@@ -1,5 +1,5 @@
 // gearScan (GEAR-proposed reweighting). The parameter and result objects are declared in
-// ts/core/addon_types.ts: options arrive by name, the gear::GearDiagnostics fields leave by name.
+// ts/gear/gear.ts: options arrive by name (GEAR_OPTIONS), the gear::GearDiagnostics fields leave by name.
 // Synchronous only: the anchor count is known only after the scan.
 #include <cmath>
 #include <cstring>
@@ -14,45 +14,32 @@
 namespace gear::addon {
 
 namespace {
-// Option name -> slot of the kernel's parameter record, read and range-checked by gear_params_from_array.
-struct OptionSlot {
-  const char* name;
-  GearParamIndex slot;
-  bool optional;  // absent reads as `absent`
-  double absent;  // NaN for the absolute thresholds ("use the batch quantile instead")
-};
-constexpr OptionSlot kOptions[] = {
-    {"klCap", kKlCap, false, 0},
-    {"peakRule", kPeakRule, false, 0},
-    {"peakZ", kPeakZ, false, 0},
-    {"peakMinKl", kPeakMinKl, false, 0},
-    {"peakQuantile", kPeakQuantile, false, 0},
-    {"entropyQuantile", kEntropyQuantile, false, 0},
-    {"entropyThreshold", kEntropyThreshold, true, NAN},
-    {"segmentEnd", kSegmentEnd, false, 0},
-    {"maxSegmentLength", kMaxSegmentLength, false, 0},
-    {"alpha", kAlpha, false, 0},
-    {"dRefQuantile", kDRefQuantile, false, 0},
-    {"signMode", kSignMode, false, 0},
-    {"epsW", kEpsW, false, 0},
-    {"normalize", kNormalize, false, 0},
-    {"ablation", kAblation, false, 0},
-    {"seed", kSeed, false, 0},
-    {"fixedSegmentLength", kFixedSegmentLength, false, 0},
-    {"entropyLowQuantile", kEntropyLowQuantile, false, 0},
-    {"entropyLowThreshold", kEntropyLowThreshold, true, NAN},
-    {"anchorSignal", kAnchorSignal, true, 0},  // absent: the divergence (callers from before the option)
-};
-static_assert(sizeof(kOptions) / sizeof(kOptions[0]) == kGearParamCount, "one name per GEAR parameter");
+// The names of the options object (every GEAR option), in the order of GEAR_OPTIONS.
+std::vector<const char*> OptionNames() {
+#define GEAR_NAME(name, ...) #name,
+  return {GEAR_OPTIONS(GEAR_NAME, GEAR_NAME, GEAR_NAME)};
+#undef GEAR_NAME
+}
+
+// The options read by name straight into the kernel's parameters, enumerations by their names, each
+// checked by gear_option as it is stored. An absent threshold keeps -1 ("use the batch quantile").
+GearParams ReadOptions(Napi::Env env, const Params& opt) {
+  GearParams g;
+#define GEAR_READ_NUMBER(name, field, type, range) \
+  Check(env, gear_option("options", #name, opt.Number(#name), range, &g.field));
+#define GEAR_READ_UNSET(name, field, range) \
+  if (opt.Has(#name)) Check(env, gear_option("options", #name, opt.Number(#name), range, &g.field));
+#define GEAR_READ_NAMED(name, field, type, ...) \
+  Check(env, gear_option("options", #name, opt.String(#name), {__VA_ARGS__}, &g.field));
+  GEAR_OPTIONS(GEAR_READ_NUMBER, GEAR_READ_UNSET, GEAR_READ_NAMED)
+#undef GEAR_READ_NUMBER
+#undef GEAR_READ_UNSET
+#undef GEAR_READ_NAMED
+  return g;
+}
 
 // The diagnostic quantile levels (kGearDiagLevels) by name.
 constexpr const char* kQuantileNames[kGearDiagQuantiles] = {"p50", "p90", "p95", "p99", "max"};
-
-std::vector<const char*> OptionNames() {
-  std::vector<const char*> names;
-  for (const auto& o : kOptions) names.push_back(o.name);
-  return names;
-}
 
 Napi::Object Quantiles(Napi::Env env, const double (&q)[kGearDiagQuantiles]) {
   Napi::Object o = Napi::Object::New(env);
@@ -90,17 +77,14 @@ static Napi::Value GearScan(const Napi::CallbackInfo& info) {
   const int64_t rows = off.length - 1;
   auto adv = p.F64("advantages", rows);
   // The log-ratio anchor signal does not read the divergence: it may be left out (then the logratio sets N).
-  const bool lr_only = opt.OptNumber("anchorSignal", 0) == 1 && !p.Has("divergence");
+  const GearParams gp = ReadOptions(env, opt);
+  const bool lr_only = gp.anchor_signal == AnchorSignal::LogRatio && !p.Has("divergence");
   Array<float> div = lr_only ? Array<float>{} : p.F32("divergence");
   const auto lr0 = lr_only ? p.F32("logratio") : Array<float>{};
   const int64_t n = lr_only ? lr0.length : div.length;
   auto ent = p.F32("entropy", n);
   const auto mask = p.OptU8("mask", n);
   const auto lr = lr_only ? lr0 : p.OptF32("logratio", n);
-  double raw[kGearParamCount];
-  for (const auto& o : kOptions) raw[o.slot] = o.optional ? opt.OptNumber(o.name, o.absent) : opt.Number(o.name);
-  GearParams gp;
-  Check(env, gear_params_from_array(raw, kGearParamCount, &gp));
   // Optional caller-owned outputs (reused across steps, they skip allocation and first-touch faults).
   auto out_f32 = [&](const char* name) {
     return outs.Has(name) ? outs.F32(name, n).value.As<Napi::Float32Array>()

@@ -9,6 +9,9 @@
 // torch.quantile does).
 #pragma once
 #include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "gear/types.h"
@@ -25,40 +28,78 @@ enum class Ablation : int { None = 0, RandomAnchors = 1, FixedLength = 2, TokenO
 // teacher disbelieves what was sampled), capped at kl_cap as D is. Segments and entropy rules are the same.
 enum class AnchorSignal : int { Divergence = 0, LogRatio = 1 };
 
-// Layout of the Float64Array the binding receives (index -> field). NaN in an "absolute threshold" slot
-// means "use the batch quantile instead"; 0 in kFixedSegmentLength means "match the adaptive rule's batch
-// mean segment length".
-enum GearParamIndex : int {
-  kKlCap = 0, kPeakRule, kPeakZ, kPeakMinKl, kPeakQuantile, kEntropyQuantile, kEntropyThreshold,
-  kSegmentEnd, kMaxSegmentLength, kAlpha, kDRefQuantile, kSignMode, kEpsW, kNormalize, kAblation, kSeed,
-  kFixedSegmentLength, kEntropyLowQuantile, kEntropyLowThreshold, kAnchorSignal, kGearParamCount
+// The values a numeric option accepts: [min, max] (each end open or not), optionally integers only or
+// finite only; ts/gear/options.ts states the same bounds in GEAR's option schema.
+struct GearRange {
+  double min, max;
+  bool min_open, max_open, integer, finite;
 };
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr GearRange kCapRange{0, std::numeric_limits<float>::max(), true, false, false, false};
+constexpr GearRange kFiniteNonNegative{0, kInf, false, false, false, true};
+constexpr GearRange kNonNegative{0, kInf, false, false, false, false};
+constexpr GearRange kUnit{0, 1, false, false, false, false};
+constexpr GearRange kClipWidth{0, 1, false, true, false, false};
+constexpr GearRange kLength{1, 2147483647.0, false, false, true, false};
+constexpr GearRange kLengthOrAuto{0, 2147483647.0, false, false, true, false};
+constexpr GearRange kSeed{0, 4294967295.0, false, false, true, false};
+
+// The GEAR options, each declared once on the native side: its name in the options object, its field of
+// GearParams and what it accepts. The binding reads every one by name and gear_option checks it as it
+// is stored (the one native check); ts/gear/options.ts declares the same options with their defaults
+// and documentation, and sends each resolved.
+//   NUMBER(name, field, type, range)    a number within `range`, stored as `type`
+//   UNSET(name, field, range)           the same, or absent: -1 ("use the batch quantile instead")
+//   NAMED(name, field, enum, names...)  the name of an enumerator (names in enumerator order)
+#define GEAR_OPTIONS(NUMBER, UNSET, NAMED)                                                      \
+  NUMBER(klCap, kl_cap, float, kCapRange) /* applied in float32 to the divergence */            \
+  NAMED(peakRule, peak_rule, PeakRule, "zscore", "quantile")                                   \
+  NUMBER(peakZ, peak_z, double, kFiniteNonNegative)                                            \
+  NUMBER(peakMinKl, peak_min_kl, double, kFiniteNonNegative)                                   \
+  NUMBER(peakQuantile, peak_quantile, double, kUnit)                                           \
+  NUMBER(entropyQuantile, entropy_quantile, double, kUnit)                                     \
+  UNSET(entropyThreshold, entropy_threshold, kNonNegative) /* -1: entropy_quantile */          \
+  NAMED(segmentEnd, segment_end, SegmentEnd, "next_fork", "entropy_settles")                   \
+  NUMBER(entropyLowQuantile, entropy_low_quantile, double, kUnit)                              \
+  UNSET(entropyLowThreshold, entropy_low_threshold, kNonNegative) /* -1: entropy_low_quantile */ \
+  NUMBER(maxSegmentLength, max_segment_length, int64_t, kLength)                               \
+  NUMBER(alpha, alpha, double, kFiniteNonNegative)                                             \
+  NUMBER(dRefQuantile, d_ref_quantile, double, kUnit)                                          \
+  NAMED(signMode, sign_mode, SignMode, "symmetric", "negative_only", "rlsd")                   \
+  NUMBER(epsW, eps_w, double, kClipWidth)                                                      \
+  NAMED(normalize, normalize, Normalize, "mean_one", "none")                                   \
+  NAMED(ablation, ablation, Ablation, "none", "random_anchors", "fixed_length", "token_only")  \
+  NUMBER(seed, seed, uint32_t, kSeed)                                                          \
+  NUMBER(fixedSegmentLength, fixed_segment_length, int64_t, kLengthOrAuto) /* 0: auto */       \
+  NAMED(anchorSignal, anchor_signal, AnchorSignal, "divergence", "logratio")
 
 struct GearParams {
-  float kl_cap = 20.0f;              // applied in float32 to the divergence
-  PeakRule peak_rule = PeakRule::ZScore;
-  double peak_z = 2.0;
-  double peak_min_kl = 0.25;
-  double peak_quantile = 0.95;
-  double entropy_quantile = 0.8;
-  double entropy_threshold = -1;     // < 0: use entropy_quantile
-  SegmentEnd segment_end = SegmentEnd::NextFork;
-  int64_t max_segment_length = 256;
-  double alpha = 1.0;
-  double d_ref_quantile = 0.95;
-  SignMode sign_mode = SignMode::Symmetric;
-  double eps_w = 0.2;
-  Normalize normalize = Normalize::MeanOne;
-  Ablation ablation = Ablation::None;
-  uint32_t seed = 0;
-  int64_t fixed_segment_length = 0;  // 0: auto
-  double entropy_low_quantile = 0.5;
-  double entropy_low_threshold = -1; // < 0: use entropy_low_quantile
-  AnchorSignal anchor_signal = AnchorSignal::Divergence;
+#define GEAR_NUMBER_FIELD(name, field, type, range) type field = 0;
+#define GEAR_UNSET_FIELD(name, field, range) double field = -1;
+#define GEAR_NAMED_FIELD(name, field, type, ...) type field = type{};
+  GEAR_OPTIONS(GEAR_NUMBER_FIELD, GEAR_UNSET_FIELD, GEAR_NAMED_FIELD)
+#undef GEAR_NUMBER_FIELD
+#undef GEAR_UNSET_FIELD
+#undef GEAR_NAMED_FIELD
 };
 
-// Reads and range-checks the parameter array (kGearParamCount doubles).
-Status gear_params_from_array(const double* p, int64_t count, GearParams* out);
+// Stores the option `name` of the object `object` (the two name it in messages: "options.klCap") in
+// *out after checking it: a number within `range` whose stored value is still within it (a float32 cap
+// of 1e-50 would be 0), or one of `names` (the enumerator's index). Error: Code::Option.
+Status gear_option(const char* object, const char* name, double v, const GearRange& range, float* out);
+Status gear_option(const char* object, const char* name, double v, const GearRange& range, double* out);
+Status gear_option(const char* object, const char* name, double v, const GearRange& range, int64_t* out);
+Status gear_option(const char* object, const char* name, double v, const GearRange& range, uint32_t* out);
+Status gear_option_index(const char* object, const char* name, const std::string& v,
+                         std::initializer_list<const char*> names, int* index);
+template <class E>
+Status gear_option(const char* object, const char* name, const std::string& v, std::initializer_list<const char*> names,
+                   E* out) {
+  int i = 0;
+  GEAR_TRY(gear_option_index(object, name, v, names, &i));
+  *out = static_cast<E>(i);
+  return Status::ok();
+}
 
 // Quantile levels reported in the diagnostics for the divergence and the entropy.
 constexpr int kGearDiagQuantiles = 5;
@@ -105,10 +146,5 @@ struct GearOutputs {
 // the divergence's place everywhere (a -Infinity logratio, a teacher log-prob of -Infinity, is capped at
 // kl_cap; +Infinity gives 0) and the divergence is not read.
 Status gear_scan(const GearInputs& in, const GearParams& p, GearOutputs* out, const ExecContext& ctx);
-
-// Exact quantiles of the float32 values (mask != 0 only) at levels qs[0..nq), torch.quantile-style linear
-// interpolation, by radix selection (no sort). NaN values are rejected. No valid value: every quantile 0.
-Status masked_quantiles(const float* values, int64_t n, const uint8_t* mask, const double* qs, int64_t nq,
-                        double* out, const ExecContext& ctx);
 
 }  // namespace gear

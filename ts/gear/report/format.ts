@@ -8,8 +8,8 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { GearError, fail } from '../../core/errors.js';
 import * as v from '../../core/validate.js';
-import { resolveGearOptions } from '../gear.js';
-import type { GearDiagnostics, GearInput, GearOptions, GearResult } from '../gear.js';
+import type { GearDiagnostics, GearInput, GearResult } from '../gear.js';
+import { type GearOptions, resolveGearOptions } from '../options.js';
 
 /**
  * Format tag of a saved batch.

@@ -6,8 +6,9 @@
  */
 import { fail } from '../../core/errors.js';
 import * as v from '../../core/validate.js';
-import { gear, resolveGearOptions } from '../gear.js';
-import type { GearDiagnostics } from '../gear.js';
+import { gear } from '../gear.js';
+import { resolveGearOptions } from '../options.js';
+import type { GearDiagnostics, GearResult } from '../gear.js';
 import { REPORT_TEMPLATE } from './assets.generated.js';
 import type { ReportSlot } from './assets.generated.js';
 import { checkPath, checkRecord, writeTextFile } from './format.js';
@@ -154,20 +155,8 @@ export function renderReport(batch: GearBatchRecord, opts: ReportOptions = {}): 
     wMax = Math.max(wMax, res.weights[t]!);
   }
   if (!Number.isFinite(wMin)) { wMin = 1; wMax = 1; }
-  // Per row: its segments, and the credit GEAR moved, sum |A'_t - A_row| over its valid tokens, next to
-  // the row's advantage mass, |A_row| per valid token.
   const adv = Array.from(b.advantages as ArrayLike<number>);
-  const stats = Array.from({ length: rows }, (_, r) => {
-    const ids = new Set<number>();
-    let moved = 0, mass = 0;
-    for (let t = b.offsets[r]!; t < b.offsets[r + 1]!; t++) {
-      if (res.segmentId[t]! >= 0) ids.add(res.segmentId[t]!);
-      if (!valid(t)) continue;
-      moved += Math.abs(res.advantages[t]! - adv[r]!);
-      mass += Math.abs(adv[r]!);
-    }
-    return { r, segments: ids.size, moved, mass };
-  });
+  const stats = rowCredit(b.offsets, adv, res, valid);
   const movedTotal = stats.reduce((x, s) => x + s.moved, 0);
   const massTotal = stats.reduce((x, s) => x + s.mass, 0);
   const rowsWithSegments = stats.filter((s) => s.segments > 0).length;
@@ -203,7 +192,55 @@ export function renderReport(batch: GearBatchRecord, opts: ReportOptions = {}): 
     scales: REPORT_SCALES,
   };
   const dg = res.diagnostics;
-  const f = (x: number, d = 4) => (Number.isInteger(x) ? String(x) : x.toPrecision(d));
+  const nonDefault = Object.entries(b.options ?? {}).map(([k, x]) => `${k}=${String(x)}`).join(', ');
+  const meta = Object.entries(b.meta ?? {}).map(([k, x]) => `<span class="meta"><b>${esc(k)}</b> ${esc(String(x))}</span>`).join(' ');
+  const summary = summaryHtml(rows, rowsWithSegments, dg.segments, massTotal > 0 ? movedTotal / massTotal : 0, order);
+  return fill({
+    title: esc(title),
+    options: nonDefault ? esc(nonDefault) : 'defaults',
+    meta,
+    summary,
+    notice: shown < rows ? `<p class="warn">Showing ${esc(String(shown))} of ${esc(String(rows))} rows (${order === 'credit' ? 'those with segments first, then by credit moved' : 'the first in batch order'}).</p>` : '',
+    ...diagnosticsHtml(dg, rows),
+    data: jsonForScript(data),
+  });
+}
+
+/** A number as the report prints it: integers as they are, others to `d` significant digits. */
+const f = (x: number, d = 4) => (Number.isInteger(x) ? String(x) : x.toPrecision(d));
+
+/**
+ * Per row: its segments, and the credit GEAR moved, sum |A'_t - A_row| over its valid tokens, next to
+ * the row's advantage mass, |A_row| per valid token.
+ */
+function rowCredit(offsets: Int32Array, adv: number[], res: Pick<GearResult, 'segmentId' | 'advantages'>,
+  valid: (t: number) => boolean): { r: number; segments: number; moved: number; mass: number }[] {
+  return Array.from({ length: offsets.length - 1 }, (_, r) => {
+    const ids = new Set<number>();
+    let moved = 0, mass = 0;
+    for (let t = offsets[r]!; t < offsets[r + 1]!; t++) {
+      if (res.segmentId[t]! >= 0) ids.add(res.segmentId[t]!);
+      if (!valid(t)) continue;
+      moved += Math.abs(res.advantages[t]! - adv[r]!);
+      mass += Math.abs(adv[r]!);
+    }
+    return { r, segments: ids.size, moved, mass };
+  });
+}
+
+/** The page's one-line summary of the batch: rows, segments, the share of the advantage mass moved, the order. */
+function summaryHtml(rows: number, rowsWithSegments: number, segments: number, movedShare: number, order: 'credit' | 'batch'): string {
+  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+  return [
+    `<span><b>${esc(String(rows))}</b> rows, <b>${esc(String(rowsWithSegments))}</b> with segments</span>`,
+    `<span><b>${esc(String(segments))}</b> segments (<b>${esc(f(rows ? segments / rows : 0, 3))}</b> per row), each marked ▲ at its anchor</span>`,
+    `<span title="sum over valid tokens of |A'_t - A_row|, divided by the sum of |A_row|">credit moved: <b>${esc(pct(movedShare))}</b> of the advantage mass</span>`,
+    `<span>rows ${order === 'credit' ? 'with segments first, then by credit moved' : 'in batch order'}</span>`,
+  ].join('');
+}
+
+/** The page's diagnostics table (counts and thresholds) and quantile rows. */
+function diagnosticsHtml(dg: GearDiagnostics, rows: number): { diagnostics: string; quantiles: string } {
   const diagRows: [string, string][] = [
     ['rows', String(rows)], ['valid tokens', String(dg.validTokens)], ['peaks', String(dg.peaks)],
     ['peaks / row', f(dg.peaksPerRow)], ['segments', String(dg.segments)], ['tokens in segments', String(dg.tokensInSegments)],
@@ -215,25 +252,10 @@ export function renderReport(batch: GearBatchRecord, opts: ReportOptions = {}): 
   if (dg.thresholds.fixedSegmentLength) diagRows.push(['fixed segment length', String(dg.thresholds.fixedSegmentLength)]);
   const qrow = (name: string, q: GearDiagnostics['klQuantiles']) =>
     `<tr><th>${esc(name)}</th>${[q.p50, q.p90, q.p95, q.p99, q.max].map((x) => `<td>${esc(f(x))}</td>`).join('')}</tr>`;
-  const nonDefault = Object.entries(b.options ?? {}).map(([k, x]) => `${k}=${String(x)}`).join(', ');
-  const meta = Object.entries(b.meta ?? {}).map(([k, x]) => `<span class="meta"><b>${esc(k)}</b> ${esc(String(x))}</span>`).join(' ');
-  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
-  const summary = [
-    `<span><b>${esc(String(rows))}</b> rows, <b>${esc(String(rowsWithSegments))}</b> with segments</span>`,
-    `<span><b>${esc(String(dg.segments))}</b> segments (<b>${esc(f(rows ? dg.segments / rows : 0, 3))}</b> per row), each marked ▲ at its anchor</span>`,
-    `<span title="sum over valid tokens of |A'_t - A_row|, divided by the sum of |A_row|">credit moved: <b>${esc(pct(massTotal > 0 ? movedTotal / massTotal : 0))}</b> of the advantage mass</span>`,
-    `<span>rows ${order === 'credit' ? 'with segments first, then by credit moved' : 'in batch order'}</span>`,
-  ].join('');
-  return fill({
-    title: esc(title),
-    options: nonDefault ? esc(nonDefault) : 'defaults',
-    meta,
-    summary,
-    notice: shown < rows ? `<p class="warn">Showing ${esc(String(shown))} of ${esc(String(rows))} rows (${order === 'credit' ? 'those with segments first, then by credit moved' : 'the first in batch order'}).</p>` : '',
+  return {
     diagnostics: diagRows.map(([k, x]) => `<tr><th>${esc(k)}</th><td>${esc(x)}</td></tr>`).join(''),
     quantiles: `${qrow('D (capped)', dg.klQuantiles)}${qrow('H', dg.entropyQuantiles)}`,
-    data: jsonForScript(data),
-  });
+  };
 }
 
 /** The median of the positive values of `x` at valid tokens (1 when there is none): the log scale's knee. */
