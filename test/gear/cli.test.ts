@@ -38,6 +38,11 @@ function batchFile(name: string, obj: unknown): string {
 
 const cli = (args: string[], env: NodeJS.ProcessEnv = cleanEnv()): Run => run([process.execPath, CLI, ...args], env, 60_000);
 
+/** A run that succeeded; on failure the message carries what the child printed (status alone says little). */
+function expectOk(r: Run): void {
+  expect(r.status, `status ${r.status} signal ${r.signal}\nstdout: ${r.stdout.slice(-2000)}\nstderr: ${r.stderr.slice(-4000)}`).toBe(0);
+}
+
 /** A failure as the CLI must report it: the status, and one `gear-rl: CODE: ...` line on stderr. */
 function expectOneLineError(r: Run, status: number, code: string): void {
   expect(r.signal).toBe(null);
@@ -172,9 +177,9 @@ describe('gear-rl visualize: one-line errors with an exit status', () => {
     const segs = (r: number) => Array.from(rec.result!.segmentId.subarray(rec.offsets[r]!, rec.offsets[r + 1]!)).some((x) => x >= 0);
     expect([segs(0), segs(1)]).toEqual([false, true]);
     const input2 = batchFile('ok2b.json', report.toSavedBatch(rec));
-    expect(cli(['visualize', input2, '-o', join(out, 'batch-order.html'), '--order', 'batch']).status).toBe(0);
+    expectOk(cli(['visualize', input2, '-o', join(out, 'batch-order.html'), '--order', 'batch']));
     expect(rowIds(join(out, 'batch-order.html'))).toEqual([0, 1]);
-    expect(cli(['visualize', input2, '-o', join(out, 'credit-order.html')]).status).toBe(0);
+    expectOk(cli(['visualize', input2, '-o', join(out, 'credit-order.html')]));
     expect(rowIds(join(out, 'credit-order.html'))).toEqual([1, 0]);
   });
 
@@ -183,9 +188,9 @@ describe('gear-rl visualize: one-line errors with an exit status', () => {
     const env = { ...cleanEnv(), GEAR_RL_ADDON: join(out, 'no-such-addon.node') };
     expectOneLineError(cli(['visualize', input, '-o', join(out, 'y.html')], env), 1, 'ERR_NATIVE');
     const help = cli(['--help'], env);
-    expect(help.status).toBe(0);
+    expectOk(help);
     expect(help.stdout).toContain('usage: gear-rl <command>');
-    expect(cli(['--version'], env).status).toBe(0);
+    expectOk(cli(['--version'], env));
   });
 
   it('--debug adds the stack trace to the one line', () => {
@@ -209,7 +214,7 @@ describe('gear-rl help and --version', () => {
     const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
     for (const flag of ['--version', '-v']) {
       const r = cli([flag]);
-      expect(r.status).toBe(0);
+      expectOk(r);
       expect(r.stdout).toBe(`${version}\n`);
       expect(r.stderr).toBe('');
     }
@@ -217,14 +222,14 @@ describe('gear-rl help and --version', () => {
 
   it('help, --help, -h, help <command> and <command> --help; no command is a usage error', () => {
     const main = cli(['help']);
-    expect(main.status).toBe(0);
+    expectOk(main);
     expect(main.stdout).toContain('usage: gear-rl <command> [options]');
     for (const line of ['visualize <batch.json> --out <report.html>', '-v, --version', '--debug', '0   success',
       '1   the command failed on its input', '2   usage error', '70  unexpected internal error']) expect(main.stdout).toContain(line);
     expect(cli(['--help']).stdout).toBe(main.stdout);
     expect(cli(['-h']).stdout).toBe(main.stdout);
     const vis = cli(['help', 'visualize']);
-    expect(vis.status).toBe(0);
+    expectOk(vis);
     expect(vis.stdout).toContain('usage: gear-rl visualize <batch.json> --out <report.html> [options]');
     for (const opt of ['-o, --out <file>', '--metric <name>', '--title <text>', '--max-rows <n>', '--order <order>', '--recompute']) expect(vis.stdout).toContain(opt);
     // every option of the command's help is kebab-case
@@ -264,7 +269,7 @@ describe('the embedded report page', () => {
   it('matches ts/gear/report/page.{html,css,js} (scripts/bundle-assets.mjs --check)', () => {
     const r = run([process.execPath, join(ROOT, 'scripts/bundle-assets.mjs'), '--check'], cleanEnv(), 60_000);
     expect(r.stderr).toBe('');
-    expect(r.status).toBe(0);
+    expectOk(r);
     const html = report.renderReport(record());
     for (const asset of ['page.css', 'page.js']) expect(html).toContain(readFileSync(join(ROOT, 'ts/gear/report', asset), 'utf8'));
     expect(html).not.toMatch(/\{\{\w+\}\}/);
@@ -282,7 +287,7 @@ describe('the embedded report page', () => {
       for (const [f, text] of Object.entries(files)) writeFileSync(join(dir, 'ts/gear/report', f), text);
       return run([process.execPath, join(dir, 'scripts/bundle-assets.mjs')], cleanEnv(), 60_000);
     };
-    expect(bundle(() => {}).status).toBe(0);
+    expectOk(bundle(() => {}));
     const bad: [string, (f: Record<string, string>) => void][] = [
       ['</script', (f) => { f['page.js'] += '\nvar s="</script>";'; }],
       ['</style', (f) => { f['page.css'] += '\n/* </style> */'; }],
@@ -310,7 +315,7 @@ describe('the embedded report page', () => {
       process.stdout.write(renderReport(loadBatch(${JSON.stringify(input)}), ${JSON.stringify(opts)}));`;
     const r = run([process.execPath, '--input-type=module', '-e', script], cleanEnv(), 60_000);
     expect(r.stderr).toBe('');
-    expect(r.status).toBe(0);
+    expectOk(r);
     expect(r.stdout).toBe(report.renderReport(report.loadBatch(input), opts));
     expect(r.stdout).toContain('<title>same &#60;page&#62;</title>');
   });

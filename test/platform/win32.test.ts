@@ -105,7 +105,10 @@ describe('win32-x64 addon built with MinGW-w64', () => {
     const out = r.stdout.replace(/\x1b\[[0-9;]*m/g, '');
     const summary = /^(\d+) passed, (\d+) failed(?:, (\d+) skipped)?$/m.exec(out);
     expect(summary, `no summary line:\n${out.slice(-4000)}\n${r.stderr.slice(-4000)}`).not.toBeNull();
-    const failures = out.split('\n').filter((l) => /FAIL|×/.test(l)).slice(0, 40).join('\n');
+    // the failing tests' names, then vitest's own error report (assertion messages carry what children printed)
+    const report = out.indexOf('Failed Tests');
+    const failures = out.split('\n').filter((l) => /FAIL|×/.test(l)).slice(0, 40).join('\n')
+      + (report >= 0 ? `\n${out.slice(report, report + 8000)}` : '');
     expect(Number(summary![2]), failures).toBe(0);
     expect(summary![3], 'skipped tests under win32').toBeUndefined();
     expect(Number(summary![1])).toBeGreaterThan(100);
