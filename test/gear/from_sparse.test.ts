@@ -67,4 +67,52 @@ describe('gearFromSparse', () => {
     code(() => rl.gearFromSparse({ student: s, teacher: t, advantages, offsets: Int32Array.of(0, N - 1) }), 'ERR_OFFSETS');
     code(() => rl.gearFromSparse({ student: s, teacher: t, advantages, offsets, extra: 1 } as never), 'ERR_OPTION');
   });
+
+  describe('out: a previous result whose arrays the call writes again', () => {
+    const s = f32Topk(topkOf(ls, N, V, 5)), t = f32Topk(topkOf(lt, N, V, 5));
+    const s2 = f32Topk(topkOf(lt, N, V, 5)), t2 = f32Topk(topkOf(ls, N, V, 5));  // another step: sides swapped
+    const arrays = (r: rl.GearFromSparseResult | rl.GearFromSparseLogratioResult) => ({
+      advantages: r.advantages, weights: r.weights, segmentId: r.segmentId, ...r.stats,
+      ...Object.fromEntries(Object.entries(r.signals).map(([k, x]) => [`signals.${k}`, x])),
+    });
+    const values = (r: Parameters<typeof arrays>[0]) => Object.fromEntries(Object.entries(arrays(r)).map(([k, x]) => [k, Array.from(x as Float32Array)]));
+    const cases: [string, (step: 0 | 1) => Parameters<typeof rl.gearFromSparse>[0]][] = [
+      ['teacher top-k, entropy lower', (k) => ({ student: k ? s2 : s, teacher: k ? t2 : t, advantages, offsets, vocab: V, options: { peakMinKl: 0.05 } })],
+      ['teacher top-k, entropy mid, rlsd', (k) => ({ student: k ? s2 : s, teacher: k ? t2 : t, studentLogprob: chosen(k ? lt : ls),
+        teacherLogprob: chosen(k ? ls : lt), advantages, offsets, vocab: V, entropy: 'mid', options })],
+      ['log-ratio only', (k) => ({ student: k ? s2 : s, studentLogprob: chosen(k ? lt : ls), teacherLogprob: chosen(k ? ls : lt),
+        advantages, offsets, options: { anchorSignal: 'logratio', peakMinKl: 0.05 } })],
+    ];
+    for (const [name, input] of cases) {
+      it(`${name}: bit for bit the fresh call's values, in the previous result's arrays`, () => {
+        const first = rl.gearFromSparse(input(0));
+        const kept = arrays(first);
+        const fresh = rl.gearFromSparse(input(1));
+        const again = rl.gearFromSparse({ ...input(1), out: first });
+        expect(values(again)).toEqual(values(fresh));
+        expect(values(first)).not.toEqual(values(rl.gearFromSparse(input(0))));  // overwritten: the second step's values
+        for (const [k, x] of Object.entries(arrays(again))) expect(x, k).toBe(kept[k as keyof typeof kept]);
+        expect(Array.from(again.anchors)).toEqual(Array.from(fresh.anchors));
+        expect(again.diagnostics).toEqual(fresh.diagnostics);
+      });
+    }
+
+    it("a 'lower' result handed to a 'mid' call: the mid entropy gets an array of its own", () => {
+      const base = { student: s, teacher: t, advantages, offsets, vocab: V };
+      const lower = rl.gearFromSparse(base);
+      expect(lower.signals.entropy).toBe(lower.stats.entropyLower);
+      const mid = rl.gearFromSparse({ ...base, entropy: 'mid', out: lower });
+      expect(mid.signals.entropy).not.toBe(mid.stats.entropyLower);
+      expect(values(mid)).toEqual(values(rl.gearFromSparse({ ...base, entropy: 'mid' })));
+    });
+
+    it('a result of another token count, or not a result, is a coded error', () => {
+      const base = { student: s, teacher: t, advantages, offsets, vocab: V };
+      const short = rl.gearFromSparse({ student: f32Topk(topkOf(ls, L, V, 5)), teacher: f32Topk(topkOf(lt, L, V, 5)),
+        advantages: [1], offsets: Int32Array.of(0, L) });
+      expect(() => rl.gearFromSparse({ ...base, out: short })).toThrow(expect.objectContaining({ code: 'ERR_SHAPE', message: expect.stringContaining('out.value.length') }));
+      expect(() => rl.gearFromSparse({ ...base, out: 7 as never })).toThrow(expect.objectContaining({ code: 'ERR_OPTION' }));
+      expect(() => rl.gearFromSparse({ ...base, out: { stats: {} } as never })).toThrow(expect.objectContaining({ code: 'ERR_OPTION', message: expect.stringContaining('out.signals') }));
+    });
+  });
 });

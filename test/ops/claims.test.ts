@@ -67,7 +67,8 @@ const FIXTURES: Record<string, (() => Params)[]> = {
     return { student: s, teacher: t, ...pair, grad: f32(R, 1),
       stats: { value: d.value, studentLogsumexp: d.studentLogsumexp, teacherLogsumexp: d.teacherLogsumexp }, out: f32(N, 7) };
   }],
-  sparseDivergence: [() => ({ student: topk(0), teacher: topk(1), ...sparse })],
+  sparseDivergence: [() => ({ student: topk(0), teacher: topk(1), ...sparse,
+    out: { value: f32(N, 7), studentTail: f32(N, 7), entropyLower: f32(N, 7), shared: new Int32Array(N).fill(7) } })],
   sparseDivergenceBackward: [() => ({ student: topk(2), teacher: topk(3), ...sparse, grad: f32(N, 1) })],
   segmentReduce: [() => ({ values: wave(N, 10), offsets: offsets(), mask: mask(), op: 0, out: new Float64Array(R).fill(7) })],
   segmentBroadcast: [() => ({ rowValues: Float64Array.of(1, -2, 3, -4), offsets: offsets(), mask: mask(), out: f32(N, 7) })],
@@ -114,6 +115,15 @@ function role(op: Op, p: Params, b: Buf): { name: string; written: boolean } {
   return { name: b.path, written: false };
 }
 const fixtures = (name: string) => FIXTURES[name] ?? [];
+/** Sets the buffer at `path` ("out.value", "grads[1]") of a parameter object. */
+function put(p: Params, path: string, v: ArrayBufferView): void {
+  const keys = path.match(/[^.[\]]+/g)!;
+  let o = p as Record<string, unknown>;
+  for (const k of keys.slice(0, -1)) o = o[k] as Record<string, unknown>;
+  o[keys[keys.length - 1]!] = v;
+}
+/** Index arrays every binding copies before the work reads them (args.h I32Copy). */
+const COPIED = ['targets', 'offsets'];
 const viewOf = (b: ArrayBufferView) => new Float32Array(b.buffer, 0, 1);
 const bytes = (b: ArrayBufferView) => Buffer.from(new Uint8Array(b.buffer, b.byteOffset, b.byteLength));
 /** The GearError code and message of `f`'s throw or rejection ('ok' when it settles normally). */
@@ -169,6 +179,33 @@ describe('buffer claims, derived from the parameter object of every native op', 
           const got2 = await outcome(() => op.call(q));
           await rd;
           expect(got2.code, `${label} ${b.path} while a pending call reads it`).toBe('ERR_BUSY');
+        }
+      });
+
+      it(`${label}: a buffer the op writes that shares memory with another of the call is ERR_SHAPE, nothing written`, async () => {
+        const p0 = make();
+        const written = buffers(p0).filter((b) => role(op, p0, b).written).map((b) => b.path);
+        for (const w of written) {
+          for (const other of buffers(p0).map((b) => b.path).filter((x) => x !== w)) {
+            // both views start at byte 0 of one buffer: the other keeps its values, the written one overlaps it
+            const p = make(), bw = buffers(p).find((b) => b.path === w)!, bo = buffers(p).find((b) => b.path === other)!;
+            const size = Math.max(bw.view.byteLength, bo.view.byteLength);
+            const shared = new ArrayBuffer(size + (size % 8 ? 8 - (size % 8) : 0));
+            const Ctor = (v: ArrayBufferView) => v.constructor as new (b: ArrayBuffer, o: number, n: number) => ArrayBufferView & { set(a: ArrayLike<number>): void; length: number };
+            const o2 = new (Ctor(bo.view))(shared, 0, (bo.view as unknown as { length: number }).length);
+            o2.set(bo.view as unknown as ArrayLike<number>);
+            const w2 = new (Ctor(bw.view))(shared, 0, (bw.view as unknown as { length: number }).length);
+            put(p, w, w2);
+            put(p, other, o2);
+            const before = bytes(o2);
+            const got = await outcome(() => op.call(p));
+            // index arrays the addon reads from a private copy (targets, offsets) cannot be raced: no hazard
+            if (COPIED.includes(other.replace(/^.*\./, ''))) expect(got.code, `${label}: ${w} over ${other}`).toBe('ok');
+            else {
+              expect(got.code, `${label}: ${w} over ${other}`).toBe('ERR_SHAPE');
+              expect(bytes(o2).equals(before), `${label}: ${w} over ${other} wrote before refusing`).toBe(true);
+            }
+          }
         }
       });
 

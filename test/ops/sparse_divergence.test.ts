@@ -514,6 +514,38 @@ describe('determinism and async', () => {
   });
 });
 
+describe('out: caller-owned results', () => {
+  const { s, t } = makeCase(52, 500, 64, 12, 9);
+  const bits = (r: rl.SparseDivergence) => Object.fromEntries(Object.entries(r).map(([k, x]) => [k, Buffer.from((x as Float32Array).buffer).toString('hex')]));
+  it('the results land in the given arrays, bit for bit the allocated ones, sync and async; fields left out are allocated', async () => {
+    const fresh = rl.sparseDivergence(f32Topk(s), f32Topk(t), { kind: 'jsd', vocab: 64 });
+    const out = rl.sparseDivergence(f32Topk(t), f32Topk(s), { vocab: 64 });  // another call's arrays, other values
+    const kept = { ...out };
+    const r = rl.sparseDivergence(f32Topk(s), f32Topk(t), { kind: 'jsd', vocab: 64, out });
+    expect(bits(r)).toEqual(bits(fresh));
+    for (const k of Object.keys(kept) as (keyof rl.SparseDivergence)[]) expect(r[k], k).toBe(kept[k]);
+    const value = new Float32Array(500).fill(NaN), shared = new Int32Array(500).fill(-7);
+    const a = await rl.sparseDivergenceAsync(f32Topk(s), f32Topk(t), { kind: 'jsd', vocab: 64, out: { value, shared } });
+    expect(a.value).toBe(value);
+    expect(a.shared).toBe(shared);
+    expect(bits(a)).toEqual(bits(fresh));
+  });
+  it('wrong lengths, types, unknown fields and memory shared with the inputs are coded errors', () => {
+    const code = (out: unknown, c: string, msg: RegExp) => expect(() => rl.sparseDivergence(f32Topk(s), f32Topk(t), { out: out as never }))
+      .toThrow(expect.objectContaining({ code: c, message: expect.stringMatching(msg) }));
+    code({ value: new Float32Array(499) }, 'ERR_SHAPE', /out\.value\.length/);
+    code({ shared: new Float32Array(500) }, 'ERR_DTYPE', /out\.shared/);
+    code({ entropy: new Float32Array(500) }, 'ERR_OPTION', /unknown option 'entropy'/);
+    code(5, 'ERR_OPTION', /out/);
+    const st = f32Topk(s);
+    expect(() => rl.sparseDivergence(st, f32Topk(t), { out: { value: st.logprobs.subarray(100, 600) } }))
+      .toThrow(expect.objectContaining({ code: 'ERR_SHAPE', message: expect.stringMatching(/out\.value: expected memory of its own, got a view sharing memory with student\.logprobs/) }));
+    const v = new Float32Array(500);
+    expect(() => rl.sparseDivergence(f32Topk(s), f32Topk(t), { out: { value: v, entropyLower: v } }))
+      .toThrow(expect.objectContaining({ code: 'ERR_SHAPE' }));
+  });
+});
+
 describe('bad input', () => {
   const ok = () => ({ ids: Int32Array.of(1, 2), logprobs: Float32Array.of(Math.log(0.5), Math.log(0.2)), k: 2 });
   const code = (f: () => unknown, c: string) => expect(f).toThrow(expect.objectContaining({ code: c }));

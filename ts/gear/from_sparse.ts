@@ -76,6 +76,13 @@ export interface GearFromSparseInput {
   support?: SparseSupport;
   /** GEAR options (its `klCap` also caps the divergence). */
   options?: GearOptions;
+  /**
+   * A previous result of this function for the same token count, whose arrays this call overwrites
+   * (the sparse statistics, the signals, the advantages, weights and segment ids): a training loop that
+   * passes each step's result back allocates nothing per step but the anchor list. The previous result's
+   * arrays then hold this call's values.
+   */
+  out?: GearFromSparseResult | GearFromSparseLogratioResult;
 }
 
 /**
@@ -153,11 +160,13 @@ export function gearFromSparse(a: GearFromSparseInput): GearFromSparseResult | G
 export function gearFromSparse(a: GearFromSparseInput): GearFromSparseResult | GearFromSparseLogratioResult {
   if (typeof a !== 'object' || a === null) fail('ERR_OPTION', 'gearFromSparse(a)', 'an object', a);
   v.knownKeys(a, 'gearFromSparse(a)', ['student', 'teacher', 'studentLogprob', 'teacherLogprob', 'advantages', 'offsets',
-    'mask', 'vocab', 'entropy', 'support', 'options', 'modes']);
+    'mask', 'vocab', 'entropy', 'support', 'options', 'modes', 'out']);
   // Each argument read once, before anything is checked (the student's top-k too: its fields feed the
   // sparse pass and, without a teacher, the padding list); the GEAR options are resolved and the offsets,
   // advantages and mask checked once, here, for the whole call.
-  const { student: s0, teacher, studentLogprob, teacherLogprob, advantages, offsets, mask, vocab, entropy: which, support, options, modes } = a;
+  const { student: s0, teacher, studentLogprob, teacherLogprob, advantages, offsets, mask, vocab, entropy: which, support, options, modes,
+    out: prev0 } = a;
+  const prev = previous(prev0);
   const student = (s0 !== null && typeof s0 === 'object' ? { ...s0 } : s0) as SparseTopK;
   const o = resolveGearOptions(options);
   const byLogratio = o.anchorSignal === 'logratio';
@@ -167,34 +176,77 @@ export function gearFromSparse(a: GearFromSparseInput): GearFromSparseResult | G
   checkModes(modes);
   const sparseOpts = { kind: 'reverse_kl' as const, support: support ?? 'tail', klCap: o.klCap, ...(vocab === undefined ? {} : { vocab }) };
   // Without a teacher top-k, the student's pass alone (against an all-padding list) gives its entropy bounds.
-  const stats = sparseDivergence(student, teacher ?? paddingTopK(student), sparseOpts);
+  const stats = sparseDivergence(student, teacher ?? paddingTopK(student), { ...sparseOpts, ...(prev.stats ? { out: prev.stats } : {}) });
   const n = stats.value.length;
   const rows = v.offsets(offsets, 'offsets', n);
   let logratio: Float32Array | undefined;
   if (studentLogprob !== undefined || teacherLogprob !== undefined) {
-    logratio = sampledLogratio(studentLogprob, teacherLogprob, mask, n);
+    logratio = sampledLogratio(studentLogprob, teacherLogprob, mask, n,
+      reuse(prev.logratio, n, [...Object.values(stats), studentLogprob, teacherLogprob]));
   } else if (o.signMode === 'rlsd' || byLogratio) {
     fail('ERR_OPTION', 'studentLogprob / teacherLogprob', `the chosen tokens' log-probs for ${byLogratio ? "anchorSignal 'logratio'" : "signMode 'rlsd'"}`, undefined);
   }
   let h = stats.entropyLower;
   if (entropy === 'upper') h = stats.entropyUpper;
   else if (entropy === 'mid') {
-    h = new Float32Array(n);
+    h = reuse(prev.entropy, n, [...Object.values(stats), logratio]) ?? new Float32Array(n);
     for (let t = 0; t < n; t++) h[t] = 0.5 * (stats.entropyLower[t]! + stats.entropyUpper[t]!);
   }
   const divergence = teacher === undefined ? undefined : stats.value;
   const adv = gearAdvantagesArg(advantages, rows);
   const m = gearMaskArg(mask, n);
   const res = gearChecked({ adv, offsets: offsets as Int32Array, rows, mask: m, div: divergence, ent: h, lr: logratio, o,
-    out: { advantages: null, weights: null, segmentId: null } });
+    out: {
+      advantages: prev.advantages === undefined ? null : v.f32(prev.advantages, 'out.advantages', n),
+      weights: prev.weights === undefined ? null : v.f32(prev.weights, 'out.weights', n),
+      segmentId: prev.segmentId === undefined ? null : v.i32(prev.segmentId, 'out.segmentId', n),
+    } });
   return { ...res, signals: { ...(divergence ? { divergence } : {}), entropy: h, ...(logratio ? { logratio } : {}) }, stats } as GearFromSparseResult;
 }
+
+/** The arrays of a previous result (`out`), each read once; which of them fit is decided where they are used. */
+function previous(out: unknown): {
+  stats?: Partial<SparseDivergence>; logratio?: unknown; entropy?: unknown; advantages?: unknown; weights?: unknown; segmentId?: unknown;
+} {
+  if (out === undefined) return {};
+  if (typeof out !== 'object' || out === null) fail('ERR_OPTION', 'out', 'a previous result of gearFromSparse', out);
+  const { stats, signals, advantages, weights, segmentId } = out as Record<string, unknown>;
+  if (typeof stats !== 'object' || stats === null) fail('ERR_OPTION', 'out.stats', 'the sparse statistics of a previous result', stats);
+  if (typeof signals !== 'object' || signals === null) fail('ERR_OPTION', 'out.signals', 'the signals of a previous result', signals);
+  const { logratio, entropy } = signals as Record<string, unknown>;
+  // a result's stats hold the eight SparseDivergence arrays (plus nothing else): handed on as they are
+  const st = stats as Record<string, unknown>;
+  const picked: Record<string, unknown> = {};
+  for (const k of ['value', 'studentTail', 'teacherTail', 'studentSharedMass', 'teacherSharedMass', 'shared', 'entropyLower', 'entropyUpper']) {
+    picked[k] = st[k];
+  }
+  return { stats: picked as Partial<SparseDivergence>, logratio, entropy, advantages, weights, segmentId };
+}
+
+/**
+ * A previous signal array to write again: a Float32Array of `n` sharing no buffer with `avoid` (this call's
+ * statistics and inputs: a `'lower'` result's entropy signal is its own `stats.entropyLower`); else
+ * `undefined` (a new one).
+ */
+function reuse(x: unknown, n: number, avoid: readonly unknown[]): Float32Array | undefined {
+  if (!(x instanceof Float32Array) || x.length !== n) return undefined;
+  for (const a of avoid) if (ArrayBuffer.isView(a) && a.buffer === x.buffer) return undefined;
+  return x;
+}
+
+/** One all-padding top-1 list, grown as needed and handed out as views: the sparse pass only reads it. */
+let padding: WeakRef<{ ids: Int32Array; logprobs: Float32Array }> | undefined;
 
 /** An all-padding top-1 list of the student's length (the student's sparse pass without a teacher). */
 function paddingTopK(student: SparseTopK): SparseTopK {
   const k = typeof student === 'object' && student !== null && Number.isInteger(student.k) && student.k > 0 ? student.k : 1;
   const n = student?.ids instanceof Int32Array ? Math.floor(student.ids.length / k) : 0;
-  return { k: 1, ids: new Int32Array(n).fill(-1), logprobs: new Float32Array(n).fill(-Infinity) };
+  let p = padding?.deref();
+  if (p === undefined || p.ids.length < n) {
+    p = { ids: new Int32Array(n).fill(-1), logprobs: new Float32Array(n).fill(-Infinity) };
+    padding = new WeakRef(p);
+  }
+  return { k: 1, ids: p.ids.subarray(0, n), logprobs: p.logprobs.subarray(0, n) };
 }
 
 /** `modes`: each side's mode checked, and the two matched when both are given. */
@@ -211,12 +263,12 @@ function checkModes(modes: GearFromSparseInput['modes']): void {
  * finite (it sampled the token), the teacher's neither NaN nor `+Infinity` (`−Infinity` passes: GEAR caps
  * the signal it gives at `klCap`).
  */
-function sampledLogratio(sl0: unknown, tl0: unknown, mask: unknown, n: number): Float32Array {
+function sampledLogratio(sl0: unknown, tl0: unknown, mask: unknown, n: number, into?: Float32Array): Float32Array {
   const sl = v.f32(sl0, 'studentLogprob', n);
   const tl = v.f32(tl0, 'teacherLogprob', n);
   // an invalid mask is reported by gear; here it only spares masked tokens the checks
   const m = mask instanceof Uint8Array && mask.length === n ? mask : undefined;
-  const out = new Float32Array(n);
+  const out = into ?? new Float32Array(n);
   for (let t = 0; t < n; t++) {
     const s = sl[t]!, q = tl[t]!;
     if (!(m && m[t] === 0)) {

@@ -78,7 +78,10 @@ interface SparseDivergenceCommonParams extends AsyncControl {
   klCap: number;
 }
 /** @internal */
-export type SparseDivergenceParams = SparseDivergenceCommonParams;
+export interface SparseDivergenceParams extends SparseDivergenceCommonParams {
+  /** Caller-owned outputs (each `n` long); absent ones are allocated. */
+  out?: { [K in keyof SparseDivergence]?: SparseDivergence[K] | null } | null;
+}
 /** @internal The native result: the public {@link SparseDivergence} as it is. */
 export type SparseDivergenceResult = SparseDivergence;
 /** @internal */
@@ -97,8 +100,8 @@ declare module '../core/addon_types.js' {
     sparseDivergenceBackward: AsyncOp<SparseDivergenceBackwardParams, SparseDivergenceBackwardResult>;
   }
 }
-// Both read every array of their parameter objects (ts/core/invoke.ts) and write only results of their own.
-const sparseDivergenceOp = asyncOp('sparseDivergence');
+// Both read every array of their parameter objects (ts/core/invoke.ts); the forward writes its `out` arrays.
+const sparseDivergenceOp = asyncOp('sparseDivergence', { writes: ['out'] });
 const sparseDivergenceBackwardOp = asyncOp('sparseDivergenceBackward');
 
 /**
@@ -152,6 +155,19 @@ export interface SparseDivergenceOptions {
    * @defaultValue `Infinity`
    */
   klCap?: number;
+}
+
+/**
+ * Options of {@link sparseDivergence} (the forward): {@link SparseDivergenceOptions} plus caller-owned outputs.
+ * @category Logits kernels
+ */
+export interface SparseDivergenceForwardOptions extends SparseDivergenceOptions {
+  /**
+   * Arrays to write the results into, each `n` long (a previous call's result, for one: a training loop
+   * that passes it back allocates nothing per step). Fields left out are allocated. Each must have memory
+   * of its own: one that shares memory with another array of the call is `ERR_SHAPE`.
+   */
+  out?: Partial<SparseDivergence>;
 }
 
 /**
@@ -253,8 +269,8 @@ function commonArgs(student: SparseTopK, teacher: SparseTopK, opts: SparseDiverg
  *
  * @param student the student's top-k (the on-policy model)
  * @param teacher the teacher's top-k at the same positions (same token count)
- * @param opts `kind`, `beta`, `support`, `tailClamp`, `vocab`, `klCap`
- * @returns the {@link SparseDivergence} arrays
+ * @param opts `kind`, `beta`, `support`, `tailClamp`, `vocab`, `klCap`, and `out` arrays to reuse
+ * @returns the {@link SparseDivergence} arrays (the `out` ones where given)
  * @example
  * ```ts
  * import * as rl from 'gear-rl';
@@ -268,9 +284,9 @@ function commonArgs(student: SparseTopK, teacher: SparseTopK, opts: SparseDiverg
  * ```
  * @category Logits kernels
  */
-export function sparseDivergence(student: SparseTopK, teacher: SparseTopK, opts?: SparseDivergenceOptions): SparseDivergence {
-  const a = commonArgs(student, teacher, opts, []);
-  return sparseDivergenceOp.call(a.params);
+export function sparseDivergence(student: SparseTopK, teacher: SparseTopK, opts?: SparseDivergenceForwardOptions): SparseDivergence {
+  const a = commonArgs(student, teacher, opts, ['out']);
+  return sparseDivergenceOp.call({ ...a.params, out: outArgs(opts?.out, a.params.n) });
 }
 
 /**
@@ -292,9 +308,26 @@ export function sparseDivergence(student: SparseTopK, teacher: SparseTopK, opts?
  * @category Logits kernels
  */
 export async function sparseDivergenceAsync(student: SparseTopK, teacher: SparseTopK,
-  opts?: SparseDivergenceOptions & AsyncOptions): Promise<SparseDivergence> {
-  const a = commonArgs(student, teacher, opts, ['signal']);
-  return sparseDivergenceOp.callAsync(a.params, opts?.signal);
+  opts?: SparseDivergenceForwardOptions & AsyncOptions): Promise<SparseDivergence> {
+  const a = commonArgs(student, teacher, opts, ['signal', 'out']);
+  return sparseDivergenceOp.callAsync({ ...a.params, out: outArgs(opts?.out, a.params.n) }, opts?.signal);
+}
+
+const OUT_KEYS = ['value', 'studentTail', 'teacherTail', 'studentSharedMass', 'teacherSharedMass', 'shared',
+  'entropyLower', 'entropyUpper'] as const;
+
+/** The forward's `out` arrays, each read once and checked (`n` long, the field's type). */
+function outArgs(out: Partial<SparseDivergence> | undefined, n: number): SparseDivergenceParams['out'] {
+  if (out === undefined) return null;
+  v.knownKeys(out, 'out', OUT_KEYS);
+  const r: NonNullable<SparseDivergenceParams['out']> = {};
+  for (const k of OUT_KEYS) {
+    const x = out[k];
+    if (x === undefined) continue;
+    if (k === 'shared') r.shared = v.i32(x, 'out.shared', n);
+    else r[k] = v.f32(x, `out.${k}`, n);
+  }
+  return r;
 }
 
 function backwardArgs(student: SparseTopK, teacher: SparseTopK, grad: Float32Array, opts: SparseDivergenceOptions | undefined,

@@ -1,5 +1,6 @@
 #include "args.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
@@ -187,7 +188,7 @@ std::string String(const Napi::Value& v, const std::string& what) {
 // ---- Params ----
 
 Params::Params(const Napi::CallbackInfo& info, std::initializer_list<const char*> names)
-    : Params(info.Env(), "", std::make_shared<std::vector<Napi::Value>>()) {
+    : Params(info.Env(), "", std::make_shared<Call>()) {
   const Napi::Value v = info[0];
   if (!v.IsObject() || v.IsArray() || v.IsTypedArray())
     Throw(env_, Code::Option, "params: expected one object of named parameters, got " + Describe(v));
@@ -229,28 +230,51 @@ Params Params::Item(const Napi::Value& item, std::string what, const std::vector
 }
 
 Array<float> Params::F32Item(const Napi::Value& item, const std::string& what, int64_t len) const {
-  return Record(Typed<float>(item, what, len, napi_float32_array, "Float32Array"));
+  return Record(Typed<float>(item, what, len, napi_float32_array, "Float32Array"), what);
 }
 Array<double> Params::F64(const char* name, int64_t len) const {
-  return Record(Typed<double>(Get(name), Name(name), len, napi_float64_array, "Float64Array"));
+  return Record(Typed<double>(Get(name), Name(name), len, napi_float64_array, "Float64Array"), Name(name));
 }
 Array<int32_t> Params::I32(const char* name, int64_t len) const {
-  return Record(Typed<int32_t>(Get(name), Name(name), len, napi_int32_array, "Int32Array"));
+  return Record(Typed<int32_t>(Get(name), Name(name), len, napi_int32_array, "Int32Array"), Name(name));
 }
 Array<uint8_t> Params::U8(const char* name, int64_t len) const {
-  return Record(Typed<uint8_t>(Get(name), Name(name), len, napi_uint8_array, "Uint8Array"));
+  return Record(Typed<uint8_t>(Get(name), Name(name), len, napi_uint8_array, "Uint8Array"), Name(name));
 }
 Array<uint16_t> Params::U16(const char* name, int64_t len) const {
-  return Record(Typed<uint16_t>(Get(name), Name(name), len, napi_uint16_array, "Uint16Array"));
+  return Record(Typed<uint16_t>(Get(name), Name(name), len, napi_uint16_array, "Uint16Array"), Name(name));
 }
 // The copy is what the work reads; the caller's array is recorded all the same (held and marked like the
 // others), so what an async call holds does not depend on which reader a binding used.
-Array<int32_t> Params::I32Copy(const char* name, int64_t len) const { return CopyOf(I32(name, len)); }
+Array<int32_t> Params::I32Copy(const char* name, int64_t len) const {
+  auto a = I32(name, len);
+  arrays_->spans.back().copied = true;  // a write to the caller's array cannot reach the copy
+  return CopyOf(std::move(a));
+}
+
+void Params::CheckWrites() const {
+  const auto& spans = arrays_->spans;
+  const auto& written = arrays_->written;
+  const auto writes = [&](const std::string& n) {
+    if (n == "out" || n.rfind("out.", 0) == 0 || n.rfind("out[", 0) == 0) return true;
+    return std::find(written.begin(), written.end(), n) != written.end();
+  };
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const Span& w = spans[i];
+    if (w.begin == w.end || !writes(w.name)) continue;
+    for (size_t j = 0; j < spans.size(); ++j) {
+      const Span& o = spans[j];
+      if (j == i || o.copied || o.begin == o.end || !(w.begin < o.end && o.begin < w.end)) continue;
+      Throw(env_, Code::Shape, w.name + ": expected memory of its own, got a view sharing memory with " + o.name +
+                                   " (the work writes it while reading the other)");
+    }
+  }
+}
 
 const std::atomic<int32_t>* Params::Abort(const char* name) const {
   const Napi::Value v = Get(name);
   if (IsNullish(v)) return nullptr;
-  auto a = Record(Typed<int32_t>(v, "abort flag", -1, napi_int32_array, "Int32Array"));
+  auto a = Record(Typed<int32_t>(v, "abort flag", -1, napi_int32_array, "Int32Array"), "abort flag");
   if (a.length < 1) Throw(env_, Code::Shape, "abort flag: expected an Int32Array of length >= 1, got length 0");
   static_assert(sizeof(std::atomic<int32_t>) == sizeof(int32_t), "lock-free int32 atomics");
   return reinterpret_cast<const std::atomic<int32_t>*>(a.data);

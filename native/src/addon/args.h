@@ -125,17 +125,38 @@ class Params {
   Params Absent(std::string what, const std::vector<const char*>& names) const;
 
   // Every array of the caller's a reader handed out a pointer for, in this call (nested objects included).
-  const std::vector<Napi::Value>& Arrays() const { return *arrays_; }
+  const std::vector<Napi::Value>& Arrays() const { return arrays_->values; }
+
+  // Declares that the work writes the array `name` of this object (besides `out`, which every call writes:
+  // "out", "out.*"); for an in-place option such as tokenStatsBackward's inPlace.
+  void Writes(const char* name) const { arrays_->written.push_back(Name(name)); }
+  // Throws ERR_SHAPE when an array the work writes shares memory with any other array of the call: a view of
+  // the logits given as `out` would be written while other rows are still being read, on other threads.
+  // Run (invoke.h) calls it for every op; a binding that does not go through Run calls it itself.
+  void CheckWrites() const;
 
  private:
-  using Used = std::shared_ptr<std::vector<Napi::Value>>;
+  // One array handed out: its bytes and message name. `copied`: the work reads a private copy (I32Copy).
+  struct Span {
+    std::string name;
+    uintptr_t begin, end;
+    bool copied;
+  };
+  struct Call {
+    std::vector<Napi::Value> values;
+    std::vector<Span> spans;
+    std::vector<std::string> written;
+  };
+  using Used = std::shared_ptr<Call>;
   Params(Napi::Env env, std::string what, Used arrays) : env_(env), prefix_(std::move(what)), arrays_(std::move(arrays)) {}
   // A nested object of this call.
   Params(const Napi::Value& obj, std::string what, const std::vector<const char*>& names, Used arrays);
   void ReadAll(const Napi::Object& o, const std::vector<const char*>& names);
   template <typename T>
-  Array<T> Record(Array<T> a) const {
-    arrays_->push_back(a.value);
+  Array<T> Record(Array<T> a, const std::string& what) const {
+    arrays_->values.push_back(a.value);
+    const auto b = reinterpret_cast<uintptr_t>(a.data);
+    arrays_->spans.push_back({what, b, b + static_cast<uintptr_t>(a.length) * sizeof(T), false});
     return a;
   }
 

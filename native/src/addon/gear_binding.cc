@@ -97,6 +97,7 @@ static Napi::Value GearScan(const Napi::CallbackInfo& info) {
   if (n > 0 && (oadv.Data() == ow.Data() || static_cast<void*>(oadv.Data()) == static_cast<void*>(oseg.Data()) ||
                 static_cast<void*>(ow.Data()) == static_cast<void*>(oseg.Data())))
     Throw(env, Code::Shape, "out: expected three distinct arrays, got the same buffer twice");
+  p.CheckWrites();  // not run through Run: the rule that every other op gets there
   GearInputs in;
   in.advantages = adv.data;
   in.offsets = off.data;

@@ -84,6 +84,7 @@ class Job : public Napi::AsyncWorker {
 Napi::Value Run(const Params& p, bool async, std::function<Status(const ExecContext&)> work, Napi::Object result,
                 const std::atomic<int32_t>* abort, Finish finish) {
   const Napi::Env env = p.Env();
+  p.CheckWrites();
   if (!async) {
     ExecContext ctx{&global_pool(), abort};
     Check(env, work(ctx));

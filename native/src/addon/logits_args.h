@@ -146,6 +146,7 @@ inline GradOut ReadGradOut(const Params& p, const Params& lp, const Params& op, 
       g.device_ptr = const_cast<float*>(static_cast<const float*>(l.data));
       *result_out = p.Get("logits");
     } else {
+      lp.Writes("data");  // no other array of the call may share the logits' memory
       g.host = total > 0 ? const_cast<float*>(static_cast<const float*>(l.data)) : nullptr;
       *result_out = lp.Get("data");
     }

@@ -5,6 +5,7 @@
 
 #include "args.h"
 #include "invoke.h"
+#include "logits_args.h"
 #include "gear/sparse_divergence.h"
 #include "ops.h"
 
@@ -47,17 +48,20 @@ Params SideParams(const Params& p, const char* name) { return p.Object(name, {"i
 
 static Napi::Value SparseDivergence(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  const Params p(info, {GEAR_SPARSE_FIELDS, "async", "abort"});
+  const Params p(info, {GEAR_SPARSE_FIELDS, "out", "async", "abort"});
   const Params sp = SideParams(p, "student"), tp = SideParams(p, "teacher");
+  const Params outs = p.Object("out", {"value", "studentTail", "teacherTail", "studentSharedMass", "teacherSharedMass",
+                                       "shared", "entropyLower", "entropyUpper"}, true);
   const SparseArgs a = ReadArgs(p, sp, tp);
   const bool async = p.OptBool("async");
   const auto* abort = p.Abort();
   Napi::Object result = Napi::Object::New(env);
   const size_t n = static_cast<size_t>(a.n);
+  // Each output is the caller's (checked: n long; memory of its own, see Run) or a new array.
   auto f32 = [&](const char* key) {
-    Napi::Float32Array arr = Napi::Float32Array::New(env, n);
+    Napi::Float32Array arr = OutF32(outs, key, a.n);
     Put(result, key, arr);
-    return arr.Data();
+    return n > 0 ? arr.Data() : nullptr;
   };
   SparseDivergenceOut o;
   o.value = f32("value");
@@ -67,9 +71,10 @@ static Napi::Value SparseDivergence(const Napi::CallbackInfo& info) {
   o.teacher_shared_mass = f32("teacherSharedMass");
   o.entropy_lower = f32("entropyLower");
   o.entropy_upper = f32("entropyUpper");
-  Napi::Int32Array shared = Napi::Int32Array::New(env, n);
+  Napi::Int32Array shared = outs.Has("shared") ? outs.I32("shared", a.n).value.As<Napi::Int32Array>()
+                                                : Napi::Int32Array::New(env, n);
   Put(result, "shared", shared);
-  o.shared = shared.Data();
+  o.shared = n > 0 ? shared.Data() : nullptr;
   return Run(p, async,
              [=](const ExecContext& ctx) { return sparse_divergence(a.s, a.t, a.n, a.opt, o, ctx); }, result, abort);
 }
