@@ -42,7 +42,7 @@ export {
   sparseDivergence, sparseDivergenceAsync, sparseDivergenceBackward, sparseDivergenceBackwardAsync, sampledTokenKl,
 } from './ops/sparse_divergence.js';
 export type {
-  SparseSupport, SparseDivergenceOptions, SparseDivergence, SampledTokenKlArgs, SampledTokenKl,
+  SparseSupport, SparseDivergenceOptions, SparseDivergenceForwardOptions, SparseDivergence, SampledTokenKlArgs, SampledTokenKl,
 } from './ops/sparse_divergence.js';
 
 // Benchmark utilities (bandwidth)
