@@ -44,9 +44,9 @@ export interface GdpoArgs {
   singleton?: SingletonPolicy;
 }
 
-const GDPO_OPTIONS = {
+const GDPO_OPTIONS = Object.freeze({
   rewards: DATA, weights: OPT_DATA, groups: DATA, lengths: OPT_DATA, epsilon: epsilonOption(1e-6), singleton: SINGLETON_OPTION,
-} as const;
+} as const);
 
 /**
  * GDPO: for each reward component k, GRPO advantages `(r_k - mean_g) / (std_g + epsilon)`; their

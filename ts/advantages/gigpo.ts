@@ -323,7 +323,7 @@ function sizeHistogram(sizes: Int32Array): { histogram: Record<number, number>; 
   return { histogram, singletonRows: counts[1] ?? 0 };
 }
 
-const GIGPO_OPTIONS = {
+const GIGPO_OPTIONS = Object.freeze({
   episodeRewards: DATA, stepRewards: OPT_DATA, stepReturns: OPT_DATA, trajectories: DATA, groups: DATA, anchors: DATA,
   gamma: { type: 'number', min: 0, max: 1, default: 1, description: 'step-return discount' },
   stepWeight: { type: 'number', finite: true, default: 1, description: 'weight of the step-level advantage' },
@@ -331,7 +331,7 @@ const GIGPO_OPTIONS = {
   epsilon: epsilonOption(1e-6),
   crossStepStats: { type: 'boolean', default: true, description: 'every step row counts in its episode group' },
   similarity: { type: 'object', description: '{ threshold }: text anchors grouped by similarity' },
-} as const;
+} as const);
 
 /**
  * GiGPO advantages. Episode level: per episode group, `A^E = s - mean` (`mean_norm`) or

@@ -20,13 +20,13 @@ import {
  */
 export type GrpoScale = 'group' | 'batch' | 'none';
 
-const GRPO_OPTIONS = {
+const GRPO_OPTIONS = Object.freeze({
   ...ROW_OPTIONS,
   scale: { type: 'string', values: ['group', 'batch', 'none'] satisfies GrpoScale[], default: 'group', description: 'divide by the group std, the batch std, or nothing' },
   epsilon: epsilonOption(1e-6),
   precision: { type: 'string', values: ['float64', 'float32'], default: 'float64', description: "'float32': verl's vectorised GRPO" },
   varianceFloor: { type: 'number', min: 0, default: 0, description: "variance floor of precision 'float32'" },
-} as const;
+} as const);
 
 /**
  * Arguments of {@link grpo}.
@@ -294,12 +294,12 @@ export interface GrpoPassKArgs {
   k?: number;
 }
 
-const GRPO_PASSK_OPTIONS = {
+const GRPO_PASSK_OPTIONS = Object.freeze({
   ...ROW_OPTIONS,
   scale: { type: 'string', values: ['group', 'none'], default: 'group', description: 'divide by the group std, or not' },
   epsilon: epsilonOption(1e-6),
   k: { type: 'number', int: true, min: 1, default: 1, description: 'the k of pass@k (checked; the result does not depend on it)' },
-} as const;
+} as const);
 
 /**
  * GRPO pass@k (verl `grpo_passk`): in each group only the best row gets a non-zero advantage,

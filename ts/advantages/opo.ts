@@ -8,7 +8,7 @@ import { DATA, ROW_OPTIONS, rowArgs } from './row_args.js';
 import { type GroupId, type SingletonPolicy, groupStatsOf } from './groups.js';
 import { lengthsArg } from './masked.js';
 
-const OPO_OPTIONS = { ...ROW_OPTIONS, lengths: DATA } as const;
+const OPO_OPTIONS = Object.freeze({ ...ROW_OPTIONS, lengths: DATA } as const);
 
 /**
  * Arguments of {@link opo}.

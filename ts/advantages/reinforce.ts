@@ -32,7 +32,7 @@ export interface ReinforcePlusPlusBaselineArgs {
   singleton?: SingletonPolicy;
 }
 
-const RPP_BASELINE_OPTIONS = { ...ROW_OPTIONS, lengths: OPT_DATA } as const;
+const RPP_BASELINE_OPTIONS = Object.freeze({ ...ROW_OPTIONS, lengths: OPT_DATA } as const);
 
 /**
  * REINFORCE++-baseline: `a_i = r_i - mean_g`, then whitened over the whole batch exactly as verl's
@@ -102,14 +102,14 @@ export interface ReinforcePlusPlusArgs {
   precision?: 'float32' | 'float64';
 }
 
-const RPP_OPTIONS = {
+const RPP_OPTIONS = Object.freeze({
   ...TOKEN_OPTIONS,
   gamma: { type: 'number', min: 0, max: 1, default: 1, description: 'discount per token' },
   compat: { type: 'string', values: ['verl', 'verl-legacy', 'verl-agent'], description: 'masked gaps: skipped (verl) or reset (verl-legacy, verl-agent)' },
   semantics: { type: 'string', values: ['current', 'legacy'], description: 'deprecated: compat' },
   precision: { type: 'string', values: ['float32', 'float64'], default: 'float32', description: 'output precision' },
   baselines: OPT_DATA,
-} as const;
+} as const);
 
 function tokenArgs(a: unknown, fn: string) {
   const o = estimatorArgs(RPP_OPTIONS, a, fn);

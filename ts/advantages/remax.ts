@@ -9,10 +9,10 @@ import { rewardsArg } from './groups.js';
 import { type AdvantageEstimatorDefinition, estimatorArgs } from './registry.js';
 import { DATA, TOKEN_OPTIONS } from './row_args.js';
 
-const REMAX_OPTIONS = {
+const REMAX_OPTIONS = Object.freeze({
   ...TOKEN_OPTIONS, baselines: DATA,
   precision: { type: 'string', values: ['float32', 'float64'], default: 'float32', description: 'output precision' },
-} as const;
+} as const);
 
 /**
  * Arguments of {@link remax}.

@@ -21,9 +21,9 @@ export const SINGLETON_OPTION = {
 /** @internal `epsilon` with the given default. */
 export const epsilonOption = <D extends number>(d: D) => ({ type: 'number', min: 0, default: d, description: 'added to the std' }) as const;
 /** @internal The arguments every row-level estimator takes. */
-export const ROW_OPTIONS = { rewards: DATA, groups: DATA, singleton: SINGLETON_OPTION } as const satisfies OptionsSchema;
+export const ROW_OPTIONS = Object.freeze({ rewards: DATA, groups: DATA, singleton: SINGLETON_OPTION } as const satisfies OptionsSchema);
 /** @internal The arguments of the token-level estimators that read per-token rewards. */
-export const TOKEN_OPTIONS = { tokenRewards: DATA, offsets: DATA, mask: OPT_DATA } as const satisfies OptionsSchema;
+export const TOKEN_OPTIONS = Object.freeze({ tokenRewards: DATA, offsets: DATA, mask: OPT_DATA } as const satisfies OptionsSchema);
 
 /** Parsed `{ rewards, groups, singleton }` arguments of a row-level estimator. @internal */
 export interface RowArgs<O> {

@@ -75,13 +75,13 @@ function groupNanStd(x: Float64Array, idx: GroupIndex): Float64Array {
   return out;
 }
 
-const TRL_OPTIONS = {
+const TRL_OPTIONS = Object.freeze({
   rewards: DATA, weights: OPT_DATA, groups: OPT_DATA,
   numGenerations: { type: 'number', int: true, min: 1, description: 'rows per group, consecutive (instead of groups)' },
   scaleRewards: { type: 'string', values: ['group', 'batch', 'none'], default: 'group', description: "TRL's scale_rewards" },
   aggregation: { type: 'string', values: ['sum_then_normalize', 'normalize_then_sum'], default: 'sum_then_normalize', description: 'how several reward functions combine' },
   epsilon: epsilonOption(1e-4),
-} as const;
+} as const);
 
 /**
  * TRL's GRPO advantages. `sum_then_normalize`: `r = nansum_k(w_k r_k)` (unscorable rows NaN),

@@ -13,10 +13,10 @@ import { type KindOptions, builtinPolicyLoss } from './registry.js';
 
 /** The options of both DPPO kinds: the trust region's bounds, and `clipC` as the IS truncation. */
 type DppoOptions = Pick<PpoOptions, 'clipLow' | 'clipHigh' | 'clipC'>;
-const DPPO_OPTIONS = {
+const DPPO_OPTIONS = Object.freeze({
   ...CLIP_RANGE,
   clipC: { type: 'number', min: 0, minOpen: true, default: 20, description: 'IS truncation' },
-} as const;
+} as const);
 
 /** The DPPO settings of resolved arguments. */
 function dppoSettings(args: Readonly<Record<string, unknown>>): { lo: number; hi: number; c: number } {

@@ -44,7 +44,8 @@ function kindSchema(def: Readonly<PolicyLossDefinition> | undefined): KindSchema
       if (!specs.has(k)) { specs.set(k, spec); foreign.add(k); }
     }
   }
-  const ks: KindSchema = { schema: Object.fromEntries(specs), specs, foreign, keys: [...POLICY_LOSS_COMMON_KEYS, ...specs.keys()] };
+  // frozen: resolveOptions caches the names of a frozen schema (this one is built once per kind)
+  const ks: KindSchema = { schema: Object.freeze(Object.fromEntries(specs)), specs, foreign, keys: [...POLICY_LOSS_COMMON_KEYS, ...specs.keys()] };
   if (def !== undefined) kindSchemas.set(def, ks);
   return ks;
 }
