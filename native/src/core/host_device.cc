@@ -13,13 +13,8 @@
 #include <tuple>
 #include <type_traits>
 
-#if defined(_WIN32)
-#include <windows.h>
-#elif !defined(__linux__)
-#include <unistd.h>
-#endif
-
 #include "checks.h"
+#include "host_memory.h"
 #include "gear/thread_pool.h"
 
 namespace gear {
@@ -48,33 +43,6 @@ static_assert(sizeof(Header) <= kHeader, "the header fits before the block");
 
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-// Host memory available (free plus reclaimable) and in all, bytes; -1 where unknown.
-void host_memory(int64_t* available, int64_t* total) {
-  *available = -1;
-  *total = -1;
-#if defined(__linux__)
-  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
-    char line[256];
-    while (std::fgets(line, sizeof line, f) != nullptr) {
-      long long kb = 0;
-      if (std::sscanf(line, "MemAvailable: %lld kB", &kb) == 1) *available = kb * 1024;
-      else if (std::sscanf(line, "MemTotal: %lld kB", &kb) == 1) *total = kb * 1024;
-    }
-    std::fclose(f);
-  }
-#elif defined(_WIN32)
-  MEMORYSTATUSEX m;
-  m.dwLength = sizeof m;
-  if (GlobalMemoryStatusEx(&m)) {
-    *available = static_cast<int64_t>(m.ullAvailPhys);
-    *total = static_cast<int64_t>(m.ullTotalPhys);
-  }
-#elif defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
-  const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-  if (pages > 0 && size > 0) *total = static_cast<int64_t>(pages) * size;
-#endif
-}
 
 int64_t capacity() {
   const int64_t c = g_capacity.load(std::memory_order_relaxed);

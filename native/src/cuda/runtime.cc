@@ -7,10 +7,7 @@
 #include <memory>
 #include <string>
 
-#if defined(__linux__)
-#include <sys/sysinfo.h>
-#endif
-
+#include "../core/host_memory.h"
 #include "gear/backend.h"
 #include "gear/cuda.h"
 #include "runtime.h"
@@ -47,29 +44,6 @@ namespace {
 constexpr int kMaxDevices = 64;
 std::mutex g_devices_mu;
 Device* g_devices[kMaxDevices] = {};
-
-// Host memory the kernel reports as available (MemAvailable: free plus reclaimable) and in all, bytes;
-// -1 where unknown.
-void host_memory(int64_t* available, int64_t* total) {
-  *available = -1;
-  *total = -1;
-#if defined(__linux__)
-  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
-    char line[256];
-    while (std::fgets(line, sizeof line, f) != nullptr) {
-      long long kb = 0;
-      if (std::sscanf(line, "MemAvailable: %lld kB", &kb) == 1) *available = kb * 1024;
-      else if (std::sscanf(line, "MemTotal: %lld kB", &kb) == 1) *total = kb * 1024;
-    }
-    std::fclose(f);
-  }
-  struct sysinfo si;
-  if ((*available < 0 || *total < 0) && sysinfo(&si) == 0) {
-    if (*available < 0) *available = static_cast<int64_t>(si.freeram) * si.mem_unit;
-    if (*total < 0) *total = static_cast<int64_t>(si.totalram) * si.mem_unit;
-  }
-#endif
-}
 
 // ERR_OUT_OF_MEMORY for page-locked host memory, in the device's message style: the bytes asked (for
 // `what`) and the host memory available.
