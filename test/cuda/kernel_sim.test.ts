@@ -31,7 +31,7 @@ beforeAll(() => {
   const cc = spawnSync(nvcc!, ['-std=c++17', '-O2', '-arch=sm_80', `-I${src('native/include')}`,
     src('test/cuda/sim/main.cu'), src('test/cuda/sim/token_stats_sim.cu'), src('test/cuda/sim/divergence_sim.cu'),
     src('native/src/cuda/runtime.cc'), src('native/src/cuda/transfers.cc'), src('native/src/cuda/call.cc'),
-    src('native/src/core/checks.cc'), src('native/src/cpu/thread_pool.cc'), '-o', exe],
+    src('native/src/core/checks.cc'), src('native/src/core/host_memory.cc'), src('native/src/cpu/thread_pool.cc'), '-o', exe],
   { encoding: 'utf8', maxBuffer: 16 * 2 ** 20 });
   expect(cc.status, cc.stderr.slice(-4000)).toBe(0);
 }, 600_000);

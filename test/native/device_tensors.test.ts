@@ -39,5 +39,5 @@ it('ids are never reused; claims, busy tensors, deferred and per-environment dis
 
 it("the host device's runtime (GEAR_RL_VARIANT=host-device) holds its allocations, accounting and aborts under ASan", async () => {
   await sanitized('host_device_test', ['test/native/host_device_test.cc', 'native/src/core/host_device.cc',
-    'native/src/core/device_tensors.cc', 'native/src/cpu/thread_pool.cc']);
+    'native/src/core/host_memory.cc', 'native/src/core/device_tensors.cc', 'native/src/cpu/thread_pool.cc']);
 }, 120_000);
