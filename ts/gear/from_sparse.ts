@@ -19,7 +19,7 @@ import type { SparseDivergence, SparseSupport } from '../ops/sparse_divergence.j
 import type { SparseTopK } from '../server/common.js';
 import { checkModesMatch, readLogprobMode } from '../server/mode.js';
 import type { LogprobMode } from '../server/mode.js';
-import { gearAdvantagesArg, gearChecked, gearMaskArg } from './gear.js';
+import { gearAdvantagesArg, gearOutArg, gearChecked, gearMaskArg } from './gear.js';
 import type { GearResult } from './gear.js';
 import { type GearOptions, resolveGearOptions } from './options.js';
 
@@ -196,11 +196,7 @@ export function gearFromSparse(a: GearFromSparseInput): GearFromSparseResult | G
   const adv = gearAdvantagesArg(advantages, rows);
   const m = gearMaskArg(mask, n);
   const res = gearChecked({ adv, offsets: offsets as Int32Array, rows, mask: m, div: divergence, ent: h, lr: logratio, o,
-    out: {
-      advantages: prev.advantages === undefined ? null : v.f32(prev.advantages, 'out.advantages', n),
-      weights: prev.weights === undefined ? null : v.f32(prev.weights, 'out.weights', n),
-      segmentId: prev.segmentId === undefined ? null : v.i32(prev.segmentId, 'out.segmentId', n),
-    } });
+    out: gearOutArg(prev.advantages, prev.weights, prev.segmentId, n) });
   return { ...res, signals: { ...(divergence ? { divergence } : {}), entropy: h, ...(logratio ? { logratio } : {}) }, stats } as GearFromSparseResult;
 }
 
@@ -234,19 +230,21 @@ function reuse(x: unknown, n: number, avoid: readonly unknown[]): Float32Array |
   return x;
 }
 
-/** One all-padding top-1 list, grown as needed and handed out as views: the sparse pass only reads it. */
-let padding: WeakRef<{ ids: Int32Array; logprobs: Float32Array }> | undefined;
+/**
+ * One all-padding top-1 list, grown as needed and handed out as views: the sparse pass only reads it. Held
+ * for the process (8 bytes per token of the largest call): a weak hold would be dropped by every full
+ * collection, and the list rebuilt on the next step.
+ */
+let padding: { ids: Int32Array; logprobs: Float32Array } | undefined;
 
 /** An all-padding top-1 list of the student's length (the student's sparse pass without a teacher). */
 function paddingTopK(student: SparseTopK): SparseTopK {
   const k = typeof student === 'object' && student !== null && Number.isInteger(student.k) && student.k > 0 ? student.k : 1;
   const n = student?.ids instanceof Int32Array ? Math.floor(student.ids.length / k) : 0;
-  let p = padding?.deref();
-  if (p === undefined || p.ids.length < n) {
-    p = { ids: new Int32Array(n).fill(-1), logprobs: new Float32Array(n).fill(-Infinity) };
-    padding = new WeakRef(p);
+  if (padding === undefined || padding.ids.length < n) {
+    padding = { ids: new Int32Array(n).fill(-1), logprobs: new Float32Array(n).fill(-Infinity) };
   }
-  return { k: 1, ids: p.ids.subarray(0, n), logprobs: p.logprobs.subarray(0, n) };
+  return { k: 1, ids: padding.ids.subarray(0, n), logprobs: padding.logprobs.subarray(0, n) };
 }
 
 /** `modes`: each side's mode checked, and the two matched when both are given. */

@@ -284,10 +284,16 @@ export function gearAdvantages(a: GearInput | GearLogratioInput): GearResult {
   const lr = logratio === undefined ? undefined : v.f32(logratio, 'logratio', n);
   if (o.anchorSignal === 'logratio' && lr === undefined) fail('ERR_OPTION', 'logratio', "a Float32Array (anchorSignal 'logratio')", undefined);
   if (o.signMode === 'rlsd' && lr === undefined) fail('ERR_OPTION', 'logratio', "a Float32Array (signMode 'rlsd')", undefined);
-  const oa = outA === undefined ? null : v.f32(outA, 'out.advantages', n);
-  const ow = outW === undefined ? null : v.f32(outW, 'out.weights', n);
-  const os = outS === undefined ? null : v.i32(outS, 'out.segmentId', n);
-  return gearChecked({ adv, offsets: offsets as Int32Array, rows, mask: m, div, ent, lr, o, out: { advantages: oa, weights: ow, segmentId: os } });
+  return gearChecked({ adv, offsets: offsets as Int32Array, rows, mask: m, div, ent, lr, o, out: gearOutArg(outA, outW, outS, n) });
+}
+
+/** @internal The caller's output arrays of {@link gear} (each already read once), checked: `n` long, the field's type. */
+export function gearOutArg(advantages: unknown, weights: unknown, segmentId: unknown, n: number): GearChecked['out'] {
+  return {
+    advantages: advantages === undefined ? null : v.f32(advantages, 'out.advantages', n),
+    weights: weights === undefined ? null : v.f32(weights, 'out.weights', n),
+    segmentId: segmentId === undefined ? null : v.i32(segmentId, 'out.segmentId', n),
+  };
 }
 
 /** @internal The per-row advantages of {@link gear}: numbers, finite, one per row (as a Float64Array). */

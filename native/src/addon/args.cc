@@ -233,16 +233,24 @@ Array<float> Params::F32Item(const Napi::Value& item, const std::string& what, i
   return Record(Typed<float>(item, what, len, napi_float32_array, "Float32Array"), what);
 }
 Array<double> Params::F64(const char* name, int64_t len) const {
-  return Record(Typed<double>(Get(name), Name(name), len, napi_float64_array, "Float64Array"), Name(name));
+  std::string what = Name(name);
+  auto a = Typed<double>(Get(name), what, len, napi_float64_array, "Float64Array");
+  return Record(std::move(a), std::move(what));
 }
 Array<int32_t> Params::I32(const char* name, int64_t len) const {
-  return Record(Typed<int32_t>(Get(name), Name(name), len, napi_int32_array, "Int32Array"), Name(name));
+  std::string what = Name(name);
+  auto a = Typed<int32_t>(Get(name), what, len, napi_int32_array, "Int32Array");
+  return Record(std::move(a), std::move(what));
 }
 Array<uint8_t> Params::U8(const char* name, int64_t len) const {
-  return Record(Typed<uint8_t>(Get(name), Name(name), len, napi_uint8_array, "Uint8Array"), Name(name));
+  std::string what = Name(name);
+  auto a = Typed<uint8_t>(Get(name), what, len, napi_uint8_array, "Uint8Array");
+  return Record(std::move(a), std::move(what));
 }
 Array<uint16_t> Params::U16(const char* name, int64_t len) const {
-  return Record(Typed<uint16_t>(Get(name), Name(name), len, napi_uint16_array, "Uint16Array"), Name(name));
+  std::string what = Name(name);
+  auto a = Typed<uint16_t>(Get(name), what, len, napi_uint16_array, "Uint16Array");
+  return Record(std::move(a), std::move(what));
 }
 // The copy is what the work reads; the caller's array is recorded all the same (held and marked like the
 // others), so what an async call holds does not depend on which reader a binding used.

@@ -153,10 +153,10 @@ class Params {
   Params(const Napi::Value& obj, std::string what, const std::vector<const char*>& names, Used arrays);
   void ReadAll(const Napi::Object& o, const std::vector<const char*>& names);
   template <typename T>
-  Array<T> Record(Array<T> a, const std::string& what) const {
+  Array<T> Record(Array<T> a, std::string what) const {
     arrays_->values.push_back(a.value);
     const auto b = reinterpret_cast<uintptr_t>(a.data);
-    arrays_->spans.push_back({what, b, b + static_cast<uintptr_t>(a.length) * sizeof(T), false});
+    arrays_->spans.push_back({std::move(what), b, b + static_cast<uintptr_t>(a.length) * sizeof(T), false});
     return a;
   }
 
@@ -165,5 +165,16 @@ class Params {
   std::vector<std::pair<const char*, Napi::Value>> values_;
   Used arrays_;
 };
+
+// An optional output of `len` elements: the caller's (checked and recorded like any array of the call) or
+// a new one.
+inline Napi::Float32Array OutF32(const Params& p, const char* name, int64_t len) {
+  if (!p.Has(name)) return Napi::Float32Array::New(p.Env(), static_cast<size_t>(len));
+  return p.F32(name, len).value.As<Napi::Float32Array>();
+}
+inline Napi::Int32Array OutI32(const Params& p, const char* name, int64_t len) {
+  if (!p.Has(name)) return Napi::Int32Array::New(p.Env(), static_cast<size_t>(len));
+  return p.I32(name, len).value.As<Napi::Int32Array>();
+}
 
 }  // namespace gear::addon

@@ -86,14 +86,10 @@ static Napi::Value GearScan(const Napi::CallbackInfo& info) {
   const auto mask = p.OptU8("mask", n);
   const auto lr = lr_only ? lr0 : p.OptF32("logratio", n);
   // Optional caller-owned outputs (reused across steps, they skip allocation and first-touch faults).
-  auto out_f32 = [&](const char* name) {
-    return outs.Has(name) ? outs.F32(name, n).value.As<Napi::Float32Array>()
-                          : Napi::Float32Array::New(env, static_cast<size_t>(n));
-  };
-  Napi::Float32Array oadv = out_f32("advantages");
-  Napi::Float32Array ow = out_f32("weights");
-  Napi::Int32Array oseg = outs.Has("segmentId") ? outs.I32("segmentId", n).value.As<Napi::Int32Array>()
-                                                : Napi::Int32Array::New(env, static_cast<size_t>(n));
+  Napi::Float32Array oadv = OutF32(outs, "advantages", n);
+  Napi::Float32Array ow = OutF32(outs, "weights", n);
+  Napi::Int32Array oseg = OutI32(outs, "segmentId", n);
+  // CheckWrites below refuses these too; this check keeps its own message for the same array given twice
   if (n > 0 && (oadv.Data() == ow.Data() || static_cast<void*>(oadv.Data()) == static_cast<void*>(oseg.Data()) ||
                 static_cast<void*>(ow.Data()) == static_cast<void*>(oseg.Data())))
     Throw(env, Code::Shape, "out: expected three distinct arrays, got the same buffer twice");

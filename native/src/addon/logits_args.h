@@ -62,12 +62,6 @@ inline LogitsView ReadLogits(const Params& p, const Claims& claims, int* device,
   return l;
 }
 
-// An optional Float32Array output of `len` elements: the given one (checked) or a new one.
-inline Napi::Float32Array OutF32(const Params& p, const char* name, int64_t len) {
-  if (!p.Has(name)) return Napi::Float32Array::New(p.Env(), static_cast<size_t>(len));
-  return p.F32(name, len).value.As<Napi::Float32Array>();
-}
-
 // rows * vocab of a view not yet checked, or -1 when it overflows or differs from the array's length: then
 // nothing is sized from it (no output allocated or length-checked) and the public entry reports the shape.
 inline int64_t Elements(const LogitsView& l) {

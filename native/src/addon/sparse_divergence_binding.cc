@@ -5,7 +5,6 @@
 
 #include "args.h"
 #include "invoke.h"
-#include "logits_args.h"
 #include "gear/sparse_divergence.h"
 #include "ops.h"
 
@@ -71,8 +70,7 @@ static Napi::Value SparseDivergence(const Napi::CallbackInfo& info) {
   o.teacher_shared_mass = f32("teacherSharedMass");
   o.entropy_lower = f32("entropyLower");
   o.entropy_upper = f32("entropyUpper");
-  Napi::Int32Array shared = outs.Has("shared") ? outs.I32("shared", a.n).value.As<Napi::Int32Array>()
-                                                : Napi::Int32Array::New(env, n);
+  Napi::Int32Array shared = OutI32(outs, "shared", a.n);
   Put(result, "shared", shared);
   o.shared = n > 0 ? shared.Data() : nullptr;
   return Run(p, async,

@@ -47,9 +47,13 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 int64_t capacity() {
   const int64_t c = g_capacity.load(std::memory_order_relaxed);
   if (c > 0) return c;
-  int64_t available, total;
-  host_memory(&available, &total);
-  return total > 0 ? total : int64_t{16} << 30;
+  // the host's total memory, read once (it does not change; every allocation asks)
+  static const int64_t dflt = [] {
+    int64_t available, total;
+    host_memory(&available, &total);
+    return total > 0 ? total : int64_t{16} << 30;
+  }();
+  return dflt;
 }
 
 // What an allocation may still take: the capacity left, and no more than the host has available.
@@ -219,12 +223,7 @@ Status alloc_host(int64_t bytes, void** out) {
   const int64_t n = std::max<int64_t>(bytes, 1);
   *out = static_cast<uint64_t>(n) <= SIZE_MAX ? std::calloc(static_cast<size_t>(n), 1) : nullptr;  // zeroed, as JS memory is
   if (*out != nullptr) return Status::ok();
-  int64_t available, total;
-  host_memory(&available, &total);
-  const auto text = [](int64_t x) { return x < 0 ? std::string("unknown") : std::to_string(x); };
-  return error(Code::OutOfMemory, "host memory: expected " + std::to_string(n) +
-                                      " bytes of page-locked memory (rl.cuda.allocHost), got " + text(available) +
-                                      " bytes available of " + text(total));
+  return host_oom(n, "rl.cuda.allocHost");
 }
 
 void free_host(void* p) { std::free(p); }

@@ -1,6 +1,7 @@
 #include "host_memory.h"
 
 #include <cstdio>
+#include <string>
 
 #if defined(_WIN32)
 #include <windows.h>
@@ -42,6 +43,15 @@ void host_memory(int64_t* available, int64_t* total) {
   const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
   if (pages > 0 && size > 0) *total = static_cast<int64_t>(pages) * size;
 #endif
+}
+
+Status host_oom(int64_t bytes, const char* what) {
+  int64_t available = -1, total = -1;
+  host_memory(&available, &total);
+  const auto n = [](int64_t x) { return x < 0 ? std::string("unknown") : std::to_string(x); };
+  return error(Code::OutOfMemory, std::string("host memory: expected ") + std::to_string(bytes) +
+                                      " bytes of page-locked memory (" + what + "), got " + n(available) +
+                                      " bytes available of " + n(total));
 }
 
 }  // namespace gear

@@ -45,17 +45,6 @@ constexpr int kMaxDevices = 64;
 std::mutex g_devices_mu;
 Device* g_devices[kMaxDevices] = {};
 
-// ERR_OUT_OF_MEMORY for page-locked host memory, in the device's message style: the bytes asked (for
-// `what`) and the host memory available.
-Status host_oom(int64_t bytes, const char* what) {
-  int64_t available = -1, total = -1;
-  host_memory(&available, &total);
-  const auto n = [](int64_t x) { return x < 0 ? std::string("unknown") : std::to_string(x); };
-  return error(Code::OutOfMemory, std::string("host memory: expected ") + std::to_string(bytes) +
-                                      " bytes of page-locked memory (" + what + "), got " + n(available) +
-                                      " bytes available of " + n(total));
-}
-
 }  // namespace
 
 // Every page-locked allocation goes through here.
